@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"ringkv/proto/kvpb"
+)
+
+// SecretHeader is the gRPC metadata key that carries the cluster secret.
+const SecretHeader = "x-ringkv-secret"
+
+// Factory gives commands their streams and their connection to the cluster. The global
+// flags (--addr, -o, --secret-file) fill it before a command runs.
+type Factory struct {
+	IO *IOStreams
+	// Addr is any node's gRPC address.
+	Addr string
+	// Output is "table" or "json".
+	Output string
+	// SecretFile holds the cluster secret; empty when the cluster has none.
+	SecretFile string
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewFactory returns a Factory on the given streams with kvctl's defaults.
+func NewFactory(ios *IOStreams) *Factory {
+	addr := os.Getenv("KVCTL_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:9090"
+	}
+	return &Factory{IO: ios, Addr: addr, Output: "table", SecretFile: os.Getenv("KVCTL_SECRET_FILE")}
+}
+
+// JSON tells whether -o json was asked for.
+func (f *Factory) JSON() bool { return f.Output == "json" }
+
+// Conn returns a shared client connection to addr ("" = f.Addr). Connections are closed by Close.
+func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
+	if addr == "" {
+		addr = f.Addr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.conns[addr]; ok {
+		return c, nil
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if f.SecretFile != "" {
+		b, err := os.ReadFile(f.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("read secret file: %w", err)
+		}
+		secret := strings.TrimSpace(string(b))
+		opts = append(opts,
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+				return invoker(metadata.AppendToOutgoingContext(ctx, SecretHeader, secret), method, req, reply, cc, o...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(metadata.AppendToOutgoingContext(ctx, SecretHeader, secret), desc, cc, method, o...)
+			}))
+	}
+	c, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if f.conns == nil {
+		f.conns = map[string]*grpc.ClientConn{}
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+// KV returns a client of the KV service at addr ("" = f.Addr).
+func (f *Factory) KV(addr string) (kvpb.KVClient, error) {
+	c, err := f.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.NewKVClient(c), nil
+}
+
+// Admin returns a client of the Admin service at addr ("" = f.Addr).
+func (f *Factory) Admin(addr string) (kvpb.AdminClient, error) {
+	c, err := f.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.NewAdminClient(c), nil
+}
+
+// Close closes every connection the factory opened.
+func (f *Factory) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// PrintJSON writes v as indented JSON: protobuf messages with their proto field names
+// and every field present (a stable shape for scripts), anything else with encoding/json.
+func PrintJSON(w io.Writer, v any) error {
+	var b []byte
+	var err error
+	if m, ok := v.(proto.Message); ok {
+		b, err = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	} else {
+		b, err = json.MarshalIndent(v, "", "  ")
+	}
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// Table prints aligned columns on a terminal and tab-separated lines when piped.
+type Table struct {
+	w    io.Writer
+	tty  bool
+	rows [][]string
+}
+
+// NewTable starts a table with the given header.
+func NewTable(ios *IOStreams, header ...string) *Table {
+	return &Table{w: ios.Out, tty: ios.OutTTY, rows: [][]string{header}}
+}
+
+// Row adds one row; values are formatted with %v.
+func (t *Table) Row(cells ...any) {
+	r := make([]string, len(cells))
+	for i, c := range cells {
+		r[i] = fmt.Sprint(c)
+	}
+	t.rows = append(t.rows, r)
+}
+
+// Render writes the table.
+func (t *Table) Render() error {
+	if !t.tty {
+		for _, r := range t.rows {
+			if _, err := fmt.Fprintln(t.w, strings.Join(r, "\t")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(t.w, 0, 0, 2, ' ', 0)
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// Humanize formats a byte count as B, KiB, MiB, GiB.
+func Humanize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// RPCError turns a gRPC error into a one-line reason ("node 127.0.0.1:9090: unavailable: ...").
+func RPCError(addr string, err error) error {
+	if s, ok := status.FromError(err); ok {
+		return fmt.Errorf("node %s: %s: %s", addr, strings.ToLower(s.Code().String()), s.Message())
+	}
+	return fmt.Errorf("node %s: %w", addr, err)
+}

@@ -1,0 +1,163 @@
+package hlc
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeWall is a settable wall clock for tests.
+type fakeWall struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeWall) now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.t
+}
+
+func (f *fakeWall) set(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t = t
+}
+
+var base = time.UnixMilli(1_700_000_000_000)
+
+func ts(ms int64, logical uint64) uint64 { return uint64(ms)<<logicalBits | logical }
+
+func TestNowFollowsWallClock(t *testing.T) {
+	wall := &fakeWall{t: base}
+	c := New(wall.now)
+	ms := base.UnixMilli()
+
+	steps := []struct {
+		name string
+		wall time.Time
+		want uint64
+	}{
+		{"first reading", base, ts(ms, 0)},
+		{"same millisecond bumps logical", base, ts(ms, 1)},
+		{"sub-millisecond advance bumps logical", base.Add(500 * time.Microsecond), ts(ms, 2)},
+		{"wall clock advances resets logical", base.Add(10 * time.Millisecond), ts(ms+10, 0)},
+		{"wall clock goes backwards", base.Add(-time.Hour), ts(ms+10, 1)},
+		{"still behind", base.Add(5 * time.Millisecond), ts(ms+10, 2)},
+		{"wall clock catches up", base.Add(11 * time.Millisecond), ts(ms+11, 0)},
+	}
+	for _, s := range steps {
+		wall.set(s.wall)
+		if got := c.Now(); got != s.want {
+			t.Fatalf("%s: got %#x, want %#x", s.name, got, s.want)
+		}
+	}
+}
+
+func TestLogicalOverflowCarries(t *testing.T) {
+	wall := &fakeWall{t: base}
+	c := New(wall.now)
+	ms := base.UnixMilli()
+	var prev uint64
+	for i := 0; i < 1<<logicalBits+3; i++ {
+		got := c.Now()
+		if got <= prev {
+			t.Fatalf("step %d: got %#x, want > %#x", i, got, prev)
+		}
+		prev = got
+	}
+	if want := ts(ms+1, 2); prev != want {
+		t.Fatalf("after overflow: got %#x, want %#x", prev, want)
+	}
+}
+
+func TestUpdate(t *testing.T) {
+	ms := base.UnixMilli()
+	tests := []struct {
+		name   string
+		local  uint64 // issued by Now before Update
+		remote uint64
+		want   uint64 // next Now after Update, wall clock unchanged at base
+	}{
+		{"remote ahead", ts(ms, 0), ts(ms+100, 7), ts(ms+100, 8)},
+		{"remote behind", ts(ms, 0), ts(ms-100, 7), ts(ms, 1)},
+		{"remote equal", ts(ms, 0), ts(ms, 0), ts(ms, 1)},
+		{"remote same ms higher logical", ts(ms, 0), ts(ms, 9), ts(ms, 10)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(func() time.Time { return base })
+			if got := c.Now(); got != tt.local {
+				t.Fatalf("local: got %#x, want %#x", got, tt.local)
+			}
+			c.Update(tt.remote)
+			if got := c.Now(); got != tt.want {
+				t.Fatalf("after Update: got %#x, want %#x", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNowMonotonicUnderConcurrency(t *testing.T) {
+	wall := &fakeWall{t: base}
+	c := New(wall.now)
+	const goroutines, perG = 8, 2000
+
+	results := make([][]uint64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]uint64, 0, perG)
+			for i := range perG {
+				switch {
+				case g == 0 && i%100 == 0: // wall clock jumps around, backwards too
+					wall.set(base.Add(time.Duration(i%300-150) * time.Millisecond))
+				case g == 1 && i%50 == 0:
+					c.Update(ts(base.UnixMilli()+int64(i), 3))
+				}
+				out = append(out, c.Now())
+			}
+			results[g] = out
+		}()
+	}
+	wg.Wait()
+
+	seen := make(map[uint64]bool, goroutines*perG)
+	for g, out := range results {
+		for i, v := range out {
+			if i > 0 && v <= out[i-1] {
+				t.Fatalf("goroutine %d step %d: got %#x, want > %#x", g, i, v, out[i-1])
+			}
+			if seen[v] {
+				t.Fatalf("goroutine %d step %d: timestamp %#x issued twice", g, i, v)
+			}
+			seen[v] = true
+		}
+	}
+}
+
+func TestPhysical(t *testing.T) {
+	tests := []struct {
+		ts   uint64
+		want time.Time
+	}{
+		{ts(base.UnixMilli(), 0), base},
+		{ts(base.UnixMilli(), 0xffff), base},
+		{0, time.UnixMilli(0)},
+	}
+	for _, tt := range tests {
+		if got := Physical(tt.ts); !got.Equal(tt.want) {
+			t.Errorf("Physical(%#x): got %v, want %v", tt.ts, got, tt.want)
+		}
+	}
+}
+
+func TestNewNilUsesWallClock(t *testing.T) {
+	before := time.Now().Add(-time.Millisecond)
+	got := Physical(New(nil).Now())
+	if got.Before(before) || got.After(time.Now().Add(time.Millisecond)) {
+		t.Fatalf("got %v, want about %v", got, before)
+	}
+}

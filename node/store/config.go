@@ -1,0 +1,77 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the badger directory. Ignored when InMemory is set.
+	Dir string
+	// InMemory keeps everything in memory; nothing survives Close.
+	InMemory bool
+	// SyncWrites makes every Apply fsync before it returns (badger's
+	// SyncWrites). See the package comment for what survives a crash without it.
+	SyncWrites bool
+	// ValueLogGCInterval is how often the background goroutine runs badger's
+	// value-log GC. 0 disables it. Never runs InMemory.
+	ValueLogGCInterval time.Duration
+	// ValueLogGCDiscardRatio is the discard ratio passed to RunValueLogGC: a
+	// value-log file is rewritten when at least this share of it is garbage.
+	ValueLogGCDiscardRatio float64
+	// Logger receives badger's warnings and errors and the store's own
+	// messages. nil means slog.Default().
+	Logger *slog.Logger
+	// Badger, if set, adjusts the badger options after the Store has set its
+	// own: the place for badger's tuning knobs (memtable size, caches,
+	// compression) rather than parallel fields here. It must not change
+	// Dir, ValueDir, InMemory or the logger.
+	Badger func(badger.Options) badger.Options
+}
+
+// DefaultConfig returns the defaults: on disk in ./data, SyncWrites off,
+// value-log GC every minute at discard ratio 0.5.
+func DefaultConfig() Config {
+	return Config{
+		Dir:                    "data",
+		ValueLogGCInterval:     time.Minute,
+		ValueLogGCDiscardRatio: 0.5,
+	}
+}
+
+// Validate reports the first problem with c, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case !c.InMemory && c.Dir == "":
+		return fmt.Errorf("%w: dir is empty and in-memory is off", ErrInvalidConfig)
+	case c.ValueLogGCInterval < 0:
+		return fmt.Errorf("%w: value-log GC interval %v is negative", ErrInvalidConfig, c.ValueLogGCInterval)
+	case c.ValueLogGCInterval > 0 && !(c.ValueLogGCDiscardRatio > 0 && c.ValueLogGCDiscardRatio < 1):
+		return fmt.Errorf("%w: value-log GC discard ratio %v is outside (0, 1)", ErrInvalidConfig, c.ValueLogGCDiscardRatio)
+	}
+	return nil
+}
+
+// badgerOptions maps c onto badger's options.
+func (c Config) badgerOptions(logger *slog.Logger) badger.Options {
+	dir := c.Dir
+	if c.InMemory {
+		dir = ""
+	}
+	opts := badger.DefaultOptions(dir).
+		WithInMemory(c.InMemory).
+		WithSyncWrites(c.SyncWrites).
+		// Apply serializes writers of one key with a striped lock (see
+		// Store.Apply), so badger's conflict tracking would be pure overhead.
+		WithDetectConflicts(false).
+		WithLogger(badgerLogger{logger}).
+		WithLoggingLevel(badger.WARNING)
+	if c.Badger != nil {
+		opts = c.Badger(opts)
+	}
+	return opts
+}

@@ -1,0 +1,36 @@
+// Package store is a node's local copy of the data: a badger v4 database
+// holding one Record per key, resolved last-write-wins.
+//
+// # Layout
+//
+// A badger key is the 8-byte big-endian ring token of the user key followed
+// by the key itself (StoreKey), so keys sort by token, then by key, and every
+// vnode's data — a token range (start, end] — is one contiguous key range
+// that Scan, CountRange and DeleteRange walk without touching the rest. A
+// badger value is a Record in the codec of Record.MarshalBinary.
+//
+// # Ranges
+//
+// Every range is (start, end]: tokens t with start < t <= end. start >= end
+// wraps past the top of the token space; start == end is the whole ring.
+//
+// # Durability
+//
+// SyncWrites is off by default. Either way Apply returns only after badger
+// has written the record to its write-ahead log (the memtable WAL, or the
+// value log for large values) through the OS, so everything acknowledged
+// survives a crash of the process: the OS page cache still holds it and
+// writes it out. A power loss or kernel crash loses what was written since
+// the last fsync — badger syncs on memtable flush, value-log rotation and
+// Close. With SyncWrites every Apply fsyncs before it returns, and an
+// acknowledged write survives power loss too, at the cost of write latency.
+// (Replication across nodes is the first line of defence; SyncWrites is for
+// deployments that must survive losing every replica's power at once.)
+//
+// InMemory keeps everything in memory: nothing survives Close.
+//
+// # Background work
+//
+// Open starts one goroutine that runs badger's value-log GC every
+// ValueLogGCInterval; Close stops it and waits for it before closing badger.
+package store

@@ -1,0 +1,19 @@
+package store
+
+import "errors"
+
+var (
+	// ErrInvalidConfig is returned by Config.Validate and Open for a bad Config.
+	ErrInvalidConfig = errors.New("invalid store config")
+	// ErrShortRecord is returned when decoding a record shorter than its header.
+	ErrShortRecord = errors.New("record too short")
+	// ErrUnknownVersion is returned when decoding a record of an unknown codec version.
+	ErrUnknownVersion = errors.New("unknown record version")
+	// ErrInvalidRecord is returned for a record with unknown flags or a tombstone
+	// carrying a value, when encoding or decoding.
+	ErrInvalidRecord = errors.New("invalid record")
+	// ErrAfterOutOfRange is returned by Scan when the resume key lies outside the range.
+	ErrAfterOutOfRange = errors.New("scan resume key outside range")
+	// ErrClosed is returned by operations on a closed Store.
+	ErrClosed = errors.New("store closed")
+)

@@ -1,0 +1,392 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/dgraph-io/badger/v4"
+)
+
+// stripes is the number of per-key locks Apply hashes keys onto; a power of two.
+const stripes = 1024
+
+// deleteBatchKeys bounds how many store keys DeleteRange collects per read
+// transaction before handing them to a write batch.
+const deleteBatchKeys = 10_000
+
+// Store is a node's badger database of token-ordered records. It is safe for
+// concurrent use; Close must not race with other calls.
+type Store struct {
+	db     *badger.DB
+	logger *slog.Logger
+	closed atomic.Bool
+
+	// locks serialize Apply per key (by a hash of the store key), which makes
+	// its read-compare-write atomic without badger's conflict detection.
+	locks [stripes]sync.Mutex
+
+	// keys estimates the number of stored records, tombstones included: an
+	// exact count at Open, then +1 for every Apply that creates a key and -n
+	// for every DeleteRange. It drifts only when DeleteRange races with
+	// Apply on the same range.
+	keys atomic.Int64
+
+	stopGC chan struct{}
+	gcDone chan struct{}
+}
+
+// Open validates cfg, opens badger and starts the value-log GC goroutine.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("component", "store")
+	db, err := badger.Open(cfg.badgerOptions(logger))
+	if err != nil {
+		return nil, fmt.Errorf("open badger %q: %w", cfg.Dir, err)
+	}
+	s := &Store{
+		db:     db,
+		logger: logger,
+		stopGC: make(chan struct{}),
+		gcDone: make(chan struct{}),
+	}
+	n, _, err := s.CountRange(0, 0)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("count keys: %w", err), db.Close())
+	}
+	s.keys.Store(int64(n))
+	if cfg.InMemory || cfg.ValueLogGCInterval == 0 {
+		close(s.gcDone)
+	} else {
+		go s.runGC(cfg.ValueLogGCInterval, cfg.ValueLogGCDiscardRatio)
+	}
+	return s, nil
+}
+
+// runGC runs badger's value-log GC every interval until stopGC is closed.
+func (s *Store) runGC(interval time.Duration, ratio float64) {
+	defer close(s.gcDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopGC:
+			return
+		case <-t.C:
+		}
+		// One call rewrites at most one file; repeat while it finds garbage.
+		for {
+			err := s.db.RunValueLogGC(ratio)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+					s.logger.Warn("value-log GC", "err", err)
+				}
+				break
+			}
+			select {
+			case <-s.stopGC:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// Get returns the record stored for key at token; found is false when there
+// is none. A tombstone is returned as found, with Tombstone set.
+func (s *Store) Get(token uint64, key []byte) (rec Record, found bool, err error) {
+	if s.closed.Load() {
+		return Record{}, false, ErrClosed
+	}
+	sk := StoreKey(token, key)
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(sk)
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		return rec.decode(v)
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return Record{}, false, nil
+	case err != nil:
+		return Record{}, false, fmt.Errorf("get %x: %w", sk, err)
+	}
+	return rec, true, nil
+}
+
+// Apply stores rec for key at token unless the stored record is newer or
+// equal (Record.Newer); applied reports whether rec was written. The
+// compare-and-write is atomic per key.
+//
+// Concurrency: writers of one key are serialized by a striped mutex (1024
+// stripes by xxhash of the store key), and the read and write happen in one
+// badger transaction under it. The alternative — badger's optimistic
+// conflict detection with a retry on ErrConflict — spins and retries
+// unboundedly when many replicas' writes to one hot key arrive together,
+// and costs conflict bookkeeping on every commit; the lock makes contenders
+// queue instead and lets badger run with DetectConflicts off. Distinct keys
+// sharing a stripe wait for each other only for one transaction.
+func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err error) {
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
+	sk := StoreKey(token, key)
+	val, err := rec.MarshalBinary()
+	if err != nil {
+		return false, fmt.Errorf("apply %x: %w", sk, err)
+	}
+	mu := &s.locks[xxhash.Sum64(sk)&(stripes-1)]
+	mu.Lock()
+	defer mu.Unlock()
+
+	created := false
+	err = s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(sk)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			created = true
+		case err != nil:
+			return err
+		default:
+			newer := false
+			if err := item.Value(func(v []byte) error {
+				var cur Record
+				if err := cur.decode(v); err != nil {
+					return err
+				}
+				newer = rec.Newer(cur)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if !newer {
+				return nil
+			}
+		}
+		applied = true
+		return txn.Set(sk, val)
+	})
+	if err != nil {
+		return false, fmt.Errorf("apply %x: %w", sk, err)
+	}
+	if created {
+		s.keys.Add(1)
+	}
+	return applied, nil
+}
+
+// Scan calls fn for every record with a token in (start, end], in ring order
+// clockwise from start: by token, then by key. A non-nil after is a store key
+// to resume behind (the last storeKey fn saw); it must lie in the range.
+// fn gets copies it may keep; an error from fn stops the scan and is
+// returned. Scan reads one consistent snapshot and checks ctx between keys.
+func (s *Store) Scan(ctx context.Context, start, end uint64, after []byte,
+	fn func(storeKey []byte, key []byte, rec Record) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	sp := spans(start, end)
+	first := 0
+	if after != nil {
+		at, _ := SplitStoreKey(after)
+		first = -1
+		for i, r := range sp {
+			if len(after) >= tokenLen && r.contains(at) {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			return fmt.Errorf("scan (%d, %d] after %x: %w", start, end, after, ErrAfterOutOfRange)
+		}
+	}
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for i := first; i < len(sp); i++ {
+			resume := after
+			if i != first {
+				resume = nil
+			}
+			err := iterate(it, sp[i], resume, func(item *badger.Item, token uint64) error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				sk := item.KeyCopy(nil)
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return fmt.Errorf("read %x: %w", sk, err)
+				}
+				var rec Record
+				if err := rec.decode(v); err != nil {
+					return fmt.Errorf("read %x: %w", sk, err)
+				}
+				return fn(sk, sk[tokenLen:], rec)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// iterate calls fn for every item of it with a token in r, strictly after
+// the store key after if that is non-nil.
+func iterate(it *badger.Iterator, r span, after []byte, fn func(item *badger.Item, token uint64) error) error {
+	seek := tokenKey(r.lo)
+	if after != nil && string(after) >= string(seek) {
+		seek = after
+	}
+	for it.Seek(seek); it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		if len(k) < tokenLen {
+			continue
+		}
+		token, _ := SplitStoreKey(k)
+		if token > r.hi {
+			return nil
+		}
+		if after != nil && string(k) == string(after) {
+			continue
+		}
+		if err := fn(item, token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountRange counts the records with a token in (start, end], tombstones
+// included, and their approximate size in bytes (key plus value as badger
+// stores them). It iterates only that key range, reading keys and value
+// sizes without fetching values.
+func (s *Store) CountRange(start, end uint64) (keys, bytes uint64, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(keysOnly)
+		defer it.Close()
+		for _, r := range spans(start, end) {
+			_ = iterate(it, r, nil, func(item *badger.Item, _ uint64) error {
+				keys++
+				bytes += uint64(item.KeySize() + item.ValueSize())
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("count (%d, %d]: %w", start, end, err)
+	}
+	return keys, bytes, nil
+}
+
+// keysOnly iterates keys without prefetching values.
+var keysOnly = badger.IteratorOptions{PrefetchValues: false}
+
+// DeleteRange deletes every record with a token in (start, end].
+//
+// It walks only that key range, keys only, and deletes the keys through
+// badger write batches, in rounds of up to 10,000 keys. badger.DropPrefix
+// was rejected: a token range is not a prefix (it would take up to ~128
+// prefixes to cover one), and DropPrefix blocks all writes and compactions
+// of the whole database while it runs. A write racing with DeleteRange on
+// the same range may survive or be deleted.
+func (s *Store) DeleteRange(start, end uint64) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	for _, r := range spans(start, end) {
+		var after []byte
+		for {
+			batch, err := s.collectKeys(r, after, deleteBatchKeys)
+			if err != nil {
+				return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			wb := s.db.NewWriteBatch()
+			for _, sk := range batch {
+				if err := wb.Delete(sk); err != nil {
+					wb.Cancel()
+					return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+				}
+			}
+			if err := wb.Flush(); err != nil {
+				return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+			}
+			s.keys.Add(-int64(len(batch)))
+			if len(batch) < deleteBatchKeys {
+				break
+			}
+			after = batch[len(batch)-1]
+		}
+	}
+	return nil
+}
+
+// collectKeys returns up to limit store keys with tokens in r, after after.
+func (s *Store) collectKeys(r span, after []byte, limit int) ([][]byte, error) {
+	var out [][]byte
+	errFull := errors.New("batch full")
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(keysOnly)
+		defer it.Close()
+		return iterate(it, r, after, func(item *badger.Item, _ uint64) error {
+			out = append(out, item.KeyCopy(nil))
+			if len(out) == limit {
+				return errFull
+			}
+			return nil
+		})
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// KeyCount estimates the number of stored records, tombstones included,
+// from a counter kept by the Store (exact at Open; see Store.keys). It
+// costs one atomic load. Badger's own per-table KeyCount was rejected: it
+// counts every version and deletion marker and misses the memtables.
+func (s *Store) KeyCount() int64 {
+	return s.keys.Load()
+}
+
+// Size returns the sizes of badger's LSM tree and value log in bytes, as
+// badger last measured them (it refreshes them once a minute).
+func (s *Store) Size() (lsm, vlog int64) {
+	return s.db.Size()
+}
+
+// Close stops the value-log GC goroutine and waits for it, then closes
+// badger, which flushes the memtables and syncs its files.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(s.stopGC)
+	<-s.gcDone
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close badger: %w", err)
+	}
+	return nil
+}
