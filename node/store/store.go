@@ -196,6 +196,8 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 // to resume behind (the last storeKey fn saw); it must lie in the range.
 // fn gets copies it may keep; an error from fn stops the scan and is
 // returned. Scan reads one consistent snapshot and checks ctx between keys.
+// A snapshot pins badger's files while it lives, so a long stream should scan
+// in chunks: stop fn with an error after a batch, then resume with after.
 func (s *Store) Scan(ctx context.Context, start, end uint64, after []byte,
 	fn func(storeKey []byte, key []byte, rec Record) error) error {
 	if s.closed.Load() {
@@ -279,15 +281,20 @@ func iterate(it *badger.Iterator, r span, after []byte, fn func(item *badger.Ite
 // stores them). It iterates only that key range, reading keys and value
 // sizes without fetching values.
 func (s *Store) CountRange(start, end uint64) (keys, bytes uint64, err error) {
+	if s.closed.Load() {
+		return 0, 0, ErrClosed
+	}
 	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(keysOnly)
+		it := txn.NewIterator(badger.IteratorOptions{}) // keys only: no value prefetch
 		defer it.Close()
 		for _, r := range spans(start, end) {
-			_ = iterate(it, r, nil, func(item *badger.Item, _ uint64) error {
+			if err := iterate(it, r, nil, func(item *badger.Item, _ uint64) error {
 				keys++
 				bytes += uint64(item.KeySize() + item.ValueSize())
 				return nil
-			})
+			}); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -296,9 +303,6 @@ func (s *Store) CountRange(start, end uint64) (keys, bytes uint64, err error) {
 	}
 	return keys, bytes, nil
 }
-
-// keysOnly iterates keys without prefetching values.
-var keysOnly = badger.IteratorOptions{PrefetchValues: false}
 
 // DeleteRange deletes every record with a token in (start, end].
 //
@@ -347,7 +351,7 @@ func (s *Store) collectKeys(r span, after []byte, limit int) ([][]byte, error) {
 	var out [][]byte
 	errFull := errors.New("batch full")
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(keysOnly)
+		it := txn.NewIterator(badger.IteratorOptions{}) // keys only: no value prefetch
 		defer it.Close()
 		return iterate(it, r, after, func(item *badger.Item, _ uint64) error {
 			out = append(out, item.KeyCopy(nil))
