@@ -1,0 +1,53 @@
+package replica
+
+import (
+	"context"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkCoordinatorPutGet: one Put and one Get at the default quorum
+// (ack=2 of 3) through a coordinator on n0 of 3 in-process Local replicas on
+// real badger, no network.
+func BenchmarkCoordinatorPutGet(b *testing.B) {
+	c := newCluster(b, 3)
+	co := c.coordinator(b, "n0", Config{}, nil)
+	ctx := context.Background()
+	value := make([]byte, 100)
+	keys := make([][]byte, 10_000)
+	for i := range keys {
+		keys[i] = []byte("key-" + strconv.Itoa(i))
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			k := keys[i%len(keys)]
+			i++
+			if _, err := co.Put(ctx, k, value, 0, 0); err != nil {
+				b.Fatalf("Put: %v", err)
+			}
+			if _, found, err := co.Get(ctx, k, 0, 0); err != nil || !found {
+				b.Fatalf("Get = found %v err %v", found, err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				k := keys[i%len(keys)]
+				i += 7
+				if _, err := co.Put(ctx, k, value, 0, 0); err != nil {
+					b.Errorf("Put: %v", err)
+					return
+				}
+				if _, _, err := co.Get(ctx, k, 0, 0); err != nil {
+					b.Errorf("Get: %v", err)
+					return
+				}
+			}
+		})
+	})
+}

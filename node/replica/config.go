@@ -1,0 +1,107 @@
+package replica
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config tunes a Coordinator. A zero field means its default (DefaultConfig).
+type Config struct {
+	// ReplicaTimeout is the per-replica deadline: replica calls of one
+	// operation must end within it, counted from the operation's start. A
+	// call that exceeds it counts as a failure for the peer's breaker.
+	ReplicaTimeout time.Duration
+	// HedgeMin and HedgeMax clamp the hedge delay of reads: how long the
+	// coordinator waits for the first ack replicas before asking the rest.
+	// Between the bounds the delay follows the observed p99 of replica reads.
+	HedgeMin, HedgeMax time.Duration
+	// NoHedge asks every replica of a read at once instead of ack first.
+	NoHedge bool
+	// BreakerFailures is K: a peer's breaker opens after K consecutive failures.
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker fails calls fast before it
+	// lets one probe through (half-open).
+	BreakerCooldown time.Duration
+	// RepairWorkers bounds the read repairs written concurrently;
+	// RepairQueue bounds those waiting. Repairs beyond the queue are dropped
+	// (the next read of the key finds the replica stale again).
+	RepairWorkers, RepairQueue int
+	// MaxKeyBytes and MaxValueBytes limit the size of keys and values.
+	MaxKeyBytes, MaxValueBytes int
+	// Now is the clock of the breakers; nil means time.Now. Tests inject one.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		ReplicaTimeout:  time.Second,
+		HedgeMin:        2 * time.Millisecond,
+		HedgeMax:        200 * time.Millisecond,
+		BreakerFailures: 5,
+		BreakerCooldown: time.Second,
+		RepairWorkers:   4,
+		RepairQueue:     1024,
+		MaxKeyBytes:     1 << 10,
+		MaxValueBytes:   1 << 20,
+		Now:             time.Now,
+	}
+}
+
+// Validate reports the first problem with c, wrapping ErrInvalidArgument.
+// Zero fields are valid: they mean the default.
+func (c Config) Validate() error {
+	switch {
+	case c.ReplicaTimeout < 0:
+		return fmt.Errorf("%w: replica timeout %v is negative", ErrInvalidArgument, c.ReplicaTimeout)
+	case c.HedgeMin < 0 || c.HedgeMax < 0:
+		return fmt.Errorf("%w: hedge bounds %v..%v are negative", ErrInvalidArgument, c.HedgeMin, c.HedgeMax)
+	case c.HedgeMax != 0 && c.HedgeMin > c.HedgeMax:
+		return fmt.Errorf("%w: hedge min %v exceeds hedge max %v", ErrInvalidArgument, c.HedgeMin, c.HedgeMax)
+	case c.BreakerFailures < 0:
+		return fmt.Errorf("%w: breaker failures %d is negative", ErrInvalidArgument, c.BreakerFailures)
+	case c.BreakerCooldown < 0:
+		return fmt.Errorf("%w: breaker cooldown %v is negative", ErrInvalidArgument, c.BreakerCooldown)
+	case c.RepairWorkers < 0 || c.RepairQueue < 0:
+		return fmt.Errorf("%w: repair workers %d / queue %d are negative", ErrInvalidArgument, c.RepairWorkers, c.RepairQueue)
+	case c.MaxKeyBytes < 0 || c.MaxValueBytes < 0:
+		return fmt.Errorf("%w: size limits %d / %d are negative", ErrInvalidArgument, c.MaxKeyBytes, c.MaxValueBytes)
+	}
+	return nil
+}
+
+// withDefaults fills the zero fields of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.ReplicaTimeout <= 0 {
+		c.ReplicaTimeout = d.ReplicaTimeout
+	}
+	if c.HedgeMin <= 0 {
+		c.HedgeMin = d.HedgeMin
+	}
+	if c.HedgeMax <= 0 {
+		c.HedgeMax = max(d.HedgeMax, c.HedgeMin)
+	}
+	if c.BreakerFailures <= 0 {
+		c.BreakerFailures = d.BreakerFailures
+	}
+	if c.BreakerCooldown <= 0 {
+		c.BreakerCooldown = d.BreakerCooldown
+	}
+	if c.RepairWorkers <= 0 {
+		c.RepairWorkers = d.RepairWorkers
+	}
+	if c.RepairQueue <= 0 {
+		c.RepairQueue = d.RepairQueue
+	}
+	if c.MaxKeyBytes <= 0 {
+		c.MaxKeyBytes = d.MaxKeyBytes
+	}
+	if c.MaxValueBytes <= 0 {
+		c.MaxValueBytes = d.MaxValueBytes
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	return c
+}

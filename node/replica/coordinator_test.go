@@ -1,0 +1,510 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+func TestPutGetDelete(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{}, nil)
+
+	ts, err := co.Put(ctx, []byte("k"), []byte("v1"), 0, 0)
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	rec, found, err := co.Get(ctx, []byte("k"), 0, 0)
+	if err != nil || !found || string(rec.Value) != "v1" || rec.TS != ts {
+		t.Fatalf("Get = %q@%d found=%v err=%v, want %q@%d", rec.Value, rec.TS, found, err, "v1", ts)
+	}
+	// Empty value is a value.
+	if _, err := co.Put(ctx, []byte("empty"), nil, 0, 0); err != nil {
+		t.Fatalf("Put empty: %v", err)
+	}
+	if rec, found, err := co.Get(ctx, []byte("empty"), 0, 0); err != nil || !found || len(rec.Value) != 0 {
+		t.Fatalf("Get empty = %q found=%v err=%v, want empty value found", rec.Value, found, err)
+	}
+	dts, err := co.Delete(ctx, []byte("k"), 0, 0)
+	if err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if dts <= ts {
+		t.Errorf("delete ts %d <= put ts %d", dts, ts)
+	}
+	if rec, found, err := co.Get(ctx, []byte("k"), 0, 0); err != nil || found || !rec.Tombstone {
+		t.Fatalf("Get after delete = %+v found=%v err=%v, want tombstone, not found", rec, found, err)
+	}
+	// Delete of an absent key succeeds.
+	if _, err := co.Delete(ctx, []byte("never"), 0, 0); err != nil {
+		t.Fatalf("Delete absent: %v", err)
+	}
+	// A default-quorum write reached every replica.
+	succeedsSoon(t, func() error {
+		for id, n := range c.nodes {
+			if rec, ok := n.has(t, "empty"); !ok || rec.Tombstone {
+				return fmt.Errorf("%s lacks the value", id)
+			}
+		}
+		return nil
+	})
+}
+
+func TestRequestValidation(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{MaxKeyBytes: 8, MaxValueBytes: 16}, nil)
+	tests := []struct {
+		name      string
+		key, val  string
+		ack, from int
+		want      error
+	}{
+		{"empty key", "", "v", 0, 0, ErrInvalidArgument},
+		{"key too large", "123456789", "v", 0, 0, ErrKeyTooLarge},
+		{"value too large", "k", "12345678901234567", 0, 0, ErrValueTooLarge},
+		{"ack > from", "k", "v", 3, 2, ErrInvalidArgument},
+		{"from > replicas", "k", "v", 1, 4, ErrInvalidArgument},
+		{"negative ack", "k", "v", -1, 0, ErrInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := co.Put(ctx, []byte(tt.key), []byte(tt.val), tt.ack, tt.from); !errors.Is(err, tt.want) {
+				t.Errorf("Put error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	var nilView *Coordinator = New(Config{}, "n0", func() *ring.View { return nil }, nil, nil, nil, nil)
+	defer nilView.Close()
+	if _, _, err := nilView.Get(ctx, []byte("k"), 0, 0); !errors.Is(err, ErrNotAdmitted) {
+		t.Errorf("Get without a ring error = %v, want %v", err, ErrNotAdmitted)
+	}
+}
+
+// The newest version among the replies wins: mixed versions and tombstones.
+func TestNewestVersionWins(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{}, nil)
+	val := func(ts uint64, v string) store.Record { return store.Record{TS: ts, Value: []byte(v)} }
+	tomb := func(ts uint64) store.Record { return store.Record{TS: ts, Tombstone: true} }
+	tests := []struct {
+		name      string
+		have      map[string]store.Record
+		wantFound bool
+		wantValue string
+		wantTS    uint64
+	}{
+		{"newer value on one", map[string]store.Record{"n0": val(10, "old"), "n1": val(20, "new"), "n2": val(10, "old")}, true, "new", 20},
+		{"missing on two", map[string]store.Record{"n2": val(5, "only")}, true, "only", 5},
+		{"tombstone newest", map[string]store.Record{"n0": val(10, "v"), "n1": tomb(30), "n2": val(20, "w")}, false, "", 30},
+		{"value after tombstone", map[string]store.Record{"n0": tomb(10), "n2": val(20, "back")}, true, "back", 20},
+		{"equal ts tombstone wins", map[string]store.Record{"n0": val(10, "v"), "n1": tomb(10)}, false, "", 10},
+		{"equal ts bigger value wins", map[string]store.Record{"n0": val(10, "a"), "n1": val(10, "b")}, true, "b", 10},
+		{"absent everywhere", map[string]store.Record{}, false, "", 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := fmt.Sprintf("key-%d", i)
+			for id, rec := range tt.have {
+				c.nodes[id].put(t, key, rec)
+			}
+			rec, found, err := co.Get(ctx, []byte(key), 3, 3)
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if found != tt.wantFound || string(rec.Value) != tt.wantValue || rec.TS != tt.wantTS {
+				t.Errorf("Get = %q@%d found=%v, want %q@%d found=%v", rec.Value, rec.TS, found, tt.wantValue, tt.wantTS, tt.wantFound)
+			}
+		})
+	}
+}
+
+// A coordinator stamps writes after every timestamp it has read.
+func TestClockFollowsReplies(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{}, nil)
+	future := co.clock.Now() + 1<<30
+	for _, n := range c.nodes {
+		n.put(t, "k", store.Record{TS: future, Value: []byte("future")})
+	}
+	if _, _, err := co.Get(ctx, []byte("k"), 3, 3); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	ts, err := co.Put(ctx, []byte("k"), []byte("now"), 0, 0)
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if ts <= future {
+		t.Errorf("Put ts %d, want > %d", ts, future)
+	}
+}
+
+// Fewer than ack replicas up: ErrNotEnoughReplicas (HTTP 504), returned as
+// soon as it is certain even while a replica hangs.
+func TestNotEnoughReplicas(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	// ReplicaTimeout of an hour: a coordinator that waited for the hanging
+	// replica would block until testCtx fails the test.
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour, HedgeMin: time.Hour, HedgeMax: time.Hour}, nil)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	c.nodes["n1"].set(modeDown)
+	c.nodes["n2"].set(modeHang)
+
+	tests := []struct {
+		name      string
+		ack, from int
+		wantErr   error
+	}{
+		{"write ack=3", 3, 3, ErrNotEnoughReplicas},
+		{"read ack=3", 3, 3, ErrNotEnoughReplicas},
+		{"write ack=1", 1, 3, nil},
+		{"read ack=1", 1, 3, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.name[:4] == "read" {
+				_, _, err = co.Get(ctx, []byte("k"), tt.ack, tt.from)
+			} else {
+				_, err = co.Put(ctx, []byte("k"), []byte("v2"), tt.ack, tt.from)
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("error = %v, want %v", err, tt.wantErr)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the coordinator waited for the hanging replica")
+			}
+		})
+	}
+	// With two replicas down and the coordinator outside the ring, a
+	// default quorum write fails the same way.
+	c.nodes["n0"].set(modeDown)
+	outside := c.coordinator(t, "", Config{ReplicaTimeout: time.Hour}, nil)
+	if _, err := outside.Put(ctx, []byte("k"), []byte("v3"), 0, 0); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Errorf("Put with 2 of 3 down error = %v, want %v", err, ErrNotEnoughReplicas)
+	}
+}
+
+// Writes answer after ack acks without waiting for a hanging replica,
+// which still gets the write once it recovers within the deadline.
+func TestWriteDoesNotWaitForSlowReplica(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour}, nil)
+	c.nodes["n2"].set(modeHang)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if _, ok := c.nodes["n2"].has(t, "k"); ok {
+		t.Fatalf("hanging replica already has the key")
+	}
+	c.nodes["n2"].set(modeOK)
+	succeedsSoon(t, func() error {
+		if _, ok := c.nodes["n2"].has(t, "k"); !ok {
+			return errNotYet
+		}
+		return nil
+	})
+}
+
+// Read repair writes the newest version to stale and missing replicas.
+func TestReadRepair(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	obs := &countingObserver{}
+	co := c.coordinator(t, "n0", Config{}, obs)
+	newest := store.Record{TS: 20, Value: []byte("new")}
+	c.nodes["n0"].put(t, "k", newest)
+	c.nodes["n1"].put(t, "k", store.Record{TS: 10, Value: []byte("old")})
+	// n2 has nothing.
+	rec, found, err := co.Get(ctx, []byte("k"), 3, 3)
+	if err != nil || !found || !sameRecord(rec, newest) {
+		t.Fatalf("Get = %+v found=%v err=%v, want %+v", rec, found, err, newest)
+	}
+	succeedsSoon(t, func() error {
+		for _, id := range []string{"n1", "n2"} {
+			if got, ok := c.nodes[id].has(t, "k"); !ok || !sameRecord(got, newest) {
+				return fmt.Errorf("%s has %+v (found %v), want %+v", id, got, ok, newest)
+			}
+		}
+		if got := obs.repairs.Load(); got != 2 {
+			return fmt.Errorf("ReadRepair called %d times, want 2", got)
+		}
+		return nil
+	})
+
+	// Tombstones are repaired too.
+	c.nodes["n2"].put(t, "k", store.Record{TS: 30, Tombstone: true})
+	if _, found, err := co.Get(ctx, []byte("k"), 3, 3); err != nil || found {
+		t.Fatalf("Get = found %v err %v, want not found", found, err)
+	}
+	succeedsSoon(t, func() error {
+		if got, _ := c.nodes["n1"].has(t, "k"); !got.Tombstone {
+			return fmt.Errorf("n1 has %+v, want tombstone", got)
+		}
+		return nil
+	})
+}
+
+// A reply that arrives after the answer still triggers read repair.
+func TestReadRepairFromLateReply(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{NoHedge: true, ReplicaTimeout: time.Hour}, nil)
+	newest := store.Record{TS: 20, Value: []byte("new")}
+	c.nodes["n0"].put(t, "k", newest)
+	c.nodes["n1"].put(t, "k", newest)
+	c.nodes["n2"].put(t, "k", store.Record{TS: 10, Value: []byte("old")})
+	c.nodes["n2"].set(modeHang)
+	rec, found, err := co.Get(ctx, []byte("k"), 2, 3)
+	if err != nil || !found || !sameRecord(rec, newest) {
+		t.Fatalf("Get = %+v found=%v err=%v, want %+v", rec, found, err, newest)
+	}
+	if got, _ := c.nodes["n2"].has(t, "k"); sameRecord(got, newest) {
+		t.Fatalf("n2 repaired before it answered")
+	}
+	c.nodes["n2"].set(modeOK) // the late reply arrives now
+	succeedsSoon(t, func() error {
+		if got, _ := c.nodes["n2"].has(t, "k"); !sameRecord(got, newest) {
+			return fmt.Errorf("n2 has %+v, want %+v", got, newest)
+		}
+		return nil
+	})
+}
+
+// fakeClock is an injectable clock for the breakers.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+func breakerOf(co *Coordinator, peer string) Breaker {
+	for _, b := range co.Breakers() {
+		if b.Peer == peer {
+			return b
+		}
+	}
+	return Breaker{Peer: peer}
+}
+
+// A peer's breaker opens after K consecutive failures, fails calls fast
+// while open, and closes again after a successful probe past the cool-down.
+func TestBreakerOpensAndRecovers(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	co := c.coordinator(t, "n0", Config{BreakerFailures: 3, BreakerCooldown: 10 * time.Second, Now: clock.Now}, nil)
+	n1 := c.nodes["n1"]
+	n1.set(modeDown)
+	// ack=3 waits for n1's outcome, so its breaker is updated on return.
+	for i := range 3 {
+		if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); !errors.Is(err, ErrNotEnoughReplicas) {
+			t.Fatalf("Put %d error = %v, want %v", i, err, ErrNotEnoughReplicas)
+		}
+	}
+	if got := breakerOf(co, "n1"); got.State != BreakerOpen || got.ConsecutiveFailures != 3 {
+		t.Fatalf("breaker n1 = %+v, want open after 3 failures", got)
+	}
+	if got := breakerOf(co, "n2"); got.State != BreakerClosed {
+		t.Fatalf("breaker n2 = %+v, want closed", got)
+	}
+
+	// Open: calls to n1 fail fast without reaching it, even once it is back.
+	n1.set(modeOK)
+	calls := n1.writes.Load()
+	_, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3)
+	if !errors.Is(err, ErrNotEnoughReplicas) || !errors.Is(err, ErrBreakerOpen) {
+		t.Fatalf("Put with open breaker error = %v, want %v and %v", err, ErrNotEnoughReplicas, ErrBreakerOpen)
+	}
+	if got := n1.writes.Load(); got != calls {
+		t.Fatalf("n1 got %d calls while its breaker was open", got-calls)
+	}
+
+	// After the cool-down one probe goes through; it succeeds and closes it.
+	clock.Advance(10 * time.Second)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put after cool-down: %v", err)
+	}
+	if got := breakerOf(co, "n1"); got.State != BreakerClosed || got.ConsecutiveFailures != 0 {
+		t.Fatalf("breaker n1 = %+v, want closed", got)
+	}
+
+	// A failed probe reopens it for another cool-down.
+	n1.set(modeDown)
+	for range 3 {
+		co.Put(ctx, []byte("k"), []byte("v"), 3, 3)
+	}
+	clock.Advance(10 * time.Second)
+	co.Put(ctx, []byte("k"), []byte("v"), 3, 3) // the probe fails
+	if got := breakerOf(co, "n1"); got.State != BreakerOpen {
+		t.Fatalf("breaker n1 after failed probe = %+v, want open", got)
+	}
+	n1.set(modeOK)
+	calls = n1.writes.Load()
+	co.Put(ctx, []byte("k"), []byte("v"), 3, 3)
+	if got := n1.writes.Load(); got != calls {
+		t.Fatalf("n1 got a call right after a failed probe")
+	}
+}
+
+// Breakers lists every peer of the ring, closed until called.
+func TestBreakersListsPeers(t *testing.T) {
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{}, nil)
+	got := co.Breakers()
+	want := []Breaker{{"n1", BreakerClosed, 0}, {"n2", BreakerClosed, 0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Breakers() = %v, want %v", got, want)
+	}
+}
+
+// A hedged read is answered by the other replicas when the first one hangs.
+func TestHedgedReadAfterDelay(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour, HedgeMin: time.Millisecond, HedgeMax: time.Millisecond}, nil)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	// Self is asked first for ack=1; it hangs, the hedge asks the others.
+	c.nodes["n0"].set(modeHang)
+	rec, found, err := co.Get(ctx, []byte("k"), 1, 3)
+	if err != nil || !found || string(rec.Value) != "v" {
+		t.Fatalf("Get = %q found=%v err=%v, want %q", rec.Value, found, err, "v")
+	}
+	if got := c.nodes["n1"].reads.Load() + c.nodes["n2"].reads.Load(); got == 0 {
+		t.Errorf("no peer was asked")
+	}
+}
+
+// A replica that fails is replaced at once, without waiting for the hedge
+// delay; a peer whose breaker is open is not asked at all.
+func TestHedgeOnFailureAndOpenBreaker(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	// Hedge delay and per-replica deadline of an hour: only the failure path
+	// can answer before testCtx expires.
+	co := c.coordinator(t, "n0", Config{
+		ReplicaTimeout: time.Hour, HedgeMin: time.Hour, HedgeMax: time.Hour,
+		BreakerFailures: 1, BreakerCooldown: time.Hour, Now: clock.Now,
+	}, nil)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+
+	c.nodes["n0"].set(modeDown)
+	rec, found, err := co.Get(ctx, []byte("k"), 1, 3)
+	if err != nil || !found || string(rec.Value) != "v" {
+		t.Fatalf("Get with self down = %q found=%v err=%v, want %q", rec.Value, found, err, "v")
+	}
+	c.nodes["n0"].set(modeOK)
+
+	// Open n1's breaker, then make it hang: reads with ack=2 go to n0 and n2.
+	c.nodes["n1"].set(modeDown)
+	co.Put(ctx, []byte("k2"), []byte("v"), 3, 3)
+	if got := breakerOf(co, "n1"); got.State != BreakerOpen {
+		t.Fatalf("breaker n1 = %+v, want open", got)
+	}
+	c.nodes["n1"].set(modeHang)
+	calls := c.nodes["n1"].reads.Load()
+	for range 5 {
+		if _, found, err := co.Get(ctx, []byte("k"), 2, 3); err != nil || !found {
+			t.Fatalf("Get with n1 open = found %v err %v, want found", found, err)
+		}
+	}
+	if got := c.nodes["n1"].reads.Load(); got != calls {
+		t.Errorf("n1 got %d reads while its breaker was open", got-calls)
+	}
+}
+
+// During a ring change, writes also go to the pending replicas, which
+// count toward the required acks (ack + len(pending)).
+func TestPendingReplicasReceiveWrites(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	cur := newRing(t, 1, 2, []string{"n0", "n1"})
+	next := newRing(t, 2, 2, []string{"n0", "n1", "n2"})
+	c.view.Store(&ring.View{Current: cur, Next: next})
+	v := c.view.Load()
+	// A key whose write set has one pending replica.
+	var key string
+	var natural []ring.Member
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("key-%d", i)
+		var pending []ring.Member
+		natural, pending = v.WriteSet(ring.Token([]byte(key)), 2)
+		if len(pending) == 1 && pending[0].ID == "n2" {
+			break
+		}
+	}
+	co := c.coordinator(t, "", Config{ReplicaTimeout: time.Hour}, nil)
+
+	if _, err := co.Put(ctx, []byte(key), []byte("v"), 2, 2); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if _, ok := c.nodes["n2"].has(t, key); !ok {
+		t.Errorf("pending replica n2 lacks the write")
+	}
+
+	// Pending down: ack=2 of 2 natural is not enough, 3 acks are required.
+	c.nodes["n2"].set(modeDown)
+	if _, err := co.Put(ctx, []byte(key), []byte("v2"), 2, 2); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Errorf("Put with pending down error = %v, want %v", err, ErrNotEnoughReplicas)
+	}
+	c.nodes["n2"].set(modeOK)
+
+	// One natural down, pending up: ack=1 needs 2, and the pending one counts.
+	c.nodes[natural[0].ID].set(modeDown)
+	if _, err := co.Put(ctx, []byte(key), []byte("v3"), 1, 2); err != nil {
+		t.Errorf("Put with a natural replica down: %v", err)
+	}
+	// With both naturals down, the pending replica alone is not enough.
+	c.nodes[natural[1].ID].set(modeDown)
+	if _, err := co.Put(ctx, []byte(key), []byte("v4"), 1, 2); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Errorf("Put with naturals down error = %v, want %v", err, ErrNotEnoughReplicas)
+	}
+}
+
+// Close stops everything, and later operations fail with ErrClosed.
+func TestCloseWhileReplicaHangs(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour}, nil)
+	c.nodes["n2"].set(modeHang)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if err := co.Close(); err != nil { // cancels n2's hanging call
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 1, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Put after Close error = %v, want %v", err, ErrClosed)
+	}
+	if got := breakerOf(co, "n2"); got.State != BreakerClosed || got.ConsecutiveFailures != 0 {
+		t.Errorf("breaker n2 = %+v: a call cancelled by Close must not count as a failure", got)
+	}
+}

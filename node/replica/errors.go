@@ -1,0 +1,29 @@
+package replica
+
+import "errors"
+
+var (
+	// ErrInvalidArgument is returned for a bad request: an empty key, or
+	// ack/from that are not positive integers, ack > from or from > replicas.
+	// HTTP 400, gRPC InvalidArgument.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotEnoughReplicas is returned when fewer than ack replicas answered, as
+	// soon as that becomes certain. HTTP 504, gRPC Unavailable.
+	ErrNotEnoughReplicas = errors.New("not enough replicas")
+	// ErrKeyTooLarge is returned for a key over Config.MaxKeyBytes. HTTP 400.
+	ErrKeyTooLarge = errors.New("key too large")
+	// ErrValueTooLarge is returned for a value over Config.MaxValueBytes. HTTP 413.
+	ErrValueTooLarge = errors.New("value too large")
+	// ErrNotAdmitted is returned while the node has no ring: it has not been
+	// admitted to a cluster yet. HTTP 503.
+	ErrNotAdmitted = errors.New("awaiting admission")
+	// ErrReplicaUnavailable is returned by a replica that cannot be reached
+	// (gRPC Unavailable and the like). It counts as a failure for the peer's
+	// circuit breaker.
+	ErrReplicaUnavailable = errors.New("replica unavailable")
+	// ErrBreakerOpen is the error recorded for a replica whose circuit breaker
+	// is open: the call was not attempted.
+	ErrBreakerOpen = errors.New("circuit breaker open")
+	// ErrClosed is returned by a Coordinator after Close.
+	ErrClosed = errors.New("coordinator closed")
+)

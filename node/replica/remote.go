@@ -1,0 +1,124 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/store"
+	"ringkv/proto/kvpb"
+)
+
+// Remote is a peer's Replica service as a Replica. Safe for concurrent use.
+// Every request carries the sender's ring epoch; the receiver's epoch in
+// each response goes to the OnEpoch callback, if any.
+type Remote struct {
+	client  kvpb.ReplicaClient
+	epoch   func() uint64
+	onEpoch func(uint64)
+}
+
+var _ Replica = (*Remote)(nil)
+
+// RemoteOption configures a Remote.
+type RemoteOption func(*Remote)
+
+// OnEpoch makes a Remote call fn with the receiver's ring epoch from every
+// response, so a node can notice that it is behind. fn must be safe for
+// concurrent use and must not block.
+func OnEpoch(fn func(uint64)) RemoteOption {
+	return func(r *Remote) { r.onEpoch = fn }
+}
+
+// NewRemote returns the Replica service behind conn. epoch returns this
+// node's current ring epoch; nil sends 0.
+func NewRemote(conn grpc.ClientConnInterface, epoch func() uint64, opts ...RemoteOption) *Remote {
+	r := &Remote{client: kvpb.NewReplicaClient(conn), epoch: epoch}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+func (r *Remote) myEpoch() uint64 {
+	if r.epoch == nil {
+		return 0
+	}
+	return r.epoch()
+}
+
+func (r *Remote) sawEpoch(e uint64) {
+	if r.onEpoch != nil {
+		r.onEpoch(e)
+	}
+}
+
+// Read calls Replica.Read.
+func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, error) {
+	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()})
+	if err != nil {
+		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
+	}
+	r.sawEpoch(resp.GetEpoch())
+	if !resp.GetFound() {
+		return store.Record{}, false, nil
+	}
+	return RecordFromProto(resp.GetRecord()), true, nil
+}
+
+// Write calls Replica.Write.
+func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record) (bool, error) {
+	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: r.myEpoch()})
+	if err != nil {
+		return false, fmt.Errorf("remote write: %w", FromStatus(err))
+	}
+	r.sawEpoch(resp.GetEpoch())
+	return resp.GetApplied(), nil
+}
+
+// RecordToProto converts a store record to its wire form.
+func RecordToProto(rec store.Record) *kvpb.Record {
+	return &kvpb.Record{Timestamp: rec.TS, Tombstone: rec.Tombstone, Value: rec.Value}
+}
+
+// RecordFromProto converts a wire record to a store record. A value record
+// always has a non-nil Value (an empty value is a value).
+func RecordFromProto(p *kvpb.Record) store.Record {
+	rec := store.Record{TS: p.GetTimestamp(), Tombstone: p.GetTombstone(), Value: p.GetValue()}
+	if !rec.Tombstone && rec.Value == nil {
+		rec.Value = []byte{}
+	}
+	return rec
+}
+
+// FromStatus maps a gRPC error from a peer to this package's errors:
+// Unavailable, ResourceExhausted, Aborted, Unauthenticated and
+// PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
+// to the context errors, InvalidArgument to ErrInvalidArgument,
+// FailedPrecondition to ErrNotAdmitted. Other codes keep the status error.
+// The status message is kept in the text.
+func FromStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	var sentinel error
+	switch st.Code() {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Unauthenticated, codes.PermissionDenied:
+		sentinel = ErrReplicaUnavailable
+	case codes.DeadlineExceeded:
+		sentinel = context.DeadlineExceeded
+	case codes.Canceled:
+		sentinel = context.Canceled
+	case codes.InvalidArgument:
+		sentinel = ErrInvalidArgument
+	case codes.FailedPrecondition:
+		sentinel = ErrNotAdmitted
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}

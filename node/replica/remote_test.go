@@ -1,0 +1,158 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+	"ringkv/proto/kvpb"
+)
+
+// replicaServer is a minimal Replica service over a real Local, standing in
+// for node/server's handler: it records the epochs it sees and can fail
+// every call with a status code.
+type replicaServer struct {
+	kvpb.UnimplementedReplicaServer
+	local     *Local
+	epoch     uint64
+	seenEpoch atomic.Uint64
+	fail      atomic.Int32 // codes.Code; OK = serve
+}
+
+func (s *replicaServer) Read(ctx context.Context, req *kvpb.ReadRequest) (*kvpb.ReadResponse, error) {
+	s.seenEpoch.Store(req.GetEpoch())
+	if c := codes.Code(s.fail.Load()); c != codes.OK {
+		return nil, status.Error(c, "injected")
+	}
+	rec, found, err := s.local.Read(ctx, req.GetKey())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	resp := &kvpb.ReadResponse{Found: found, Epoch: s.epoch}
+	if found {
+		resp.Record = RecordToProto(rec)
+	}
+	return resp, nil
+}
+
+func (s *replicaServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvpb.WriteResponse, error) {
+	s.seenEpoch.Store(req.GetEpoch())
+	if c := codes.Code(s.fail.Load()); c != codes.OK {
+		return nil, status.Error(c, "injected")
+	}
+	applied, err := s.local.Write(ctx, req.GetKey(), RecordFromProto(req.GetRecord()))
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch}, nil
+}
+
+func startReplicaServer(t *testing.T, srv *replicaServer) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	gs := grpc.NewServer()
+	kvpb.RegisterReplicaServer(gs, srv)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gs.Serve(lis)
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		<-done
+	})
+	return conn
+}
+
+func TestRemote(t *testing.T) {
+	ctx := testCtx(t)
+	srv := &replicaServer{local: NewLocal(openStore(t), nil), epoch: 7}
+	conn := startReplicaServer(t, srv)
+	var observed atomic.Uint64
+	r := NewRemote(conn, func() uint64 { return 5 }, OnEpoch(func(e uint64) { observed.Store(e) }))
+
+	if _, found, err := r.Read(ctx, []byte("k")); err != nil || found {
+		t.Fatalf("Read absent = found %v err %v, want not found", found, err)
+	}
+	if got := observed.Load(); got != 7 {
+		t.Errorf("observed epoch = %d, want 7", got)
+	}
+	if got := srv.seenEpoch.Load(); got != 5 {
+		t.Errorf("server saw epoch %d, want 5", got)
+	}
+	for _, tt := range []struct {
+		rec         store.Record
+		wantApplied bool
+	}{
+		{store.Record{TS: 10, Value: []byte{}}, true},
+		{store.Record{TS: 5, Value: []byte("older")}, false},
+		{store.Record{TS: 20, Tombstone: true}, true},
+	} {
+		applied, err := r.Write(ctx, []byte("k"), tt.rec)
+		if err != nil || applied != tt.wantApplied {
+			t.Fatalf("Write(%+v) = %v, %v, want %v", tt.rec, applied, err, tt.wantApplied)
+		}
+	}
+	rec, found, err := r.Read(ctx, []byte("k"))
+	if err != nil || !found || !rec.Tombstone || rec.TS != 20 {
+		t.Fatalf("Read = %+v found %v err %v, want tombstone@20", rec, found, err)
+	}
+
+	tests := []struct {
+		code codes.Code
+		want error
+	}{
+		{codes.Unavailable, ErrReplicaUnavailable},
+		{codes.DeadlineExceeded, context.DeadlineExceeded},
+		{codes.InvalidArgument, ErrInvalidArgument},
+		{codes.FailedPrecondition, ErrNotAdmitted},
+	}
+	for _, tt := range tests {
+		srv.fail.Store(int32(tt.code))
+		_, _, err := r.Read(ctx, []byte("k"))
+		if !errors.Is(err, tt.want) {
+			t.Errorf("Read with %v error = %v, want %v", tt.code, err, tt.want)
+		}
+		var se interface{ GRPCStatus() *status.Status }
+		if !errors.As(err, &se) || se.GRPCStatus().Code() != tt.code {
+			t.Errorf("Read with %v: status code lost from %v", tt.code, err)
+		}
+	}
+}
+
+// A coordinator drives remote replicas over real loopback gRPC.
+func TestCoordinatorOverGRPC(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	remotes := map[string]Replica{}
+	for _, id := range []string{"n1", "n2"} {
+		srv := &replicaServer{local: c.nodes[id].Local, epoch: 1}
+		remotes[id] = NewRemote(startReplicaServer(t, srv), func() uint64 { return 1 })
+	}
+	co := New(Config{}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica { return remotes[m.ID] }, nil, nil)
+	t.Cleanup(func() { co.Close() })
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	rec, found, err := co.Get(ctx, []byte("k"), 3, 3)
+	if err != nil || !found || string(rec.Value) != "v" {
+		t.Fatalf("Get = %q found %v err %v, want %q", rec.Value, found, err, "v")
+	}
+}

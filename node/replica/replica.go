@@ -1,0 +1,79 @@
+// Package replica is the replication coordinator of a ringkv node: it turns
+// one client Get, Put or Delete into calls to the key's replicas, waits for
+// ack of them, and resolves their answers last-write-wins.
+//
+// # Writes
+//
+// Put and Delete stamp a fresh hybrid-logical-clock timestamp (a Delete
+// writes a tombstone) and send the record to every replica in parallel: the
+// key's natural replicas, plus during a ring change the pending ones that
+// are about to take it over; the write needs ack + len(pending) acks
+// (Cassandra's rule). The coordinator answers as soon as enough replicas
+// acknowledged, and with ErrNotEnoughReplicas as soon as too many failed;
+// the other calls run on in the background up to the per-replica deadline.
+//
+// # Reads and hedging
+//
+// A read asks ack replicas first — this node itself when it is a replica,
+// then peers with closed breakers and the lowest latency EWMA — and the
+// others only when one of those fails or when none has answered within the
+// hedge delay, the observed p99 of replica reads clamped to
+// [HedgeMin, HedgeMax]. The answer is the newest version (store.Record.Newer)
+// among the first ack replies. Replies that arrive later still count for
+// read repair: once every asked replica has answered or timed out, those
+// that returned an older version or none get the newest one written back in
+// the background, by a bounded pool of workers that Close stops.
+//
+// # Circuit breakers
+//
+// Every peer has a breaker: after BreakerFailures consecutive failures it
+// opens and calls to the peer fail at once, without a goroutine or a
+// network call, so a dead node does not tie up workers. After
+// BreakerCooldown one probe goes through; its success closes the breaker.
+package replica
+
+import (
+	"context"
+	"time"
+
+	"ringkv/node/store"
+)
+
+// Replica is one node's copy of the data as a coordinator sees it: this
+// node's own store (Local) or a peer over gRPC (Remote). Safe for concurrent
+// use. Calls honour ctx's deadline and cancellation.
+type Replica interface {
+	// Read returns the replica's version of key; found is false when it
+	// holds none. A tombstone is returned with found true.
+	Read(ctx context.Context, key []byte) (rec store.Record, found bool, err error)
+	// Write stores rec unless the replica holds a version at least as new;
+	// applied reports which. Either way the replica now holds rec or newer.
+	Write(ctx context.Context, key []byte, rec store.Record) (applied bool, err error)
+}
+
+// Observer receives the coordinator's metrics. Safe for concurrent use; it
+// must not block. A nil Observer is a no-op.
+type Observer interface {
+	// ObserveOp is called once per client operation the coordinator
+	// handled: op is "get", "put" or "delete", role is "coordinator",
+	// d the time to the answer, err the error returned (nil on success;
+	// a Get of an absent key is a success).
+	ObserveOp(op, role string, d time.Duration, err error)
+	// ReadRepair is called once per replica repaired by a read.
+	ReadRepair()
+}
+
+// VnodeObserver counts the reads and writes a node's store serves, by ring
+// token (so per vnode). Safe for concurrent use; it must not block. A nil
+// VnodeObserver is a no-op.
+type VnodeObserver interface {
+	ObserveVnode(token uint64, write bool, bytes int)
+}
+
+// Op names and the role passed to Observer.ObserveOp.
+const (
+	OpGet           = "get"
+	OpPut           = "put"
+	OpDelete        = "delete"
+	RoleCoordinator = "coordinator"
+)
