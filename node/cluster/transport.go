@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -32,12 +33,18 @@ type streamLayer struct {
 	accept  chan net.Conn
 	closed  chan struct{}
 	once    sync.Once
+
+	mu    sync.Mutex
+	conns map[*streamConn]struct{} // accepted connections, closed by closeAll
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
 func newStreamLayer(addr string, clients *peerClients) *streamLayer {
-	return &streamLayer{addr: addr, clients: clients, accept: make(chan net.Conn), closed: make(chan struct{})}
+	return &streamLayer{
+		addr: addr, clients: clients, accept: make(chan net.Conn), closed: make(chan struct{}),
+		conns: map[*streamConn]struct{}{},
+	}
 }
 
 func (l *streamLayer) Accept() (net.Conn, error) {
@@ -52,6 +59,19 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 func (l *streamLayer) Close() error {
 	l.once.Do(func() { close(l.closed) })
 	return nil
+}
+
+// closeAll closes the listener and every accepted connection, so that raft's connection
+// handlers end even when the peer keeps its side open.
+func (l *streamLayer) closeAll() {
+	_ = l.Close()
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = map[*streamConn]struct{}{}
+	l.mu.Unlock()
+	for c := range conns {
+		_ = c.Close()
+	}
 }
 
 func (l *streamLayer) Addr() net.Addr { return grpcAddr(l.addr) }
@@ -102,6 +122,15 @@ func (l *streamLayer) serve(stream kvpb.Cluster_RaftStreamServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	c := newStreamConn(stream, cancel, grpcAddr(l.addr), grpcAddr("peer"))
+	defer c.Close()
+	l.mu.Lock()
+	l.conns[c] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.conns, c)
+		l.mu.Unlock()
+	}()
 	select {
 	case l.accept <- c:
 	case <-l.closed:
@@ -113,11 +142,17 @@ func (l *streamLayer) serve(stream kvpb.Cluster_RaftStreamServer) error {
 	case <-c.closed:
 	case <-ctx.Done():
 	}
-	_ = c.Close()
 	return nil
 }
 
 type grpcAddr string
+
+func eofOr(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return io.EOF
+	}
+	return err
+}
 
 func (a grpcAddr) Network() string { return "grpc" }
 func (a grpcAddr) String() string  { return string(a) }

@@ -1,0 +1,413 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// ChangeRequest asks for a ring change.
+type ChangeRequest struct {
+	// Kind is KindAdd or KindRemove.
+	Kind   string
+	NodeID string
+	// Addr is the newcomer's gRPC address (KindAdd only).
+	Addr string
+	// Force accepts a plan with refusals that forcing can override (fewer than N replicas).
+	Force bool
+	// RateBytes throttles streaming per receiver in bytes per second; 0 = unthrottled.
+	RateBytes uint64
+}
+
+// Plan is what a change would do, computed from this node's current ring.
+type Plan struct {
+	Request ChangeRequest
+	Current *ring.Ring
+	Next    *ring.Ring
+	Moves   []ring.Move
+	// Warnings are worth the operator's attention; Refusals stop the change unless forced
+	// (a change already in flight stops it even then).
+	Warnings []string
+	Refusals []string
+}
+
+// Plan computes the plan of a change against this node's view, without raft. It fails with
+// ErrNoRing, ErrMemberExists, ErrUnknownMember or ErrInvalidArgument when no plan exists.
+func (c *Cluster) Plan(req ChangeRequest) (*Plan, error) {
+	p := c.fsm.load()
+	if p.view == nil || p.view.Current == nil {
+		return nil, ErrNoRing
+	}
+	cur := p.view.Current
+	plan := &Plan{Request: req, Current: cur}
+	var err error
+	switch req.Kind {
+	case KindAdd:
+		if req.NodeID == "" || req.Addr == "" {
+			return nil, fmt.Errorf("add needs an id and an address: %w", ErrInvalidArgument)
+		}
+		for _, m := range cur.Members() {
+			if m.ID == req.NodeID || m.Addr == req.Addr {
+				return nil, fmt.Errorf("add %s=%s: %s=%s: %w", req.NodeID, req.Addr, m.ID, m.Addr, ErrMemberExists)
+			}
+		}
+		weight := 1
+		plan.Next, err = cur.WithMember(ring.Member{ID: req.NodeID, Addr: req.Addr, State: ring.StateJoining, Weight: weight}, c.cfg.Vnodes)
+		if err != nil {
+			return nil, fmt.Errorf("plan add %s: %w", req.NodeID, err)
+		}
+	case KindRemove:
+		if _, ok := cur.Member(req.NodeID); !ok {
+			return nil, fmt.Errorf("remove %s: %w", req.NodeID, ErrUnknownMember)
+		}
+		if n := len(cur.Members()) - 1; n < cur.ReplicationFactor() {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("only %d nodes would remain for %d replicas", n, cur.ReplicationFactor()))
+		}
+		plan.Next, err = cur.WithoutMember(req.NodeID)
+		if err != nil {
+			return nil, fmt.Errorf("plan remove %s: %w", req.NodeID, err)
+		}
+	default:
+		return nil, fmt.Errorf("change kind %q: %w", req.Kind, ErrInvalidArgument)
+	}
+	plan.Moves = ring.Plan(cur, plan.Next)
+	if ch := p.change; ch != nil {
+		plan.Refusals = append(plan.Refusals, fmt.Sprintf("change %d (%s %s) is in flight", ch.ID, ch.Kind, ch.NodeID))
+	}
+	return plan, nil
+}
+
+// Begin journals a ring change; called on a follower it forwards to the leader. It returns
+// the change as this node has applied it. Errors: ErrChangeInFlight, ErrUnsafe (refusals
+// without Force), ErrNoLeader, and Plan's.
+func (c *Cluster) Begin(ctx context.Context, req ChangeRequest) (*Change, error) {
+	var id uint64
+	err := c.onLeader(ctx, func() error {
+		var err error
+		id, err = c.beginLocal(req)
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		resp, err := cl.BeginChange(ctx, &kvpb.BeginChangeRequest{
+			Kind: req.Kind, NodeId: req.NodeID, GrpcAddr: req.Addr, Force: req.Force, RateBytes: req.RateBytes,
+		})
+		id = resp.GetChangeId()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitApplied(ctx, id); err != nil {
+		return nil, err
+	}
+	if ch := c.Change(); ch != nil && ch.ID == id {
+		return ch, nil
+	}
+	return c.LastChange(), nil // already committed or aborted
+}
+
+func (c *Cluster) beginLocal(req ChangeRequest) (uint64, error) {
+	plan, err := c.Plan(req)
+	if err != nil {
+		return 0, err
+	}
+	if ch := c.fsm.load().change; ch != nil {
+		return 0, fmt.Errorf("change %d: %w", ch.ID, ErrChangeInFlight)
+	}
+	if len(plan.Refusals) > 0 && !req.Force {
+		return 0, fmt.Errorf("%s: %w", strings.Join(plan.Refusals, "; "), ErrUnsafe)
+	}
+	ch := &Change{
+		Kind: req.Kind, NodeID: req.NodeID, Addr: req.Addr, Force: req.Force, RateBytes: req.RateBytes,
+		FromEpoch: plan.Current.Epoch(),
+		Next:      ringStateOf(plan.Next),
+	}
+	for _, m := range plan.Moves {
+		ch.Moves = append(ch.Moves, MoveState{Start: m.Start, End: m.End, Source: m.Source, Target: m.Target})
+	}
+	res, err := c.apply(command{Op: opBegin, Change: ch, Unix: time.Now().Unix()})
+	if err != nil {
+		return 0, err
+	}
+	c.logger.Info("ring change begun", "change", res.changeID, "kind", req.Kind, "node", req.NodeID, "moves", len(ch.Moves))
+	return res.changeID, nil
+}
+
+// Abort cancels the change in flight (changeID 0: whichever it is); the ring stays at its
+// current epoch. Forwards to the leader. ErrNoChange when none (or another) is in flight.
+func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
+	var applied uint64
+	err := c.onLeader(ctx, func() error {
+		res, err := c.apply(command{Op: opAbort, ChangeID: changeID, Unix: time.Now().Unix()})
+		applied = res.changeID
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		_, err := cl.AbortChange(ctx, &kvpb.AbortClusterChangeRequest{ChangeId: changeID})
+		applied = changeID
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.waitDone(ctx, applied)
+}
+
+// MoveDone records that move index move of change changeID has reached its target. Idempotent.
+// Forwards to the leader.
+func (c *Cluster) MoveDone(ctx context.Context, changeID uint64, move int) error {
+	return c.onLeader(ctx, func() error {
+		_, err := c.apply(command{Op: opMoveDone, ChangeID: changeID, Move: move})
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		_, err := cl.MoveDone(ctx, &kvpb.MoveDoneRequest{ChangeId: changeID, Move: uint32(move)})
+		return err
+	})
+}
+
+// SetRate changes the streaming throttle of the change in flight. Forwards to the leader.
+func (c *Cluster) SetRate(ctx context.Context, rateBytes uint64) error {
+	return c.onLeader(ctx, func() error {
+		_, err := c.apply(command{Op: opSetRate, RateBytes: rateBytes})
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		_, err := cl.SetRate(ctx, &kvpb.SetRateRequest{RateBytes: rateBytes})
+		return err
+	})
+}
+
+// commit flips the ring to the change's next epoch; leader only (Run calls it).
+func (c *Cluster) commit(changeID uint64) error {
+	_, err := c.apply(command{Op: opCommit, ChangeID: changeID, Unix: time.Now().Unix()})
+	if err == nil {
+		c.logger.Info("ring change committed", "change", changeID, "epoch", c.Epoch())
+	}
+	return err
+}
+
+// apply proposes cmd on this node, which must lead, and returns the FSM's answer.
+func (c *Cluster) apply(cmd command) (applyResult, error) {
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return applyResult{}, fmt.Errorf("encode %s: %w", cmd.Op, err)
+	}
+	f := c.raft.Apply(b, c.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return applyResult{}, raftErr(cmd.Op, err)
+	}
+	res, _ := f.Response().(applyResult)
+	return res, res.err
+}
+
+func raftErr(op string, err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%s: %w: %w", op, ErrNotLeader, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// onLeader runs local when this node leads, else remote against the leader's Cluster service,
+// retrying while no leader is known or leadership moves, until ctx ends.
+func (c *Cluster) onLeader(ctx context.Context, local func() error, remote func(context.Context, kvpb.ClusterClient) error) error {
+	backoff := 20 * time.Millisecond
+	for {
+		var err error
+		id, addr := c.Leader()
+		switch {
+		case c.IsLeader():
+			err = local()
+		case id == "" || addr == "":
+			err = ErrNoLeader
+		default:
+			var cl kvpb.ClusterClient
+			cl, err = c.clients.get(addr)
+			if err == nil {
+				err = fromStatus(remote(ctx, cl))
+			}
+			if err != nil && isUnavailable(err) {
+				err = fmt.Errorf("leader %s at %s: %w: %w", id, addr, ErrNoLeader, err)
+			}
+		}
+		if err == nil || !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader)) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// waitApplied waits until this node's copy of the state has seen change id begin.
+func (c *Cluster) waitApplied(ctx context.Context, id uint64) error {
+	return c.waitFor(ctx, func(p *published) bool {
+		return (p.change != nil && p.change.ID >= id) || (p.last != nil && p.last.ID >= id)
+	})
+}
+
+// waitDone waits until this node's copy has seen change id leave flight.
+func (c *Cluster) waitDone(ctx context.Context, id uint64) error {
+	return c.waitFor(ctx, func(p *published) bool {
+		return (p.change == nil || p.change.ID > id) && (id == 0 || (p.last != nil && p.last.ID >= id))
+	})
+}
+
+func (c *Cluster) waitFor(ctx context.Context, ok func(*published) bool) error {
+	for {
+		ch := c.Watch()
+		if ok(c.fsm.load()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for ring state: %w", ctx.Err())
+		}
+	}
+}
+
+// reconcile performs the leader's duties once.
+func (c *Cluster) reconcile(ctx context.Context) error {
+	p := c.fsm.load()
+	if !p.journaled {
+		if c.founder == nil {
+			return nil
+		}
+		st := ringStateOf(c.founder)
+		_, err := c.apply(command{Op: opBootstrap, Ring: &st})
+		if err == nil {
+			c.logger.Info("journaled the founders' ring", "epoch", st.Epoch, "members", len(st.Members))
+		}
+		return err
+	}
+	var errs []error
+	if err := c.reconcileMembers(p); err != nil {
+		errs = append(errs, err)
+	}
+	if ch := p.change; ch != nil && ch.Pending() == 0 && ctx.Err() == nil {
+		if err := c.commit(ch.ID); err != nil {
+			errs = append(errs, fmt.Errorf("commit change %d: %w", ch.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileMembers makes raft's configuration follow the ring: members of the current ring are
+// voters up to MaxVoters (the rest non-voters), a newcomer of the change in flight is a
+// non-voter, and servers in neither ring are removed (this node last).
+func (c *Cluster) reconcileMembers(p *published) error {
+	f := c.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("raft configuration: %w", err)
+	}
+	conf := f.Configuration()
+	inConf := map[string]raft.Server{}
+	voters := 0
+	for _, s := range conf.Servers {
+		inConf[string(s.ID)] = s
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	current := p.view.Current.Members()
+	desired := map[string]ring.Member{}
+	for _, m := range current {
+		desired[m.ID] = m
+	}
+	var newcomers []ring.Member
+	if p.view.Next != nil {
+		for _, m := range p.view.Next.Members() {
+			if _, ok := desired[m.ID]; !ok {
+				desired[m.ID] = m
+				newcomers = append(newcomers, m)
+			}
+		}
+	}
+	to := c.cfg.ApplyTimeout
+	var errs []error
+	for _, m := range current {
+		s, ok := inConf[m.ID]
+		switch {
+		case ok && (s.Suffrage == raft.Voter || voters >= c.cfg.MaxVoters):
+			continue
+		case voters < c.cfg.MaxVoters:
+			// AddVoter also promotes a non-voter.
+			if err := c.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Addr), 0, to).Error(); err != nil {
+				errs = append(errs, fmt.Errorf("add voter %s: %w", m.ID, err))
+				continue
+			}
+			voters++
+			c.logger.Info("raft voter added", "id", m.ID, "addr", m.Addr)
+		default:
+			if err := c.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Addr), 0, to).Error(); err != nil {
+				errs = append(errs, fmt.Errorf("add non-voter %s: %w", m.ID, err))
+				continue
+			}
+			c.logger.Info("raft non-voter added", "id", m.ID, "addr", m.Addr)
+		}
+	}
+	for _, m := range newcomers {
+		if _, ok := inConf[m.ID]; ok {
+			continue
+		}
+		if err := c.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Addr), 0, to).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("add non-voter %s: %w", m.ID, err))
+			continue
+		}
+		c.logger.Info("raft non-voter added for the change in flight", "id", m.ID, "addr", m.Addr)
+	}
+	var gone []raft.ServerID
+	now := time.Now()
+	for _, s := range conf.Servers {
+		id := string(s.ID)
+		if _, ok := desired[id]; ok {
+			delete(c.departed, id)
+			continue
+		}
+		since, ok := c.departed[id]
+		if !ok {
+			c.departed[id] = now
+			continue
+		}
+		if now.Sub(since) >= c.cfg.RemoveGrace {
+			gone = append(gone, s.ID)
+		}
+	}
+	// This node last: removing itself ends its leadership.
+	slices.SortStableFunc(gone, func(a, b raft.ServerID) int {
+		return boolInt(string(a) == c.cfg.ID) - boolInt(string(b) == c.cfg.ID)
+	})
+	for _, id := range gone {
+		if err := c.raft.RemoveServer(id, 0, to).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("remove raft server %s: %w", id, err))
+			continue
+		}
+		delete(c.departed, string(id))
+		c.logger.Info("raft server removed", "id", id)
+	}
+	return errors.Join(errs...)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nowUnix() int64 { return time.Now().Unix() }

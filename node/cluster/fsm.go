@@ -1,0 +1,435 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"ringkv/node/ring"
+)
+
+// RingState is the serialisable form of a ring: what raft journals.
+type RingState struct {
+	Epoch    uint64        `json:"epoch"`
+	Replicas int           `json:"replicas"`
+	Members  []ring.Member `json:"members"`
+}
+
+func ringStateOf(r *ring.Ring) RingState {
+	return RingState{Epoch: r.Epoch(), Replicas: r.ReplicationFactor(), Members: r.Members()}
+}
+
+func (s RingState) build() (*ring.Ring, error) {
+	return ring.New(s.Epoch, s.Replicas, s.Members)
+}
+
+// MoveState is one move of a change and whether its receiver has it.
+type MoveState struct {
+	Start  uint64 `json:"start"`
+	End    uint64 `json:"end"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	Done   bool   `json:"done,omitempty"`
+}
+
+// Change kinds.
+const (
+	KindAdd    = "add"
+	KindRemove = "remove"
+)
+
+// Change outcomes, set once a change leaves flight.
+const (
+	OutcomeCommitted = "committed"
+	OutcomeAborted   = "aborted"
+)
+
+// Change is a ring change as raft journals it: the ring it leads to and the moves that must
+// be done before the ring flips. Values handed out are copies; do not share across goroutines
+// while mutating.
+type Change struct {
+	ID        uint64      `json:"id"`
+	Kind      string      `json:"kind"`
+	NodeID    string      `json:"node_id"`
+	Addr      string      `json:"addr,omitempty"`
+	Force     bool        `json:"force,omitempty"`
+	RateBytes uint64      `json:"rate_bytes,omitempty"`
+	FromEpoch uint64      `json:"from_epoch"`
+	Next      RingState   `json:"next"`
+	Moves     []MoveState `json:"moves"`
+	// Unix seconds, stamped by the leader that proposed the command.
+	StartedUnix  int64  `json:"started_unix"`
+	FinishedUnix int64  `json:"finished_unix,omitempty"`
+	Outcome      string `json:"outcome,omitempty"`
+}
+
+// Pending is how many moves are not done.
+func (c *Change) Pending() int {
+	n := 0
+	for _, m := range c.Moves {
+		if !m.Done {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Change) clone() *Change {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Moves = slices.Clone(c.Moves)
+	cp.Next.Members = slices.Clone(c.Next.Members)
+	return &cp
+}
+
+// fsmState is the whole replicated state; it is also the snapshot format.
+type fsmState struct {
+	// Index is the raft index of the last entry applied. The node keeps a local copy of the
+	// state; raft replays entries at or below it on restart, and the FSM skips them.
+	Index        uint64     `json:"index"`
+	Ring         *RingState `json:"ring,omitempty"`
+	Change       *Change    `json:"change,omitempty"`
+	Last         *Change    `json:"last,omitempty"`
+	LastChangeID uint64     `json:"last_change_id"`
+}
+
+// Command ops.
+const (
+	opBootstrap = "bootstrap"
+	opBegin     = "begin"
+	opMoveDone  = "move_done"
+	opCommit    = "commit"
+	opAbort     = "abort"
+	opSetRate   = "set_rate"
+)
+
+// command is one raft log entry, JSON-encoded: ring changes are rare and small, and JSON keeps
+// the journal readable with raft's own tools.
+type command struct {
+	Op        string     `json:"op"`
+	Ring      *RingState `json:"ring,omitempty"`
+	Change    *Change    `json:"change,omitempty"`
+	ChangeID  uint64     `json:"change_id,omitempty"`
+	Move      int        `json:"move,omitempty"`
+	Unix      int64      `json:"unix,omitempty"`
+	RateBytes uint64     `json:"rate_bytes,omitempty"`
+}
+
+// applyResult is what fsm.Apply returns through raft's ApplyFuture.Response.
+type applyResult struct {
+	changeID uint64
+	err      error
+}
+
+// published is what readers see, swapped atomically after every apply.
+type published struct {
+	// journaled is false while the view is only the founders' ring, not yet in raft.
+	journaled bool
+	// replicas is the cluster's replication factor N, not capped by the ring's size.
+	replicas int
+	view     *ring.View
+	change   *Change
+	last     *Change
+}
+
+// fsm is the raft state machine. Apply, Snapshot and Restore are called by raft (one at a
+// time for Apply/Restore); readers use load(), which never blocks.
+type fsm struct {
+	path   string // "" for in-memory nodes
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	state fsmState
+
+	pub     atomic.Pointer[published]
+	watchMu sync.Mutex
+	watch   chan struct{}
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM(path string, logger *slog.Logger) *fsm {
+	f := &fsm{path: path, logger: logger, watch: make(chan struct{})}
+	f.pub.Store(&published{})
+	return f
+}
+
+// loadLocal reads the copy of the state the node last applied, so that a restarted node
+// serves its last ring before raft has a quorum to replay the log against.
+func (f *fsm) loadLocal() (bool, error) {
+	if f.path == "" {
+		return false, nil
+	}
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read ring state: %w", err)
+	}
+	var st fsmState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return false, fmt.Errorf("decode ring state %s: %w", f.path, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state = st
+	f.publishLocked(false)
+	return st.Ring != nil, nil
+}
+
+// provisional publishes a ring that is not (yet) in raft: the founders' ring, computed the same
+// on every founder, served until the leader journals it.
+func (f *fsm) provisional(r *ring.Ring, replicas int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state.Ring != nil {
+		return
+	}
+	f.pub.Store(&published{view: &ring.View{Current: r}, replicas: replicas})
+	f.notify()
+}
+
+func (f *fsm) load() *published { return f.pub.Load() }
+
+// watchCh is closed at the next change of what load returns.
+func (f *fsm) watchCh() <-chan struct{} {
+	f.watchMu.Lock()
+	defer f.watchMu.Unlock()
+	return f.watch
+}
+
+func (f *fsm) notify() {
+	f.watchMu.Lock()
+	close(f.watch)
+	f.watch = make(chan struct{})
+	f.watchMu.Unlock()
+}
+
+func (f *fsm) snapshotState() fsmState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, _ := json.Marshal(f.state)
+	var st fsmState
+	_ = json.Unmarshal(b, &st)
+	return st
+}
+
+func (f *fsm) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l.Index <= f.state.Index {
+		return applyResult{} // replayed after a restart; the local copy already has it
+	}
+	f.state.Index = l.Index
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var cmd command
+	if err := json.Unmarshal(l.Data, &cmd); err != nil {
+		return applyResult{err: fmt.Errorf("decode command at index %d: %w", l.Index, err)}
+	}
+	res := f.applyLocked(cmd)
+	if res.err == nil {
+		f.publishLocked(true)
+	}
+	return res
+}
+
+func (f *fsm) applyLocked(cmd command) applyResult {
+	st := &f.state
+	switch cmd.Op {
+	case opBootstrap:
+		if st.Ring != nil {
+			return applyResult{} // a second founder's bootstrap: already done
+		}
+		if cmd.Ring == nil {
+			return applyResult{err: fmt.Errorf("bootstrap without a ring: %w", ErrInvalidArgument)}
+		}
+		if _, err := cmd.Ring.build(); err != nil {
+			return applyResult{err: fmt.Errorf("bootstrap ring: %w", err)}
+		}
+		r := *cmd.Ring
+		st.Ring = &r
+		return applyResult{}
+	case opBegin:
+		if st.Ring == nil {
+			return applyResult{err: ErrNoRing}
+		}
+		if st.Change != nil {
+			return applyResult{err: fmt.Errorf("change %d: %w", st.Change.ID, ErrChangeInFlight)}
+		}
+		ch := cmd.Change.clone()
+		if ch == nil || ch.FromEpoch != st.Ring.Epoch {
+			return applyResult{err: fmt.Errorf("plan is not from the current epoch %d: %w", st.Ring.Epoch, ErrChangeInFlight)}
+		}
+		if _, err := ch.Next.build(); err != nil {
+			return applyResult{err: fmt.Errorf("next ring: %w", err)}
+		}
+		st.LastChangeID++
+		ch.ID = st.LastChangeID
+		if ch.Kind == KindRemove {
+			setState(st.Ring.Members, ch.NodeID, ring.StateLeaving)
+		}
+		ch.StartedUnix = cmd.Unix
+		st.Change = ch
+		return applyResult{changeID: ch.ID}
+	case opMoveDone:
+		ch := st.Change
+		if ch == nil || ch.ID != cmd.ChangeID {
+			return applyResult{err: fmt.Errorf("change %d: %w", cmd.ChangeID, ErrNoChange)}
+		}
+		if cmd.Move < 0 || cmd.Move >= len(ch.Moves) {
+			return applyResult{err: fmt.Errorf("move %d of %d: %w", cmd.Move, len(ch.Moves), ErrInvalidArgument)}
+		}
+		ch.Moves[cmd.Move].Done = true
+		return applyResult{changeID: ch.ID}
+	case opSetRate:
+		if st.Change == nil {
+			return applyResult{err: ErrNoChange}
+		}
+		st.Change.RateBytes = cmd.RateBytes
+		return applyResult{changeID: st.Change.ID}
+	case opCommit, opAbort:
+		ch := st.Change
+		if ch == nil || (cmd.ChangeID != 0 && ch.ID != cmd.ChangeID) {
+			return applyResult{err: fmt.Errorf("change %d: %w", cmd.ChangeID, ErrNoChange)}
+		}
+		if cmd.Op == opCommit {
+			if n := ch.Pending(); n > 0 {
+				return applyResult{err: fmt.Errorf("commit change %d with %d moves pending: %w", ch.ID, n, ErrInvalidArgument)}
+			}
+			next := ch.Next
+			next.Members = slices.Clone(next.Members)
+			for i := range next.Members {
+				next.Members[i].State = ring.StateUp
+			}
+			st.Ring = &next
+			ch.Outcome = OutcomeCommitted
+		} else {
+			st.Ring.Members = slices.Clone(st.Ring.Members)
+			setState(st.Ring.Members, ch.NodeID, ring.StateUp)
+			ch.Outcome = OutcomeAborted
+		}
+		ch.FinishedUnix = cmd.Unix
+		st.Last, st.Change = ch, nil
+		return applyResult{changeID: ch.ID}
+	default:
+		return applyResult{err: fmt.Errorf("unknown command %q: %w", cmd.Op, ErrInvalidArgument)}
+	}
+}
+
+// setState sets the state of member id in ms, if it is there.
+func setState(ms []ring.Member, id string, s ring.State) {
+	for i := range ms {
+		if ms[i].ID == id {
+			ms[i].State = s
+		}
+	}
+}
+
+// publishLocked rebuilds what readers see and, when persist is set, writes the local copy.
+func (f *fsm) publishLocked(persist bool) {
+	p := &published{change: f.state.Change.clone(), last: f.state.Last.clone()}
+	if f.state.Ring != nil {
+		cur, err := f.state.Ring.build()
+		if err != nil {
+			f.logger.Error("journaled ring does not build; keeping the previous view", "err", err)
+			return
+		}
+		v := &ring.View{Current: cur}
+		if f.state.Change != nil {
+			if next, err := f.state.Change.Next.build(); err == nil {
+				v.Next = next
+			}
+		}
+		p.view, p.journaled, p.replicas = v, true, f.state.Ring.Replicas
+	}
+	f.pub.Store(p)
+	if persist {
+		if err := f.persistLocked(); err != nil {
+			f.logger.Error("persist ring state", "err", err)
+		}
+	}
+	f.notify()
+}
+
+func (f *fsm) persistLocked() error {
+	if f.path == "" {
+		return nil
+	}
+	b, err := json.Marshal(f.state)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(f.path, b)
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := json.Marshal(f.state)
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot: %w", err)
+	}
+	return fsmSnapshot(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var st fsmState
+	if err := json.NewDecoder(rc).Decode(&st); err != nil {
+		return fmt.Errorf("decode snapshot: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st.Index < f.state.Index {
+		return nil // the snapshot raft restores at start is older than the local copy
+	}
+	f.state = st
+	f.publishLocked(true)
+	return nil
+}
+
+type fsmSnapshot []byte
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s fsmSnapshot) Release() {}

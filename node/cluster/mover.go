@@ -1,0 +1,348 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+// RangeSource pulls a token range from another node's copy; node/server implements it over
+// Replica.StreamRange. Safe for concurrent use.
+type RangeSource interface {
+	// StreamRange calls fn, from one goroutine and in store-key order, for every record source
+	// holds with token t in start < t <= end (wrapping when start >= end), beginning after the
+	// store key resumeAfter (nil: from the start), throttled to rateBytes per second (0: none).
+	// An error from fn stops the stream and is returned.
+	StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rateBytes uint64,
+		fn func(token uint64, key []byte, rec store.Record) error) error
+}
+
+// RangeSink is the local store as the mover writes it; *store.Store implements it. Safe for
+// concurrent use.
+type RangeSink interface {
+	// Apply stores rec unless a version at least as new is held (last-write-wins), so a range
+	// pulled twice is harmless.
+	Apply(token uint64, key []byte, rec store.Record) (applied bool, err error)
+	// DeleteRange deletes every key with token t in start < t <= end.
+	DeleteRange(start, end uint64) error
+}
+
+var _ RangeSink = (*store.Store)(nil)
+
+// Move states in MoveProgress.
+const (
+	MovePending   = "pending"
+	MoveStreaming = "streaming"
+	MoveDone      = "done"
+	MoveFailed    = "failed"
+)
+
+// MoveProgress is this node's progress on one move it receives.
+type MoveProgress struct {
+	ChangeID uint64
+	Index    int
+	Move     MoveState
+	State    string
+	Keys     uint64
+	Bytes    uint64
+	// Source is the node being pulled from (Move.Source unless it failed over to another replica).
+	Source    string
+	Started   time.Time
+	Finished  time.Time
+	Err       string
+	Attempts  int
+	resumeKey []byte
+}
+
+// MoverConfig tunes a Mover.
+type MoverConfig struct {
+	// Parallel is how many moves this node pulls at once.
+	Parallel int
+	// RetryInterval is the pause before a failed move is pulled again.
+	RetryInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// DefaultMoverConfig returns the defaults.
+func DefaultMoverConfig() MoverConfig {
+	return MoverConfig{Parallel: 2, RetryInterval: time.Second}
+}
+
+// Validate checks the config.
+func (c MoverConfig) Validate() error {
+	if c.Parallel < 1 || c.RetryInterval <= 0 {
+		return fmt.Errorf("mover: parallel %d, retry interval %v: %w", c.Parallel, c.RetryInterval, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Mover carries out this node's part of ring changes: it pulls the moves whose target is this
+// node from their sources into the local store and reports them done in raft; once no change is
+// in flight it deletes the ranges this node no longer replicates. A restarted node pulls its
+// unfinished moves again from the start (Apply is idempotent).
+type Mover struct {
+	c      *Cluster
+	src    RangeSource
+	sink   RangeSink
+	cfg    MoverConfig
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	progress map[moveKey]*MoveProgress
+}
+
+type moveKey struct {
+	change uint64
+	index  int
+}
+
+// NewMover returns a mover for this node; run it with Run.
+func NewMover(c *Cluster, src RangeSource, sink RangeSink, cfg MoverConfig) (*Mover, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = c.logger
+	}
+	return &Mover{c: c, src: src, sink: sink, cfg: cfg, logger: logger.With("component", "mover"), progress: map[moveKey]*MoveProgress{}}, nil
+}
+
+// Progress returns this node's progress on the moves of the change in flight (or the last one)
+// that target it, in move order.
+func (m *Mover) Progress() []MoveProgress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []MoveProgress
+	for _, p := range m.progress {
+		cp := *p
+		cp.resumeKey = nil
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b MoveProgress) int {
+		if c := cmp.Compare(a.ChangeID, b.ChangeID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Index, b.Index)
+	})
+	return out
+}
+
+// Run pulls moves and cleans up until ctx ends; it waits for its pulls to stop before returning.
+func (m *Mover) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type running struct {
+		cancel context.CancelFunc
+	}
+	active := map[moveKey]running{}
+	doneCh := make(chan moveKey, m.cfg.Parallel)
+	retry := time.NewTicker(m.cfg.RetryInterval)
+	defer retry.Stop()
+	var cleaned string // the state last cleaned up after
+
+	for {
+		watch := m.c.Watch()
+		p := m.c.fsm.load()
+		ch := p.change
+		// Stop pulls that belong to a change no longer in flight.
+		for k, r := range active {
+			if ch == nil || ch.ID != k.change {
+				r.cancel()
+			}
+		}
+		if ch != nil && p.view != nil {
+			self := m.c.cfg.ID
+			for i, mv := range ch.Moves {
+				k := moveKey{ch.ID, i}
+				if mv.Target != self || mv.Done || len(active) >= m.cfg.Parallel {
+					continue
+				}
+				if _, ok := active[k]; ok {
+					continue
+				}
+				if pr := m.get(k); pr != nil && pr.State == MoveFailed && time.Since(pr.Finished) < m.cfg.RetryInterval {
+					continue
+				}
+				pctx, pcancel := context.WithCancel(ctx)
+				active[k] = running{pcancel}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer pcancel()
+					m.pull(pctx, p.view.Current, ch, i)
+					doneCh <- k
+				}()
+			}
+		}
+		if ch == nil && p.journaled && p.view != nil {
+			key := fmt.Sprintf("%d/%d", p.view.Current.Epoch(), lastID(p.last))
+			if key != cleaned && len(active) == 0 {
+				if err := m.cleanup(ctx, p.view.Current); err != nil {
+					m.logger.Warn("delete ranges no longer replicated", "err", err)
+				} else {
+					cleaned = key
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case k := <-doneCh:
+			delete(active, k)
+		case <-watch:
+		case <-retry.C:
+		}
+	}
+}
+
+// recorded reports whether raft has move i of change id done (or the change committed).
+func (m *Mover) recorded(id uint64, i int) bool {
+	p := m.c.fsm.load()
+	if p.change != nil && p.change.ID == id {
+		return p.change.Moves[i].Done
+	}
+	return p.last != nil && p.last.ID == id && p.last.Outcome == OutcomeCommitted
+}
+
+func lastID(c *Change) uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.ID
+}
+
+func (m *Mover) get(k moveKey) *MoveProgress {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.progress[k]
+}
+
+func (m *Mover) update(k moveKey, fn func(p *MoveProgress)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.progress[k]
+	if p == nil {
+		p = &MoveProgress{ChangeID: k.change, Index: k.index, State: MovePending}
+		m.progress[k] = p
+	}
+	fn(p)
+}
+
+// pull streams one move into the local store, trying its source first and then the range's
+// other current replicas, and reports it done.
+func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int) {
+	k := moveKey{ch.ID, i}
+	mv := ch.Moves[i]
+	// Forget the progress of older changes.
+	m.mu.Lock()
+	for old := range m.progress {
+		if old.change < ch.ID {
+			delete(m.progress, old)
+		}
+	}
+	m.mu.Unlock()
+
+	var sources []ring.Member
+	if s, ok := cur.Member(mv.Source); ok {
+		sources = append(sources, s)
+	}
+	for _, r := range cur.Lookup(mv.End, cur.ReplicationFactor()) {
+		if r.ID != mv.Source && r.ID != m.c.cfg.ID {
+			sources = append(sources, r)
+		}
+	}
+	var resume []byte
+	m.update(k, func(p *MoveProgress) {
+		p.Move, p.State, p.Started, p.Err = mv, MoveStreaming, time.Now(), ""
+		p.Attempts++
+		resume = p.resumeKey
+	})
+	err := fmt.Errorf("move %d: no source in the current ring: %w", i, ErrUnknownMember)
+	for _, src := range sources {
+		m.update(k, func(p *MoveProgress) { p.Source = src.ID })
+		rate := ch.RateBytes
+		if cur := m.c.Change(); cur != nil && cur.ID == ch.ID {
+			rate = cur.RateBytes
+		}
+		err = m.src.StreamRange(ctx, src, mv.Start, mv.End, resume, rate, func(token uint64, key []byte, rec store.Record) error {
+			if _, err := m.sink.Apply(token, key, rec); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			sk := store.StoreKey(token, key)
+			m.update(k, func(p *MoveProgress) {
+				p.Keys++
+				p.Bytes += uint64(len(key) + len(rec.Value))
+				p.resumeKey = sk
+			})
+			resume = sk
+			return nil
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", src.ID, "err", err)
+	}
+	if err == nil {
+		err = m.c.MoveDone(ctx, ch.ID, i)
+		if err != nil && m.recorded(ch.ID, i) {
+			err = nil // recorded; the answer was lost
+		}
+	}
+	m.update(k, func(p *MoveProgress) {
+		p.Finished = time.Now()
+		switch {
+		case err == nil:
+			p.State = MoveDone
+		case ctx.Err() != nil:
+			p.State = MovePending
+		default:
+			p.State, p.Err = MoveFailed, err.Error()
+		}
+	})
+	if err == nil {
+		m.logger.Info("range received", "change", ch.ID, "move", i, "start", mv.Start, "end", mv.End)
+	} else if !errors.Is(err, context.Canceled) {
+		m.logger.Warn("move failed; will retry", "change", ch.ID, "move", i, "err", err)
+	}
+}
+
+// cleanup deletes every range of r that this node does not replicate, merging neighbours.
+func (m *Mover) cleanup(ctx context.Context, r *ring.Ring) error {
+	self := m.c.cfg.ID
+	n := r.ReplicationFactor()
+	var spans [][2]uint64
+	for _, rg := range r.Ranges() {
+		if slices.ContainsFunc(r.Lookup(rg.End, n), func(mb ring.Member) bool { return mb.ID == self }) {
+			continue
+		}
+		if l := len(spans); l > 0 && spans[l-1][1] == rg.Start {
+			spans[l-1][1] = rg.End
+			continue
+		}
+		spans = append(spans, [2]uint64{rg.Start, rg.End})
+	}
+	for _, s := range spans {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := m.sink.DeleteRange(s[0], s[1]); err != nil {
+			return fmt.Errorf("delete range (%d, %d]: %w", s[0], s[1], err)
+		}
+	}
+	if len(spans) > 0 {
+		m.logger.Info("deleted ranges no longer replicated", "ranges", len(spans), "epoch", r.Epoch())
+	}
+	return nil
+}
