@@ -1,0 +1,337 @@
+package pprof
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/ctl/cli"
+	"ringkv/node"
+	"ringkv/proto/kvpb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// badger's and glog's process-wide goroutines.
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
+		goleak.IgnoreAnyFunction("github.com/dgraph-io/badger/v4/y.init.0.func1"),
+	)
+}
+
+func TestTop(t *testing.T) {
+	fn := func(id uint64, name string) *profile.Function { return &profile.Function{ID: id, Name: name} }
+	leaf, mid, root := fn(1, "pkg.leaf"), fn(2, "pkg.mid"), fn(3, "pkg.root")
+	loc := func(id uint64, fs ...*profile.Function) *profile.Location {
+		l := &profile.Location{ID: id}
+		for _, f := range fs {
+			l.Line = append(l.Line, profile.Line{Function: f})
+		}
+		return l
+	}
+	lLeaf, lMid, lRoot := loc(1, leaf), loc(2, mid), loc(3, root)
+	lInlined := loc(4, leaf, mid) // leaf inlined into mid
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Sample: []*profile.Sample{
+			{Location: []*profile.Location{lLeaf, lMid, lRoot}, Value: []int64{1, 30}},
+			{Location: []*profile.Location{lMid, lRoot}, Value: []int64{1, 20}},
+			{Location: []*profile.Location{lInlined, lRoot}, Value: []int64{1, 10}},
+			{Location: []*profile.Location{lRoot, lRoot}, Value: []int64{1, 5}}, // recursion counts once
+		},
+	}
+	rows, unit, total := Top(p, 0)
+	want := []FuncRow{
+		{Function: "pkg.leaf", Flat: 40, Cum: 40},
+		{Function: "pkg.mid", Flat: 20, Cum: 60},
+		{Function: "pkg.root", Flat: 5, Cum: 65},
+	}
+	if !reflect.DeepEqual(rows, want) || unit != "cpu nanoseconds" || total != 65 {
+		t.Errorf("Top: got %v %q %d, want %v %q %d", rows, unit, total, want, "cpu nanoseconds", 65)
+	}
+	if rows, _, _ := Top(p, 2); len(rows) != 2 {
+		t.Errorf("Top(2): got %d rows, want 2", len(rows))
+	}
+	p.DefaultSampleType = "samples"
+	if _, unit, total := Top(p, 1); unit != "samples count" || total != 4 {
+		t.Errorf("default sample type: got %q total %d, want %q total 4", unit, total, "samples count")
+	}
+}
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    Options
+		wantErr string
+	}{
+		{args: []string{"cpu"}, want: Options{Kind: "cpu", Dir: "."}},
+		{args: []string{"heap", "--all", "-d", "/tmp/p", "--top", "5"}, want: Options{Kind: "heap", All: true, Dir: "/tmp/p", Top: 5}},
+		{args: []string{"mutex", "--node", "n2", "--seconds", "3", "--dir", "x"}, want: Options{Kind: "mutex", NodeID: "n2", Seconds: 3, Dir: "x"}},
+		{args: []string{"threads"}, wantErr: "profile kind"},
+		{args: []string{"cpu", "--seconds", "301"}, wantErr: "--seconds"},
+		{args: []string{"trace", "--top", "3"}, wantErr: "--top"},
+		{args: []string{"cpu", "--node", "n1", "--all"}, wantErr: "none of the others"},
+		{args: []string{}, wantErr: "accepts 1 arg"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			ios, _, _, _ := cli.Test()
+			var got *Options
+			cmd := NewCmdPprof(cli.NewFactory(ios), func(o *Options) error { got = o; return nil })
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			g := *got
+			g.IO, g.Factory, g.Timeout = nil, nil, 0
+			if !reflect.DeepEqual(g, tt.want) {
+				t.Errorf("got options %+v, want %+v", g, tt.want)
+			}
+		})
+	}
+}
+
+// cluster is a 3-node in-process cluster with a cluster secret.
+type cluster struct {
+	*node.LocalCluster
+	secretFile string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := node.DefaultConfig()
+	base.Replicas, base.VNodes = 3, 16
+	base.ReplicaTimeout, base.DrainTimeout = time.Second, 2*time.Second
+	base.ClusterSecretFile = secretFile
+	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
+	return &cluster{LocalCluster: c, secretFile: secretFile}
+}
+
+// factory returns a kvctl factory aimed at node i, with the secret unless noSecret.
+func (c *cluster) factory(t *testing.T, i int, noSecret bool) (*cli.Factory, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	ios, _, out, errOut := cli.Test()
+	f := cli.NewFactory(ios)
+	f.Addr = c.Node(i).Addrs().GRPC
+	if !noSecret {
+		f.SecretFile = c.secretFile
+	}
+	t.Cleanup(f.Close)
+	return f, out, errOut
+}
+
+// load writes and reads keys through every node until stop is closed.
+func (c *cluster) load(t *testing.T, f *cli.Factory, stop <-chan struct{}) *sync.WaitGroup {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range c.Len() {
+		kv, err := f.KV(c.Node(i).Addrs().GRPC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w := range 2 {
+			wg.Go(func() {
+				val := bytes.Repeat([]byte("v"), 512)
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					key := fmt.Appendf(nil, "load-%d-%d-%d", i, w, n%500)
+					kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: val})
+					kv.Get(ctx, &kvpb.GetRequest{Key: key})
+					cancel()
+				}
+			})
+		}
+	}
+	return &wg
+}
+
+func kvctl(t *testing.T, f *cli.Factory, args ...string) error {
+	t.Helper()
+	cmd := NewCmdPprof(f, nil)
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	return cmd.ExecuteContext(context.Background())
+}
+
+func parseFile(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	p, err := profile.Parse(fh)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	return p
+}
+
+func functionsWithPrefix(p *profile.Profile, prefix string) int {
+	n := 0
+	for _, s := range p.Sample {
+		for _, loc := range s.Location {
+			for _, l := range loc.Line {
+				if l.Function != nil && strings.HasPrefix(l.Function.Name, prefix) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func TestCaptureFromCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster and profiles it")
+	}
+	c := startCluster(t)
+	f, out, _ := c.factory(t, 0, false)
+	stop := make(chan struct{})
+	wg := c.load(t, f, stop)
+	defer func() { close(stop); wg.Wait() }()
+
+	// One CPU profile of n2 under load, with --top.
+	dir := t.TempDir()
+	if err := kvctl(t, f, "cpu", "--node", "n2", "--seconds", "2", "--top", "10", "-d", dir); err != nil {
+		t.Fatalf("kvctl pprof cpu: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "n2-cpu-*.pb.gz"))
+	if len(files) != 1 {
+		t.Fatalf("got files %v, want one n2-cpu-*.pb.gz", files)
+	}
+	p := parseFile(t, files[0])
+	if len(p.Sample) == 0 || functionsWithPrefix(p, "ringkv/node/") == 0 {
+		t.Errorf("cpu profile: got %d samples, %d frames in ringkv/node/, want both > 0", len(p.Sample), functionsWithPrefix(p, "ringkv/node/"))
+	}
+	if !strings.Contains(out.String(), "FLAT") || !strings.Contains(out.String(), "n2 cpu: top 10") {
+		t.Errorf("--top output: got %q, want a top table for n2", out.String())
+	}
+
+	// Heap, goroutine and mutex profiles from every node, in parallel.
+	for _, kind := range []string{"heap", "goroutine", "mutex"} {
+		dir := t.TempDir()
+		if err := kvctl(t, f, kind, "--all", "--seconds", "1", "-d", dir); err != nil {
+			t.Fatalf("kvctl pprof %s --all: %v", kind, err)
+		}
+		for _, id := range []string{"n1", "n2", "n3"} {
+			files, _ := filepath.Glob(filepath.Join(dir, id+"-"+kind+"-*.pb.gz"))
+			if len(files) != 1 {
+				t.Fatalf("%s: got files %v, want one for %s", kind, files, id)
+			}
+			p := parseFile(t, files[0])
+			if kind != "heap" && len(p.Sample) == 0 {
+				t.Errorf("%s of %s: got no samples", kind, id)
+			}
+			if kind == "goroutine" && functionsWithPrefix(p, "ringkv/node/") == 0 {
+				t.Errorf("goroutine profile of %s: got no ringkv/node/ frames", id)
+			}
+		}
+	}
+
+	// The bench engineer's entry point, with a prefix. The three nodes share this process,
+	// so only one CPU profile can run: the others are refused with a clear error.
+	nodes, err := ResolveNodes(context.Background(), f, "", true)
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("ResolveNodes --all: got %v, %v, want 3 nodes", nodes, err)
+	}
+	dir = t.TempDir()
+	got, err := Capture(context.Background(), f, nodes, []string{"cpu", "heap"}, 1, dir, "bench-run1")
+	if len(got) != 4 {
+		t.Errorf("Capture: got files %v, want 3 heap + 1 cpu", got)
+	}
+	if err == nil || strings.Count(err.Error(), "already running") != 2 {
+		t.Errorf("Capture of cpu on 3 in-process nodes: got error %v, want 2 refused as already running", err)
+	}
+	for _, g := range got {
+		if !strings.HasPrefix(filepath.Base(g), "bench-run1-n") {
+			t.Errorf("got file %s, want prefix bench-run1-", g)
+		}
+		parseFile(t, g)
+	}
+}
+
+func TestAdminSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := startCluster(t)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte("nope"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		secretFile string
+		want       []codes.Code
+	}{
+		{"no secret", "", []codes.Code{codes.Unauthenticated}},
+		{"wrong secret", wrong, []codes.Code{codes.PermissionDenied}},
+		{"cluster secret", c.secretFile, []codes.Code{codes.OK}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, _, _ := c.factory(t, 1, true)
+			f.SecretFile = tt.secretFile
+			admin, err := f.Admin("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = admin.Stats(ctx, &kvpb.StatsRequest{})
+			if got := status.Code(err); got != tt.want[0] {
+				t.Errorf("Stats: got %v (%v), want %v", got, err, tt.want[0])
+			}
+			var buf bytes.Buffer
+			err = Fetch(ctx, admin, "heap", 0, &buf)
+			if got := status.Code(err); got != tt.want[0] {
+				t.Errorf("Profile: got %v (%v), want %v", got, err, tt.want[0])
+			}
+			err = kvctl(t, f, "goroutine", "-d", t.TempDir())
+			if (err == nil) != (tt.want[0] == codes.OK) {
+				t.Errorf("kvctl pprof goroutine: got %v, want success %v", err, tt.want[0] == codes.OK)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package metrics
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Label sets stay bounded: op (3) x role (2) x kind (6), peer (cluster size). Per-vnode series
+// exist only with Config.VnodeMetrics; by default the vnode load is one summary family.
+var (
+	descOps = prometheus.NewDesc("ringkv_ops_total",
+		"Operations handled, by operation and role (coordinator: client requests; replica: requests from coordinators).",
+		[]string{"op", "role"}, nil)
+	descOpErrors = prometheus.NewDesc("ringkv_op_errors_total",
+		"Operations that failed, by operation, role and error kind.",
+		[]string{"op", "role", "kind"}, nil)
+	descOpDuration = prometheus.NewDesc("ringkv_op_duration_seconds",
+		"Operation latency; quantiles over the last latency window (HDR histogram).",
+		[]string{"op", "role"}, nil)
+	descReadRepairs = prometheus.NewDesc("ringkv_read_repairs_total",
+		"Replicas repaired by reads.", nil, nil)
+	descHints = prometheus.NewDesc("ringkv_hints_total",
+		"Hints stored for unreachable replicas.", nil, nil)
+	descBreaker = prometheus.NewDesc("ringkv_breaker_state",
+		"Circuit breaker state per peer: 1 for the current state (closed, open, half-open), 0 for the others.",
+		[]string{"peer", "state"}, nil)
+	descBreakerFailures = prometheus.NewDesc("ringkv_breaker_consecutive_failures",
+		"Consecutive failed calls to a peer.", []string{"peer"}, nil)
+	descKeys = prometheus.NewDesc("ringkv_store_keys",
+		"Records in the store, tombstones included (refreshed periodically).", nil, nil)
+	descDisk = prometheus.NewDesc("ringkv_store_disk_bytes",
+		"Bytes badger uses on disk, by part (lsm, vlog).", []string{"part"}, nil)
+	descEpoch = prometheus.NewDesc("ringkv_ring_epoch",
+		"Epoch of the ring this node routes by.", nil, nil)
+	descVnodeLoad = prometheus.NewDesc("ringkv_vnode_load_ops_per_second",
+		"Distribution of the 1-minute read+write rate over the vnodes this node replicates (count: vnodes; sum: total rate).",
+		nil, nil)
+	descVnodeKeysDist = prometheus.NewDesc("ringkv_vnode_load_keys",
+		"Distribution of the key count over the vnodes this node replicates (count: vnodes; sum: keys).",
+		nil, nil)
+	descVnodeReads = prometheus.NewDesc("ringkv_vnode_reads_total",
+		"Reads served per vnode (only with per-vnode metrics on).", []string{"vnode"}, nil)
+	descVnodeWrites = prometheus.NewDesc("ringkv_vnode_writes_total",
+		"Writes served per vnode (only with per-vnode metrics on).", []string{"vnode"}, nil)
+	descVnodeKeys = prometheus.NewDesc("ringkv_vnode_keys",
+		"Records per vnode (only with per-vnode metrics on).", []string{"vnode"}, nil)
+	descVnodeBytes = prometheus.NewDesc("ringkv_vnode_bytes",
+		"Bytes per vnode (only with per-vnode metrics on).", []string{"vnode"}, nil)
+)
+
+var breakerStates = [...]string{"closed", "open", "half-open"}
+
+// collector exports a Registry's numbers: the same ones Snapshot returns.
+type collector struct{ r *Registry }
+
+func newPromRegistry(r *Registry) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{r},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descOps, descOpErrors, descOpDuration, descReadRepairs, descHints,
+		descBreaker, descBreakerFailures, descKeys, descDisk, descEpoch, descVnodeLoad, descVnodeKeysDist} {
+		ch <- d
+	}
+	if c.r.cfg.VnodeMetrics {
+		for _, d := range []*prometheus.Desc{descVnodeReads, descVnodeWrites, descVnodeKeys, descVnodeBytes} {
+			ch <- d
+		}
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	r := c.r
+	ns := r.Snapshot(true)
+	for i, os := range ns.Ops {
+		s := &r.slots[i]
+		ch <- prometheus.MustNewConstMetric(descOps, prometheus.CounterValue, float64(os.Count), os.Op, os.Role)
+		for k, kind := range ErrorKinds {
+			ch <- prometheus.MustNewConstMetric(descOpErrors, prometheus.CounterValue,
+				float64(s.kinds[k].Load()), os.Op, os.Role, kind)
+		}
+		ch <- prometheus.MustNewConstSummary(descOpDuration, os.Count, float64(s.sumNanos.Load())/1e9,
+			map[float64]float64{0.5: os.P50Ms / 1000, 0.99: os.P99Ms / 1000, 0.999: os.P999Ms / 1000},
+			os.Op, os.Role)
+	}
+	ch <- prometheus.MustNewConstMetric(descReadRepairs, prometheus.CounterValue, float64(ns.ReadRepairs))
+	ch <- prometheus.MustNewConstMetric(descHints, prometheus.CounterValue, float64(ns.Hints))
+	for _, b := range ns.Breakers {
+		for _, st := range breakerStates {
+			v := 0.0
+			if b.State == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, v, b.Peer, st)
+		}
+		ch <- prometheus.MustNewConstMetric(descBreakerFailures, prometheus.GaugeValue, float64(b.ConsecutiveFailures), b.Peer)
+	}
+	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(ns.Keys))
+	if r.cfg.Store != nil {
+		lsm, vlog := r.cfg.Store.Size()
+		ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(lsm), "lsm")
+		ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(vlog), "vlog")
+	}
+	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(ns.Epoch))
+
+	var load, keys []float64
+	var loadSum, keySum float64
+	for _, v := range ns.Vnodes {
+		l := v.Reads_1M + v.Writes_1M
+		load, keys = append(load, l), append(keys, float64(v.Keys))
+		loadSum += l
+		keySum += float64(v.Keys)
+		if r.cfg.VnodeMetrics {
+			id := strconv.FormatUint(v.Token, 10)
+			ch <- prometheus.MustNewConstMetric(descVnodeReads, prometheus.CounterValue, float64(v.ReadsTotal), id)
+			ch <- prometheus.MustNewConstMetric(descVnodeWrites, prometheus.CounterValue, float64(v.WritesTotal), id)
+			ch <- prometheus.MustNewConstMetric(descVnodeKeys, prometheus.GaugeValue, float64(v.Keys), id)
+			ch <- prometheus.MustNewConstMetric(descVnodeBytes, prometheus.GaugeValue, float64(v.Bytes), id)
+		}
+	}
+	ch <- prometheus.MustNewConstSummary(descVnodeLoad, uint64(len(load)), loadSum, spread(load))
+	ch <- prometheus.MustNewConstSummary(descVnodeKeysDist, uint64(len(keys)), keySum, spread(keys))
+}
+
+// spread returns the 0.5, 0.9, 0.99 and 1 quantiles of xs (sorted in place).
+func spread(xs []float64) map[float64]float64 {
+	q := map[float64]float64{0.5: 0, 0.9: 0, 0.99: 0, 1: 0}
+	if len(xs) == 0 {
+		return q
+	}
+	slices.Sort(xs)
+	for p := range q {
+		i := int(p*float64(len(xs)-1) + 0.5)
+		q[p] = xs[min(i, len(xs)-1)]
+	}
+	return q
+}

@@ -1,0 +1,495 @@
+// Package metrics measures a ringkv node: request rates, latency and errors per operation and
+// role, load per vnode, breaker states, disk and runtime numbers. It serves them as Admin API
+// snapshots (Snapshot, Watch), as Prometheus metrics and, with net/http/pprof, on the admin
+// listener (AdminHandler); it captures profiles on demand (Capture, StreamProfile) and keeps
+// the tail of the node's log (LogRing).
+//
+// The request path touches only atomics and, for latency, one of a few uncontended mutexes:
+// see BenchmarkObserveOp and BenchmarkObserveVnode.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/replica"
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// Operations and roles as ObserveOp names them.
+var (
+	opNames   = [...]string{"get", "put", "delete"}
+	roleNames = [...]string{"coordinator", "replica"}
+)
+
+// ErrorKinds are the kinds errors are counted by (the "kind" label). An unknown kind counts
+// as "internal".
+var ErrorKinds = [...]string{"timeout", "canceled", "unavailable", "breaker_open", "invalid", "internal"}
+
+const (
+	numOps   = len(opNames)
+	numRoles = len(roleNames)
+	numSlots = numOps * numRoles
+	numKinds = len(ErrorKinds)
+)
+
+// Registry collects one node's numbers. It implements replica.Observer and
+// replica.VnodeObserver. Safe for concurrent use. It owns no goroutine: rates decay, latency
+// windows rotate and key counts refresh only while Run runs.
+type Registry struct {
+	cfg   Config
+	start time.Time
+
+	slots       [numSlots]opSlot
+	readRepairs atomic.Uint64
+	hints       atomic.Uint64
+
+	vt atomic.Pointer[vnodeTable]
+	mu sync.Mutex // guards rebuilding vt and ticking its rates
+
+	prom *prometheus.Registry
+}
+
+type opSlot struct {
+	count    rate
+	errors   atomic.Uint64
+	kinds    [numKinds]atomic.Uint64
+	sumNanos atomic.Uint64
+	lat      *latency
+}
+
+// vnodeTable is the per-vnode counters for one ring, sorted by range end token. Immutable
+// apart from the counters; replaced when the ring changes (counters carried over by end token).
+type vnodeTable struct {
+	ring   *ring.Ring
+	ends   []uint64
+	starts []uint64
+	mine   []bool // this node is one of the range's replicas
+	v      []vnode
+}
+
+type vnode struct {
+	reads, writes     rate
+	bytesIn, bytesOut rate
+	keys, bytes       atomic.Uint64 // from the last CountRange
+}
+
+// New returns a Registry. Zero periods in cfg take DefaultConfig's values.
+func New(cfg Config) *Registry {
+	def := DefaultConfig()
+	if cfg.Tick <= 0 {
+		cfg.Tick = def.Tick
+	}
+	if cfg.LatencyWindow < 2*cfg.Tick {
+		cfg.LatencyWindow = max(def.LatencyWindow, 2*cfg.Tick)
+	}
+	if cfg.CountInterval <= 0 {
+		cfg.CountInterval = def.CountInterval
+	}
+	if cfg.ErrorKind == nil {
+		cfg.ErrorKind = DefaultErrorKind
+	}
+	r := &Registry{cfg: cfg, start: time.Now()}
+	for i := range r.slots {
+		r.slots[i].lat = newLatency()
+	}
+	r.prom = newPromRegistry(r)
+	return r
+}
+
+// DefaultErrorKind classifies an error by the replica sentinels, context errors and gRPC codes.
+func DefaultErrorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, replica.ErrBreakerOpen):
+		return "breaker_open"
+	case errors.Is(err, replica.ErrNotEnoughReplicas), errors.Is(err, replica.ErrReplicaUnavailable),
+		errors.Is(err, replica.ErrNotAdmitted), errors.Is(err, replica.ErrClosed):
+		return "unavailable"
+	case errors.Is(err, replica.ErrInvalidArgument), errors.Is(err, replica.ErrKeyTooLarge),
+		errors.Is(err, replica.ErrValueTooLarge):
+		return "invalid"
+	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.DeadlineExceeded:
+			return "timeout"
+		case codes.Canceled:
+			return "canceled"
+		case codes.Unavailable:
+			return "unavailable"
+		case codes.InvalidArgument, codes.OutOfRange:
+			return "invalid"
+		}
+	}
+	return "internal"
+}
+
+func kindIndex(kind string) int {
+	for i, k := range ErrorKinds {
+		if k == kind {
+			return i
+		}
+	}
+	return numKinds - 1 // internal
+}
+
+func slotIndex(op, role string) int {
+	var o, ro int
+	switch op {
+	case "get":
+		o = 0
+	case "put":
+		o = 1
+	case "delete":
+		o = 2
+	default:
+		return -1
+	}
+	switch role {
+	case "coordinator":
+		ro = 0
+	case "replica":
+		ro = 1
+	default:
+		return -1
+	}
+	return o*numRoles + ro
+}
+
+// ObserveOp records one operation: op is get, put or delete; role is coordinator or replica.
+// Other names are ignored.
+func (r *Registry) ObserveOp(op, role string, d time.Duration, err error) {
+	i := slotIndex(op, role)
+	if i < 0 {
+		return
+	}
+	s := &r.slots[i]
+	s.count.add(1)
+	if d > 0 {
+		s.sumNanos.Add(uint64(d))
+	}
+	s.lat.record(d)
+	if err != nil {
+		s.errors.Add(1)
+		s.kinds[kindIndex(r.cfg.ErrorKind(err))].Add(1)
+	}
+}
+
+// ReadRepair counts one read repair written by the coordinator.
+func (r *Registry) ReadRepair() { r.readRepairs.Add(1) }
+
+// Hint counts one hinted handoff stored for a down replica.
+func (r *Registry) Hint() { r.hints.Add(1) }
+
+// ObserveVnode records one local read (write=false) or write of bytes bytes at token,
+// attributed to the vnode range of the current ring that holds the token.
+func (r *Registry) ObserveVnode(token uint64, write bool, bytes int) {
+	t := r.table()
+	if t == nil {
+		return
+	}
+	v := &t.v[t.index(token)]
+	n := uint64(max(bytes, 0))
+	if write {
+		v.writes.add(1)
+		v.bytesIn.add(n)
+	} else {
+		v.reads.add(1)
+		v.bytesOut.add(n)
+	}
+}
+
+// index is the vnode holding token: the first range whose end is >= token, wrapping to the
+// first range (the one that spans 0) past the last end.
+func (t *vnodeTable) index(token uint64) int {
+	i, _ := slices.BinarySearch(t.ends, token)
+	if i == len(t.ends) {
+		return 0
+	}
+	return i
+}
+
+// table returns the vnode table for the current ring, rebuilding it when the ring changed.
+func (r *Registry) table() *vnodeTable {
+	if r.cfg.Ring == nil {
+		return nil
+	}
+	rg := r.cfg.Ring()
+	if rg == nil {
+		return nil
+	}
+	if t := r.vt.Load(); t != nil && t.ring == rg {
+		return t
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.vt.Load(); t != nil && t.ring == rg {
+		return t
+	}
+	t := buildTable(rg, r.cfg.ID, r.vt.Load())
+	r.vt.Store(t)
+	return t
+}
+
+func buildTable(rg *ring.Ring, self string, old *vnodeTable) *vnodeTable {
+	ranges := rg.Ranges()
+	slices.SortFunc(ranges, func(a, b ring.Range) int {
+		switch {
+		case a.End < b.End:
+			return -1
+		case a.End > b.End:
+			return 1
+		}
+		return 0
+	})
+	t := &vnodeTable{
+		ring:   rg,
+		ends:   make([]uint64, len(ranges)),
+		starts: make([]uint64, len(ranges)),
+		mine:   make([]bool, len(ranges)),
+		v:      make([]vnode, len(ranges)),
+	}
+	n := rg.Replicas()
+	for i, rr := range ranges {
+		t.ends[i], t.starts[i] = rr.End, rr.Start
+		for _, m := range rg.Lookup(rr.End, n) {
+			if m.ID == self {
+				t.mine[i] = true
+				break
+			}
+		}
+		if old == nil {
+			continue
+		}
+		if j, ok := slices.BinarySearch(old.ends, rr.End); ok {
+			ov, nv := &old.v[j], &t.v[i]
+			nv.reads.carry(&ov.reads)
+			nv.writes.carry(&ov.writes)
+			nv.bytesIn.carry(&ov.bytesIn)
+			nv.bytesOut.carry(&ov.bytesOut)
+			if old.starts[j] == rr.Start {
+				nv.keys.Store(ov.keys.Load())
+				nv.bytes.Store(ov.bytes.Load())
+			}
+		}
+	}
+	return t
+}
+
+// Run decays the rates every Tick, rotates the latency windows and refreshes the per-vnode
+// key counts every CountInterval (and soon after the ring changes). It blocks until ctx ends
+// and returns nil then.
+func (r *Registry) Run(ctx context.Context) error {
+	tick := time.NewTicker(r.cfg.Tick)
+	defer tick.Stop()
+	last := time.Now()
+	lastRotate := last
+	var counted *vnodeTable
+	var lastCount time.Time
+	for {
+		if t := r.table(); t != nil && (t != counted || time.Since(lastCount) >= r.cfg.CountInterval) {
+			r.refreshCounts(ctx, t)
+			counted, lastCount = t, time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			r.tick(now.Sub(last))
+			last = now
+			if now.Sub(lastRotate) >= r.cfg.LatencyWindow/2 {
+				r.rotate()
+				lastRotate = now
+			}
+		}
+	}
+}
+
+// tick folds the last dt into every rate.
+func (r *Registry) tick(dt time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.slots {
+		r.slots[i].count.tick(dt)
+	}
+	if t := r.vt.Load(); t != nil {
+		for i := range t.v {
+			v := &t.v[i]
+			v.reads.tick(dt)
+			v.writes.tick(dt)
+			v.bytesIn.tick(dt)
+			v.bytesOut.tick(dt)
+		}
+	}
+}
+
+func (r *Registry) rotate() {
+	for i := range r.slots {
+		r.slots[i].lat.rotate()
+	}
+}
+
+// refreshCounts counts the keys of every range of t (together they cover the token space,
+// so their sum is the store's key count). Ranges this node does not hold cost one seek.
+func (r *Registry) refreshCounts(ctx context.Context, t *vnodeTable) {
+	if r.cfg.Store == nil {
+		return
+	}
+	for i := range t.v {
+		if ctx.Err() != nil {
+			return
+		}
+		keys, bytes, err := r.cfg.Store.CountRange(t.starts[i], t.ends[i])
+		if err != nil {
+			continue // store closing; the next refresh retries
+		}
+		t.v[i].keys.Store(keys)
+		t.v[i].bytes.Store(bytes)
+	}
+}
+
+// Snapshot returns the node's numbers now; withVnodes adds one VnodeStats per vnode this node
+// replicates (or has served since the ring changed).
+func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
+	ns := &kvpb.NodeStats{
+		Id:          r.cfg.ID,
+		UnixNanos:   time.Now().UnixNano(),
+		Errors:      map[string]uint64{},
+		ReadRepairs: r.readRepairs.Load(),
+		Hints:       r.hints.Load(),
+		Goroutines:  uint32(runtime.NumGoroutine()),
+	}
+	if rg := r.ringNow(); rg != nil {
+		ns.Epoch = rg.Epoch()
+		if m, ok := rg.Member(r.cfg.ID); ok {
+			ns.State = string(m.State)
+		}
+	}
+	coord := newHist()
+	scratch := newHist()
+	for i := range r.slots {
+		s := &r.slots[i]
+		scratch.Reset()
+		s.lat.mergeInto(scratch)
+		q := quantilesOf(scratch)
+		os := &kvpb.OpStats{
+			Op:      opNames[i/numRoles],
+			Role:    roleNames[i%numRoles],
+			Count:   s.count.total.Load(),
+			Errors:  s.errors.Load(),
+			Rate_1S: s.count.rate1s(),
+			Rate_1M: s.count.rate1m(),
+			P50Ms:   q.p50,
+			P99Ms:   q.p99,
+			P999Ms:  q.p999,
+			MaxMs:   q.max,
+		}
+		ns.Ops = append(ns.Ops, os)
+		for k := range s.kinds {
+			if n := s.kinds[k].Load(); n > 0 {
+				ns.Errors[ErrorKinds[k]] += n
+			}
+		}
+		if i%numRoles == 0 { // coordinator: what clients see
+			ns.OpsPerSec += os.Rate_1S
+			coord.Merge(scratch)
+		}
+	}
+	ns.P99Ms = quantilesOf(coord).p99
+	if r.cfg.Breakers != nil {
+		for _, b := range r.cfg.Breakers() {
+			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{
+				Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(max(b.ConsecutiveFailures, 0)),
+			})
+		}
+	}
+	if r.cfg.Store != nil {
+		lsm, vlog := r.cfg.Store.Size()
+		ns.DiskBytes = uint64(max(lsm+vlog, 0))
+	}
+	if t := r.table(); t != nil {
+		for i := range t.v {
+			v := &t.v[i]
+			ns.Keys += v.keys.Load()
+			if !withVnodes {
+				continue
+			}
+			reads, writes := v.reads.total.Load(), v.writes.total.Load()
+			if !t.mine[i] && reads == 0 && writes == 0 {
+				continue
+			}
+			ns.Vnodes = append(ns.Vnodes, &kvpb.VnodeStats{
+				Token:       t.ends[i],
+				Start:       t.starts[i],
+				Reads_1S:    v.reads.rate1s(),
+				Writes_1S:   v.writes.rate1s(),
+				Reads_1M:    v.reads.rate1m(),
+				Writes_1M:   v.writes.rate1m(),
+				BytesIn_1S:  v.bytesIn.rate1s(),
+				BytesOut_1S: v.bytesOut.rate1s(),
+				Keys:        v.keys.Load(),
+				Bytes:       v.bytes.Load(),
+				ReadsTotal:  reads,
+				WritesTotal: writes,
+			})
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	ns.HeapBytes = ms.HeapAlloc
+	ns.GcPauseTotalNs = ms.PauseTotalNs
+	if ms.NumGC > 0 {
+		ns.GcPauseLastNs = ms.PauseNs[(ms.NumGC+255)%256]
+	}
+	return ns
+}
+
+func (r *Registry) ringNow() *ring.Ring {
+	if r.cfg.Ring == nil {
+		return nil
+	}
+	return r.cfg.Ring()
+}
+
+// Watch sends a snapshot at once and then every interval (0 = 1 s) until ctx ends (returns
+// nil) or send fails (returns its error).
+func (r *Registry) Watch(ctx context.Context, interval time.Duration, withVnodes bool, send func(*kvpb.NodeStats) error) error {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := send(r.Snapshot(withVnodes)); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Prometheus returns the registry /metrics serves: this node's collector plus the Go and
+// process collectors.
+func (r *Registry) Prometheus() *prometheus.Registry { return r.prom }
+
+var (
+	_ replica.Observer      = (*Registry)(nil)
+	_ replica.VnodeObserver = (*Registry)(nil)
+)
