@@ -1,0 +1,174 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"ringkv/proto/kvpb"
+)
+
+// FakeSource is a Source with known numbers, for tests and screenshots: three nodes n1..n3
+// with FakeVnodes vnodes each, interleaved on the ring, one hot vnode on n2, and a script of
+// FakeSamples stats samples per node already queued on Stats. Send queues more.
+type FakeSource struct {
+	StatusResp *kvpb.StatusResponse
+	RingResp   *kvpb.RingResponse
+	stats      chan *kvpb.NodeStats
+	changes    chan *kvpb.ChangeProgress
+	once       sync.Once
+}
+
+// Sizes of the fake cluster.
+const (
+	FakeNodes   = 3
+	FakeVnodes  = 96
+	FakeSamples = 20
+)
+
+var _ Source = (*FakeSource)(nil)
+
+// NewFakeSource returns the fake cluster with its script queued.
+func NewFakeSource() *FakeSource {
+	ids := []string{"n1", "n2", "n3"}
+	step := math.MaxUint64 / uint64(FakeNodes*FakeVnodes)
+	members := make([]*kvpb.Member, FakeNodes)
+	st := &kvpb.StatusResponse{Epoch: 7, Replicas: 3}
+	for i, id := range ids {
+		members[i] = &kvpb.Member{Id: id, GrpcAddr: fmt.Sprintf("127.0.0.1:909%d", i+1), State: "UP", Weight: 1}
+		st.Nodes = append(st.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: members[i].GrpcAddr, State: "UP"})
+	}
+	for k := 0; k < FakeNodes*FakeVnodes; k++ {
+		members[k%FakeNodes].Tokens = append(members[k%FakeNodes].Tokens, uint64(k+1)*step)
+	}
+	ring := &kvpb.RingResponse{Ring: &kvpb.RingState{Epoch: 7, Replicas: 3, Members: members}}
+	for i, id := range ids {
+		ring.Ownership = append(ring.Ownership, &kvpb.NodeOwnership{Id: id, State: "UP", Vnodes: FakeVnodes, Share: []float64{0.34, 0.33, 0.33}[i]})
+	}
+	f := &FakeSource{
+		StatusResp: st,
+		RingResp:   ring,
+		stats:      make(chan *kvpb.NodeStats, FakeNodes*FakeSamples+64),
+		changes:    make(chan *kvpb.ChangeProgress, 8),
+	}
+	f.changes <- fakeChange()
+	for s := 0; s < FakeSamples; s++ {
+		for i, m := range members {
+			f.stats <- fakeStats(m, i, s, step)
+		}
+	}
+	return f
+}
+
+// fakeStats is node i's sample number s: steady per-vnode load, n2's 10th vnode hot, and an
+// ops/s series that rises and falls so the sparkline has a shape.
+func fakeStats(m *kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
+	ns := &kvpb.NodeStats{Id: m.Id, Epoch: 7, State: "UP"}
+	var ops float64
+	for k, t := range m.Tokens {
+		v := &kvpb.VnodeStats{
+			Token:     t,
+			Start:     t - step,
+			Reads_1S:  float64((k*37+i*11)%50 + 1),
+			Writes_1S: float64((k*13+i*7)%20 + 1),
+			Keys:      uint64(100 + k*3 + i),
+			Bytes:     uint64(100+k*3+i) * 128,
+		}
+		if i == 1 && k == 9 {
+			v.Reads_1S, v.Writes_1S = 4000, 1000
+		}
+		ops += v.Reads_1S + v.Writes_1S
+		ns.Vnodes = append(ns.Vnodes, v)
+		ns.Keys += v.Keys
+		ns.DiskBytes += v.Bytes * 3
+	}
+	ns.OpsPerSec = ops * (0.5 + 0.5*float64((s*7+i*3)%FakeSamples)/FakeSamples)
+	ns.P99Ms = 2.5 + float64(i)
+	ns.Ops = []*kvpb.OpStats{
+		{Op: "get", Role: "coordinator", Rate_1S: 300, P50Ms: 0.4 + 0.1*float64(i), P99Ms: ns.P99Ms},
+		{Op: "put", Role: "coordinator", Rate_1S: 100, P50Ms: 0.8 + 0.1*float64(i), P99Ms: ns.P99Ms},
+	}
+	for j, p := range []string{"n1", "n2", "n3"} {
+		if j != i {
+			state := "closed"
+			if i == 2 && p == "n1" {
+				state = "open"
+			}
+			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{Peer: p, State: state})
+		}
+	}
+	return ns
+}
+
+// Status implements Source.
+func (f *FakeSource) Status(context.Context) (*kvpb.StatusResponse, error) { return f.StatusResp, nil }
+
+// Ring implements Source.
+func (f *FakeSource) Ring(context.Context) (*kvpb.RingResponse, error) { return f.RingResp, nil }
+
+// Stats implements Source.
+func (f *FakeSource) Stats() <-chan *kvpb.NodeStats { return f.stats }
+
+// Changes implements Source.
+func (f *FakeSource) Changes() <-chan *kvpb.ChangeProgress { return f.changes }
+
+// SendChange queues a change progress report.
+func (f *FakeSource) SendChange(p *kvpb.ChangeProgress) { f.changes <- p }
+
+// Close closes the streams, ending the console's receivers.
+func (f *FakeSource) Close() {
+	f.once.Do(func() {
+		close(f.stats)
+		close(f.changes)
+	})
+}
+
+// FakeActions answers every action with canned results.
+type FakeActions struct{}
+
+var _ Actions = FakeActions{}
+
+// PlanChange implements Actions.
+func (FakeActions) PlanChange(_ context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
+	p := &kvpb.ChangePlan{Id: 1, Request: req, FromEpoch: 7, ToEpoch: 8, EstKeys: 4800, EstBytes: 614400,
+		Moves: make([]*kvpb.RangeMove, 32)}
+	p.Before = []*kvpb.NodeOwnership{{Id: "n1", Share: 0.34, Vnodes: 96}, {Id: "n2", Share: 0.33, Vnodes: 96}, {Id: "n3", Share: 0.33, Vnodes: 96}}
+	p.After = []*kvpb.NodeOwnership{{Id: "n1", Share: 0.5, Vnodes: 144}, {Id: "n2", Share: 0}, {Id: "n3", Share: 0.5, Vnodes: 144}}
+	return p, nil
+}
+
+// StartChange implements Actions.
+func (a FakeActions) StartChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
+	return a.PlanChange(ctx, req)
+}
+
+// CPUProfile implements Actions.
+func (FakeActions) CPUProfile(_ context.Context, id, _ string, _ int) (ProfileResult, error) {
+	return ProfileResult{Path: "cpu-" + id + ".pb.gz", Top: []string{"  41.0%  runtime.memmove", "  12.5%  badger.(*DB).Get"}}, nil
+}
+
+// StartBench implements Actions.
+func (FakeActions) StartBench(context.Context, int) error { return nil }
+
+// StopBench implements Actions.
+func (FakeActions) StopBench(context.Context) error { return nil }
+
+// fakeChange is a rebalance half-way through: four ranges, one done, two streaming.
+func fakeChange() *kvpb.ChangeProgress {
+	mv := func(i int, src, dst string) *kvpb.RangeMove {
+		return &kvpb.RangeMove{Start: uint64(i) << 60, End: uint64(i+1) << 60, Source: src, Target: dst, EstKeys: 1000, EstBytes: 128000}
+	}
+	return &kvpb.ChangeProgress{
+		Id: 3, State: "streaming",
+		Plan: &kvpb.ChangePlan{Id: 3, Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}, FromEpoch: 7, ToEpoch: 8},
+		Ranges: []*kvpb.RangeProgress{
+			{Move: mv(1, "n2", "n1"), State: "done", KeysDone: 1000, BytesDone: 128000},
+			{Move: mv(2, "n2", "n1"), State: "streaming", KeysDone: 500, BytesDone: 64000},
+			{Move: mv(3, "n2", "n3"), State: "streaming", KeysDone: 250, BytesDone: 32000},
+			{Move: mv(4, "n2", "n3"), State: "pending"},
+		},
+		KeysDone: 1750, BytesDone: 224000, KeysTotal: 4000, BytesTotal: 512000,
+		RateBytesPerSec: 51200, EtaSeconds: 5.6,
+	}
+}

@@ -1,0 +1,85 @@
+// Package keys is the console's one key map, with the help text `?` shows.
+package keys
+
+import "charm.land/bubbles/v2/key"
+
+// KeyMap holds every binding of the console. It implements help.KeyMap.
+type KeyMap struct {
+	NextView key.Binding
+	PrevView key.Binding
+	Overview key.Binding
+	Heatmap  key.Binding
+	Changes  key.Binding
+
+	Up     key.Binding
+	Down   key.Binding
+	Left   key.Binding
+	Right  key.Binding
+	Sort   key.Binding
+	Metric key.Binding
+
+	Drain     key.Binding
+	Add       key.Binding
+	Rebalance key.Binding
+	Profile   key.Binding
+	Bench     key.Binding
+
+	Confirm key.Binding
+	Cancel  key.Binding
+	Help    key.Binding
+	Quit    key.Binding
+}
+
+// DefaultKeyMap returns the console's bindings.
+func DefaultKeyMap() KeyMap {
+	b := func(keys []string, k, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, desc))
+	}
+	return KeyMap{
+		NextView: b([]string{"tab"}, "tab", "next view"),
+		PrevView: b([]string{"shift+tab"}, "shift+tab", "previous view"),
+		Overview: b([]string{"1"}, "1", "overview"),
+		Heatmap:  b([]string{"2"}, "2", "shard heatmap"),
+		Changes:  b([]string{"3"}, "3", "changes & events"),
+
+		Up:     b([]string{"up", "k"}, "↑/k", "select up"),
+		Down:   b([]string{"down", "j"}, "↓/j", "select down"),
+		Left:   b([]string{"left", "h"}, "←/h", "vnode left"),
+		Right:  b([]string{"right", "l"}, "→/l", "vnode right"),
+		Sort:   b([]string{"s"}, "s", "cycle sort column"),
+		Metric: b([]string{"m"}, "m", "cycle heatmap metric"),
+
+		Drain:     b([]string{"d"}, "d", "drain selected node"),
+		Add:       b([]string{"a"}, "a", "add a node (ID=ADDR)"),
+		Rebalance: b([]string{"r"}, "r", "rebalance (plan first)"),
+		Profile:   b([]string{"p"}, "p", "CPU profile selected node"),
+		Bench:     b([]string{"b"}, "b", "start/stop background bench"),
+
+		Confirm: b([]string{"y", "enter"}, "y/enter", "confirm"),
+		Cancel:  b([]string{"n", "esc"}, "n/esc", "cancel"),
+		Help:    b([]string{"?"}, "?", "toggle help"),
+		Quit:    b([]string{"q", "ctrl+c"}, "q", "quit"),
+	}
+}
+
+// SetReadonly disables (and hides from help) every action binding.
+func (k *KeyMap) SetReadonly(readonly bool) {
+	for _, a := range []*key.Binding{&k.Drain, &k.Add, &k.Rebalance, &k.Profile, &k.Bench} {
+		a.SetEnabled(!readonly)
+	}
+}
+
+// ShortHelp is the footer line.
+func (k KeyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.NextView, k.Sort, k.Metric, k.Help, k.Quit}
+}
+
+// FullHelp is every binding, grouped in columns.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.NextView, k.PrevView, k.Overview, k.Heatmap, k.Changes},
+		{k.Up, k.Down, k.Left, k.Right, k.Sort, k.Metric},
+		{k.Drain, k.Add, k.Rebalance, k.Profile, k.Bench},
+		{k.Confirm, k.Cancel, k.Help, k.Quit},
+	}
+}

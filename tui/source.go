@@ -1,0 +1,49 @@
+package tui
+
+import (
+	"context"
+
+	"ringkv/proto/kvpb"
+)
+
+// Source feeds the console with what the Admin API says about the cluster. Status and Ring
+// are unary calls made from tea.Cmds, each under its own deadline, possibly concurrently.
+// Stats and Changes are streams: every node's samples (one per node per interval) and the
+// progress of the ring change in flight; one tea.Cmd at a time receives from each. Both
+// channels are closed when the source stops. Implementations are safe for concurrent use.
+type Source interface {
+	Status(ctx context.Context) (*kvpb.StatusResponse, error)
+	Ring(ctx context.Context) (*kvpb.RingResponse, error)
+	Stats() <-chan *kvpb.NodeStats
+	Changes() <-chan *kvpb.ChangeProgress
+}
+
+// Runner is implemented by sources that own goroutines (streams, reconnects). Run blocks until
+// ctx ends; Run(ctx) of the Options' source is started and stopped by tui.Run.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// ProfileResult is a captured CPU profile: the file it was written to and its hottest functions.
+type ProfileResult struct {
+	Path string
+	Top  []string
+}
+
+// Actions are what the console can do to the cluster. Each method blocks for at most the RPC
+// it makes (StartBench returns once the bench is running); the console calls them from tea.Cmds,
+// one at a time. Methods that have no implementation yet return an error wrapping
+// ErrNotAvailable.
+type Actions interface {
+	// PlanChange dry-runs a ring change (drain = REMOVE, add = ADD, REBALANCE).
+	PlanChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error)
+	// StartChange starts it.
+	StartChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error)
+	// CPUProfile captures seconds of CPU profile on the node at addr, writes it to a file and
+	// returns the file and its hottest functions.
+	CPUProfile(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error)
+	// StartBench starts a background load at rate requests per second (replacing a running one);
+	// StopBench stops it.
+	StartBench(ctx context.Context, rate int) error
+	StopBench(ctx context.Context) error
+}

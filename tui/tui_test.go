@@ -1,0 +1,121 @@
+package tui
+
+import (
+	"bytes"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+)
+
+var fixedNow = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+
+const demoHint = "3-node demo cluster: a zipf load runs in the background · press ? for keys"
+
+// console starts the console on the fake source at w×h with a fixed 256-colour profile and waits
+// until every scripted sample, the status and the ring have been handled.
+func console(t *testing.T, w, h int) (*teatest.TestModel, *FakeSource) {
+	t.Helper()
+	src := NewFakeSource()
+	t.Cleanup(src.Close)
+	var stats, status, ring, change atomic.Int32
+	filter := func(_ tea.Model, msg tea.Msg) tea.Msg {
+		switch msg.(type) {
+		case StatsMsg:
+			stats.Add(1)
+		case StatusMsg:
+			status.Add(1)
+		case RingMsg:
+			ring.Add(1)
+		case ChangeMsg:
+			change.Add(1)
+		}
+		return msg
+	}
+	m := New(Options{Source: src, Actions: FakeActions{}, Hint: demoHint, Now: func() time.Time { return fixedNow }})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h),
+		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.ANSI256), tea.WithFilter(filter)))
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		return stats.Load() == FakeNodes*FakeSamples && status.Load() > 0 && ring.Load() > 0 && change.Load() > 0 && bytes.Contains(b, []byte("n3"))
+	}, teatest.WithDuration(5*time.Second))
+	return tm, src
+}
+
+// finalScreen quits and returns the last screen, downsampled to the fixed profile.
+func finalScreen(t *testing.T, tm *teatest.TestModel, p colorprofile.Profile) []byte {
+	t.Helper()
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	fm, ok := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+	if !ok {
+		t.Fatalf("got final model %T, want Model", fm)
+	}
+	var buf bytes.Buffer
+	w := &colorprofile.Writer{Forward: &buf, Profile: p}
+	if _, err := w.WriteString(fm.Render()); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func waitText(t *testing.T, tm *teatest.TestModel, s string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(s)) }, teatest.WithDuration(5*time.Second))
+}
+
+func TestGolden(t *testing.T) {
+	sizes := []struct{ w, h int }{{80, 24}, {160, 48}}
+	screens := []struct {
+		name  string
+		keys  string
+		want  string // text that shows the screen is drawn
+		extra func(*testing.T, *teatest.TestModel)
+	}{
+		{name: "overview", want: ""},
+		{name: "heatmap", keys: "2", want: "log scale"},
+		{name: "help", keys: "?", want: "press any key to close"},
+		{name: "confirm-drain", keys: "d", want: "y/enter confirm"},
+		{name: "changes", keys: "3", want: "Ranges"},
+	}
+	for _, sz := range sizes {
+		for _, sc := range screens {
+			t.Run(sc.name+"-"+itoa(sz.w)+"x"+itoa(sz.h), func(t *testing.T) {
+				tm, _ := console(t, sz.w, sz.h)
+				if sc.keys != "" {
+					tm.Type(sc.keys)
+					waitText(t, tm, sc.want)
+				}
+				teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+			})
+		}
+	}
+}
+
+// TestGolden16 draws the heatmap on a 16-colour terminal: levels stay distinct by glyph.
+func TestGolden16(t *testing.T) {
+	tm, _ := console(t, 80, 24)
+	tm.Type("2")
+	waitText(t, tm, "log scale")
+	teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI))
+}
+
+func TestQuitRestoresTerminal(t *testing.T) {
+	tm, _ := console(t, 80, 24)
+	tm.Type("q")
+	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+	out, err := readAll(tm.FinalOutput(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The alternate screen (entered before console() returned) is left on quit.
+	if leave := "\x1b[?1049l"; !strings.Contains(out, leave) {
+		t.Errorf("got output %q after quit, want it to leave the alternate screen", out)
+	}
+}
+
+func itoa(i int) string { return fmtInt(i) }

@@ -1,0 +1,459 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"ringkv/proto/kvpb"
+	"ringkv/tui/heatmap"
+)
+
+// View draws the whole screen in the alternate screen buffer: every line clipped to the width,
+// exactly the terminal's height, so nothing wraps.
+func (m Model) View() tea.View {
+	v := tea.NewView(m.Render())
+	v.AltScreen = true
+	v.WindowTitle = "ringkv console"
+	return v
+}
+
+// Render returns the screen's content.
+func (m Model) Render() string {
+	head := []string{m.titleLine()}
+	if m.opts.Hint != "" {
+		head = append(head, m.st.Hint.Render(m.opts.Hint))
+	}
+	foot := []string{m.footer()}
+	bodyH := max(1, m.height-len(head)-len(foot))
+
+	var body string
+	switch {
+	case m.showHelp:
+		body = m.st.Header.Render("Keys") + "\n\n" + m.fullHelp()
+		if m.opts.Readonly {
+			body += "\n\n" + m.st.Dim.Render("readonly: actions are disabled")
+		}
+		body += "\n\n" + m.st.Dim.Render("press any key to close")
+	case m.view == viewHeatmap:
+		h := m.heat
+		h.SetSize(m.width, bodyH)
+		body = h.View()
+	case m.view == viewChanges:
+		body = m.changesView(bodyH)
+	default:
+		body = m.overviewView(bodyH)
+	}
+	if m.dialog.kind != dialogNone {
+		body = lipgloss.Place(m.width, bodyH, lipgloss.Center, lipgloss.Center, m.dialogView())
+	}
+	lines := append(head, fit(body, m.width, bodyH)...)
+	lines = append(lines, foot...)
+	for i, l := range lines {
+		lines[i] = clipLine(l, m.width)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func clipLine(l string, w int) string {
+	if lipgloss.Width(l) > w {
+		return ansi.Truncate(l, w, "")
+	}
+	return l
+}
+
+// fit returns exactly h lines of s, each clipped to w.
+func fit(s string, w, h int) []string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	for i, l := range lines {
+		lines[i] = clipLine(l, w)
+	}
+	return lines
+}
+
+func (m Model) titleLine() string {
+	parts := []string{m.st.Title.Render("ringkv")}
+	for i, name := range viewNames {
+		if view(i) == m.view && !m.showHelp {
+			parts = append(parts, m.st.ActiveTab.Render(name))
+		} else {
+			parts = append(parts, m.st.Tab.Render(name))
+		}
+	}
+	info := fmt.Sprintf(" epoch %d · %d nodes · N=%d", m.epoch, len(m.nodes), m.replicas)
+	if m.bench > 0 {
+		info += fmt.Sprintf(" · bench %d/s", m.bench)
+	}
+	return strings.Join(parts, "") + m.st.Dim.Render(info)
+}
+
+func (m Model) footer() string {
+	left := m.st.Dim.Render("sort " + sortNames[m.sortBy])
+	if m.opts.Readonly {
+		left += m.st.Warn.Render(" readonly")
+	}
+	if m.lastErr != "" {
+		left += " " + m.st.Down.Render(m.lastErr)
+	}
+	h := m.help
+	h.SetWidth(max(0, m.width-lipgloss.Width(left)-2))
+	return left + "  " + h.ShortHelpView(m.km.ShortHelp())
+}
+
+// Overview columns and widths; the sparkline takes what is left.
+type column struct {
+	title string
+	width int
+}
+
+func (m Model) overviewView(h int) string {
+	rows := m.rows()
+	nameW := 4
+	for _, n := range rows {
+		nameW = max(nameW, len(n.id))
+	}
+	nameW = min(nameW, 12)
+	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"KEYS", 6}, {"DISK", 7}, {"BREAKER", 7}, {"SHARE", 6}}
+	fixed := 0
+	for _, c := range cols {
+		fixed += c.width + 1
+	}
+	sparkW := min(sparkSamples, m.width-fixed)
+	if sparkW < 4 {
+		sparkW = 0
+	}
+	cols[3].width = sparkW
+
+	var b strings.Builder
+	var hdr []string
+	for i, c := range cols {
+		if c.width == 0 {
+			continue
+		}
+		t := c.title
+		if m.sortBy != sortNode && sortTitle(m.sortBy) == t {
+			t += "↓"
+		}
+		hdr = append(hdr, pad(t, cols[i].width, i == 0 || i == 1 || i == 3 || i == 8))
+	}
+	b.WriteString(m.st.Header.Render(strings.Join(hdr, " ")))
+	b.WriteByte('\n')
+	sel := max(0, min(m.selected, len(rows)-1))
+	for i, n := range rows {
+		s := n.stats
+		state := n.displayState()
+		cells := []string{
+			pad(n.id, nameW, true),
+			pad(state, 7, true),
+			pad(heatmap.FormatRate(s.GetOpsPerSec()), 6, false),
+		}
+		if sparkW > 0 {
+			cells = append(cells, m.st.Spark.Render(pad(sparkline(n.spark, sparkW), sparkW, true)))
+		}
+		cells = append(cells,
+			pad(fmtMs(p50(s)), 6, false),
+			pad(fmtMs(s.GetP99Ms()), 6, false),
+			pad(heatmap.FormatCount(float64(s.GetKeys())), 6, false),
+			pad(heatmap.FormatBytes(float64(s.GetDiskBytes())), 7, false),
+			pad(breakers(s.GetBreakers()), 7, true),
+			pad(fmt.Sprintf("%.1f%%", n.share*100), 6, false),
+		)
+		switch {
+		case state == "DOWN":
+			cells[1] = m.st.Down.Render(cells[1])
+		case state == "UP":
+			cells[1] = m.st.Up.Render(cells[1])
+		default:
+			cells[1] = m.st.Warn.Render(cells[1])
+		}
+		line := strings.Join(cells, " ")
+		if i == sel && m.view == viewOverview {
+			line = m.st.Selected.Render(ansi.Strip(line))
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	if len(rows) == 0 {
+		b.WriteString(m.st.Dim.Render("waiting for the cluster…") + "\n")
+	}
+
+	b.WriteByte('\n')
+	alerts := m.alerts()
+	b.WriteString(m.st.Header.Render("Alerts"))
+	b.WriteByte('\n')
+	if len(alerts) == 0 {
+		b.WriteString(m.st.Dim.Render("none") + "\n")
+	}
+	for _, a := range alerts {
+		b.WriteString(a + "\n")
+	}
+	used := strings.Count(b.String(), "\n")
+	if left := h - used - 2; left > 0 {
+		b.WriteByte('\n')
+		b.WriteString(m.st.Header.Render("Events"))
+		b.WriteByte('\n')
+		b.WriteString(m.eventLines(left))
+	}
+	return b.String()
+}
+
+func sortTitle(s sortCol) string {
+	return [...]string{"NODE", "OPS/S", "P99", "KEYS", "DISK", "SHARE"}[s]
+}
+
+// alerts names what needs an operator: nodes down, hot nodes, a change in flight.
+func (m Model) alerts() []string {
+	var out []string
+	var sum float64
+	up := 0
+	for _, id := range m.sortedIDs() {
+		n := m.nodes[id]
+		if n.displayState() == "DOWN" {
+			out = append(out, m.st.Down.Render("● node "+id+" is DOWN"))
+			continue
+		}
+		sum += n.stats.GetOpsPerSec()
+		up++
+	}
+	if up >= 2 && sum > 0 {
+		mean := sum / float64(up)
+		for _, id := range m.sortedIDs() {
+			n := m.nodes[id]
+			if ops := n.stats.GetOpsPerSec(); !n.down && ops > 1.5*mean {
+				out = append(out, m.st.Warn.Render(fmt.Sprintf("▲ hot node %s: %s ops/s, %.1f× the mean", id, heatmap.FormatRate(ops), ops/mean)))
+			}
+		}
+	}
+	if c := m.change; inFlight(c) {
+		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState(), pct(c.GetBytesDone(), c.GetBytesTotal()))))
+	}
+	return out
+}
+
+func inFlight(c *kvpb.ChangeProgress) bool {
+	switch c.GetState() {
+	case "", "none", "done", "aborted", "failed":
+		return false
+	}
+	return true
+}
+
+func (m Model) eventLines(n int) string {
+	if len(m.events) == 0 {
+		return m.st.Dim.Render("none") + "\n"
+	}
+	ev := m.events
+	if len(ev) > n {
+		ev = ev[len(ev)-n:]
+	}
+	var b strings.Builder
+	for _, e := range ev {
+		t := m.st.Dim.Render(e.at.Format("15:04:05")) + " "
+		if e.bad {
+			b.WriteString(t + m.st.Down.Render(e.text))
+		} else {
+			b.WriteString(t + e.text)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (m Model) changesView(h int) string {
+	var b strings.Builder
+	c := m.change
+	if c == nil || c.GetState() == "" || c.GetState() == "none" {
+		b.WriteString(m.st.Dim.Render("no ring change in flight") + "\n")
+	} else {
+		b.WriteString(m.st.Header.Render(fmt.Sprintf("Change #%d: %s — %s", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState())))
+		b.WriteByte('\n')
+		barW := max(10, min(40, m.width-44))
+		b.WriteString(fmt.Sprintf("%-14s %s %s  %s/s  ETA %s\n", "total", m.bar(c.GetBytesDone(), c.GetBytesTotal(), barW),
+			pct(c.GetBytesDone(), c.GetBytesTotal()), heatmap.FormatBytes(c.GetRateBytesPerSec()), eta(c.GetEtaSeconds())))
+		// Per node: what each receiver has taken in.
+		type agg struct{ done, total uint64 }
+		per := map[string]*agg{}
+		var order []string
+		for _, r := range c.GetRanges() {
+			t := r.GetMove().GetTarget()
+			if per[t] == nil {
+				per[t] = &agg{}
+				order = append(order, t)
+			}
+			per[t].done += r.GetBytesDone()
+			per[t].total += r.GetMove().GetEstBytes()
+		}
+		for _, t := range order {
+			a := per[t]
+			b.WriteString(fmt.Sprintf("%-14s %s %s\n", "→ "+t, m.bar(a.done, a.total, barW), pct(a.done, a.total)))
+		}
+		b.WriteString(m.st.Header.Render("Ranges") + "\n")
+		room := max(1, h/2-len(order)-3)
+		for i, r := range c.GetRanges() {
+			if i >= room {
+				b.WriteString(m.st.Dim.Render(fmt.Sprintf("… %d more", len(c.GetRanges())-room)) + "\n")
+				break
+			}
+			mv := r.GetMove()
+			b.WriteString(fmt.Sprintf("%08x…%08x %s→%s %s %s %s\n", mv.GetStart()>>32, mv.GetEnd()>>32, mv.GetSource(), mv.GetTarget(),
+				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), r.GetState()))
+		}
+	}
+	b.WriteByte('\n')
+	b.WriteString(m.st.Header.Render("Events") + "\n")
+	used := strings.Count(b.String(), "\n")
+	b.WriteString(m.eventLines(max(1, h-used)))
+	return b.String()
+}
+
+func (m Model) bar(done, total uint64, w int) string {
+	f := 0.0
+	if total > 0 {
+		f = math.Min(1, float64(done)/float64(total))
+	}
+	n := int(math.Round(f * float64(w)))
+	return m.st.BarFull.Render(strings.Repeat("█", n)) + m.st.BarEmpty.Render(strings.Repeat("░", w-n))
+}
+
+func (m Model) dialogView() string {
+	d := m.dialog
+	w := max(20, min(72, m.width-6))
+	var b strings.Builder
+	b.WriteString(m.st.DialogTitle.Render(d.title))
+	b.WriteString("\n\n")
+	for _, l := range d.body {
+		if d.err {
+			l = m.st.Down.Render(l)
+		}
+		b.WriteString(clipLine(l, w) + "\n")
+	}
+	switch d.kind {
+	case dialogInput:
+		b.WriteString("\n" + m.text.view() + "\n\n" + m.st.Dim.Render("enter submit · esc cancel"))
+	case dialogConfirm:
+		b.WriteString("\n" + m.st.Dim.Render("y/enter confirm · n/esc cancel"))
+	case dialogResult:
+		b.WriteString("\n" + m.st.Dim.Render("press any key"))
+	}
+	return m.st.Dialog.Render(strings.TrimRight(b.String(), "\n"))
+}
+
+func pad(s string, w int, left bool) string {
+	if lipgloss.Width(s) > w {
+		return ansi.Truncate(s, w, "")
+	}
+	if left {
+		return s + strings.Repeat(" ", w-lipgloss.Width(s))
+	}
+	return strings.Repeat(" ", w-lipgloss.Width(s)) + s
+}
+
+var sparkRunes = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws the last w samples, scaled to their maximum.
+func sparkline(xs []float64, w int) string {
+	if len(xs) > w {
+		xs = xs[len(xs)-w:]
+	}
+	var top float64
+	for _, x := range xs {
+		top = max(top, x)
+	}
+	var b strings.Builder
+	for _, x := range xs {
+		i := 0
+		if top > 0 {
+			i = int(math.Round(x / top * float64(len(sparkRunes)-1)))
+		}
+		b.WriteRune(sparkRunes[max(0, min(i, len(sparkRunes)-1))])
+	}
+	return b.String()
+}
+
+// p50 is the node's coordinator p50, weighted by each op's rate.
+func p50(s *kvpb.NodeStats) float64 {
+	var sum, w float64
+	for _, o := range s.GetOps() {
+		if o.GetRole() != "coordinator" {
+			continue
+		}
+		r := o.GetRate_1S()
+		sum += o.GetP50Ms() * r
+		w += r
+	}
+	if w == 0 {
+		return 0
+	}
+	return sum / w
+}
+
+func fmtMs(ms float64) string {
+	switch {
+	case ms <= 0:
+		return "-"
+	case ms < 10:
+		return fmt.Sprintf("%.2fms", ms)
+	case ms < 1000:
+		return fmt.Sprintf("%.0fms", ms)
+	}
+	return fmt.Sprintf("%.1fs", ms/1000)
+}
+
+// breakers summarises a node's circuit breakers: ok, or how many are open / half-open.
+func breakers(bs []*kvpb.BreakerState) string {
+	open, half := 0, 0
+	for _, b := range bs {
+		switch b.GetState() {
+		case "open":
+			open++
+		case "half-open":
+			half++
+		}
+	}
+	switch {
+	case open > 0:
+		return fmt.Sprintf("%d open", open)
+	case half > 0:
+		return fmt.Sprintf("%d half", half)
+	}
+	return "ok"
+}
+
+func pct(done, total uint64) string {
+	if total == 0 {
+		return "  -  "
+	}
+	return fmt.Sprintf("%3.0f%%", math.Min(100, float64(done)*100/float64(total)))
+}
+
+func eta(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	if s < 60 {
+		return fmt.Sprintf("%.0fs", s)
+	}
+	return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
+}
+
+// fullHelp lists every binding: four columns side by side when they fit, else two by two.
+func (m Model) fullHelp() string {
+	h := m.help
+	h.SetWidth(0)
+	groups := m.km.FullHelp()
+	all := h.FullHelpView(groups)
+	if lipgloss.Width(all) <= m.width {
+		return all
+	}
+	return h.FullHelpView(groups[:2]) + "\n\n" + h.FullHelpView(groups[2:])
+}
