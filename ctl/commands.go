@@ -4,9 +4,26 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/cmd/bench"
+	"ringkv/ctl/cmd/debug"
+	"ringkv/ctl/cmd/demo"
+	"ringkv/ctl/cmd/kv"
+	"ringkv/ctl/cmd/pprof"
+	"ringkv/ctl/cmd/status"
+	tuicmd "ringkv/ctl/cmd/tui"
 )
 
 // commands lists kvctl's top-level commands. Each lives in ctl/cmd/<noun>.
 func commands(f *cli.Factory) []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		bench.NewCmdBench(f, nil),
+		kv.NewCmdGet(f, nil),
+		kv.NewCmdPut(f, nil),
+		kv.NewCmdDel(f, nil),
+		status.NewCmdStatus(f, nil),
+		pprof.NewCmdPprof(f, nil),
+		debug.NewCmdDebug(f, nil),
+		demo.NewCmdDemo(f, nil),
+		tuicmd.NewCmdTUI(f, nil),
+	}
 }

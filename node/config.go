@@ -1,0 +1,240 @@
+// Package node assembles one ringkv node: its badger store, the ring it routes by, the
+// replication coordinator, and the gRPC, HTTP and admin servers, with the process
+// lifecycle around them (flags, signals, graceful drain).
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Peer is one founding member from --peers.
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+// Config holds every kvnode flag. Build it with DefaultConfig and check it with Validate.
+type Config struct {
+	// ID is the node's name, unique in the cluster. Empty: the --peers entry whose address
+	// is GRPCAddr, else hostname-<grpc port>.
+	ID string
+	// DataDir is the badger directory. Empty: ./data/<id>.
+	DataDir string
+	// InMemory keeps the data in memory (a throwaway node).
+	InMemory bool
+	// HTTPAddr, GRPCAddr and AdminAddr are the listen addresses (port 0 = any free port).
+	HTTPAddr  string
+	GRPCAddr  string
+	AdminAddr string
+	// Peers are the founders, this node included; empty = await admission (issue 3).
+	Peers []Peer
+	// Replicas is the replication factor N (capped by cluster size).
+	Replicas int
+	// VNodes is the number of tokens per node.
+	VNodes int
+	// SyncWrites fsyncs every write before acknowledging it (badger SyncWrites).
+	SyncWrites bool
+	// ClusterSecretFile holds the cluster secret required on internal and admin RPCs.
+	ClusterSecretFile string
+	// ReplicaTimeout bounds each call to a replica.
+	ReplicaTimeout time.Duration
+	// MaxValueSize is the largest value accepted, in bytes.
+	MaxValueSize int64
+	// DrainTimeout bounds the graceful drain at shutdown before connections are cut.
+	DrainTimeout time.Duration
+}
+
+// DefaultConfig returns SPEC.md's defaults.
+func DefaultConfig() Config {
+	return Config{
+		HTTPAddr:       "127.0.0.1:8080",
+		GRPCAddr:       "127.0.0.1:9090",
+		AdminAddr:      "127.0.0.1:7070",
+		Replicas:       3,
+		VNodes:         64,
+		ReplicaTimeout: time.Second,
+		MaxValueSize:   1 << 20,
+		DrainTimeout:   10 * time.Second,
+	}
+}
+
+// Validate reports the first problem with c, naming the flag; errors wrap ErrInvalidConfig.
+func (c Config) Validate() error {
+	_, err := c.complete()
+	return err
+}
+
+// complete returns c with its derived defaults (ID, DataDir) filled in, and Validate's error.
+func (c Config) complete() (Config, error) {
+	if c.ID == "" {
+		c.ID = c.defaultID()
+	}
+	switch {
+	case strings.ContainsAny(c.ID, "=, \t"):
+		return c, fmt.Errorf("%w: --id %q: must not contain '=', ',' or spaces", ErrInvalidConfig, c.ID)
+	case c.Replicas < 1:
+		return c, fmt.Errorf("%w: --replicas %d: must be at least 1", ErrInvalidConfig, c.Replicas)
+	case c.VNodes < 1 || c.VNodes > 4096:
+		return c, fmt.Errorf("%w: --vnodes %d: must be between 1 and 4096", ErrInvalidConfig, c.VNodes)
+	case c.ReplicaTimeout <= 0:
+		return c, fmt.Errorf("%w: --replica-timeout %v: must be positive", ErrInvalidConfig, c.ReplicaTimeout)
+	case c.MaxValueSize < 0:
+		return c, fmt.Errorf("%w: --max-value-size %d: must not be negative", ErrInvalidConfig, c.MaxValueSize)
+	}
+	for _, a := range []struct{ flag, addr string }{{"--http", c.HTTPAddr}, {"--grpc", c.GRPCAddr}, {"--admin", c.AdminAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return c, fmt.Errorf("%w: %s %q: %v", ErrInvalidConfig, a.flag, a.addr, err)
+		}
+	}
+	seen := map[string]bool{}
+	self := false
+	for _, p := range c.Peers {
+		if seen[p.ID] {
+			return c, fmt.Errorf("%w: --peers: %q listed twice", ErrInvalidConfig, p.ID)
+		}
+		seen[p.ID] = true
+		self = self || p.ID == c.ID
+	}
+	if len(c.Peers) > 0 && !self {
+		return c, fmt.Errorf("%w: --peers does not list this node (--id %q)", ErrInvalidConfig, c.ID)
+	}
+	if c.DataDir == "" && !c.InMemory {
+		c.DataDir = filepath.Join("data", c.ID)
+	}
+	return c, nil
+}
+
+// defaultID is the --peers entry at GRPCAddr, else hostname-<grpc port>.
+func (c Config) defaultID() string {
+	for _, p := range c.Peers {
+		if p.Addr == c.GRPCAddr {
+			return p.ID
+		}
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	_, port, _ := net.SplitHostPort(c.GRPCAddr)
+	return host + "-" + port
+}
+
+// ParsePeers parses "id=addr,id=addr".
+func ParsePeers(s string) ([]Peer, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var ps []Peer
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("%q: want id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %v", part, err)
+		}
+		ps = append(ps, Peer{ID: id, Addr: addr})
+	}
+	return ps, nil
+}
+
+// FormatPeers is the inverse of ParsePeers.
+func FormatPeers(ps []Peer) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.ID + "=" + p.Addr
+	}
+	return strings.Join(parts, ",")
+}
+
+// peersValue is --peers as a flag.Value.
+type peersValue struct{ ps *[]Peer }
+
+func (v peersValue) String() string {
+	if v.ps == nil {
+		return ""
+	}
+	return FormatPeers(*v.ps)
+}
+
+func (v peersValue) Set(s string) error {
+	ps, err := ParsePeers(s)
+	if err != nil {
+		return err
+	}
+	*v.ps = ps
+	return nil
+}
+
+// bytesValue is a byte count flag accepting a plain number or a KiB/MiB/GiB suffix.
+type bytesValue struct{ n *int64 }
+
+func (v bytesValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v.n, 10)
+}
+
+func (v bytesValue) Set(s string) error {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return errors.New("want a byte count such as 1048576 or 1MiB")
+	}
+	*v.n = n * mult
+	return nil
+}
+
+// FlagSet binds every kvnode flag to c.
+func (c *Config) FlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&c.ID, "id", c.ID, "node name, unique in the cluster (default hostname-<grpc port>, or the --peers entry at --grpc)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "badger directory (default ./data/<id>)")
+	fs.BoolVar(&c.InMemory, "in-memory", c.InMemory, "keep data in memory only (throwaway node)")
+	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "client HTTP API address")
+	fs.StringVar(&c.GRPCAddr, "grpc", c.GRPCAddr, "client, internal and admin gRPC address")
+	fs.StringVar(&c.AdminAddr, "admin", c.AdminAddr, "address of /metrics, /debug/pprof/*, /healthz, /readyz")
+	fs.Var(peersValue{&c.Peers}, "peers", "founding members id=grpcaddr,... (this node included); empty: await admission")
+	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "replication factor N (capped by cluster size)")
+	fs.IntVar(&c.VNodes, "vnodes", c.VNodes, "tokens per node")
+	fs.BoolVar(&c.SyncWrites, "sync-writes", c.SyncWrites, "fsync every write before acknowledging it (survives power loss; slower)")
+	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "file holding the cluster secret required on internal and admin RPCs")
+	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "deadline of each call to a replica")
+	fs.Var(bytesValue{&c.MaxValueSize}, "max-value-size", "largest value accepted (HTTP 413 above it)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long SIGTERM waits for in-flight requests")
+	return fs
+}
+
+// readSecret reads the cluster secret file ("" when none is configured).
+func (c Config) readSecret() (string, error) {
+	if c.ClusterSecretFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.ClusterSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("--cluster-secret-file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%w: --cluster-secret-file %s is empty", ErrInvalidConfig, c.ClusterSecretFile)
+	}
+	return s, nil
+}

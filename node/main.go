@@ -1,0 +1,60 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Main is kvnode: it parses args (without the program name), runs the node until SIGTERM
+// or SIGINT, drains and returns the exit code: 0 after a clean shutdown, 2 for bad flags,
+// 1 for any other failure.
+func Main(args []string) int {
+	return run(args, os.Stderr)
+}
+
+func run(args []string, stderr io.Writer) int {
+	cfg := DefaultConfig()
+	fs := cfg.FlagSet("kvnode")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "usage: kvnode [flags]")
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvnode: unexpected argument %q (flags only)\n", fs.Arg(0))
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	n, err := New(cfg, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		if errors.Is(err, ErrInvalidConfig) {
+			return 2
+		}
+		return 1
+	}
+	if err := n.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 1
+	}
+	return 0
+}

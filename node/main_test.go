@@ -1,0 +1,65 @@
+package node
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMainBadFlags(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantFlag string
+	}{
+		{[]string{"--replicas", "x"}, "replicas"},
+		{[]string{"--replicas", "0", "--id", "a"}, "--replicas"},
+		{[]string{"--vnodes", "0", "--id", "a"}, "--vnodes"},
+		{[]string{"--peers", "a"}, "peers"},
+		{[]string{"--peers", "a=127.0.0.1:1,a=127.0.0.1:2", "--id", "a"}, "--peers"},
+		{[]string{"--peers", "b=127.0.0.1:1", "--id", "a"}, "--peers"},
+		{[]string{"--http", "nowhere", "--id", "a"}, "--http"},
+		{[]string{"--replica-timeout", "0s", "--id", "a"}, "--replica-timeout"},
+		{[]string{"--max-value-size", "lots"}, "max-value-size"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--id", "a", "stray"}, "stray"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tt.args, &stderr); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			out := stderr.String()
+			if strings.Count(out, "\n") != 1 || !strings.Contains(out, tt.wantFlag) {
+				t.Errorf("stderr %q: want one line naming %s", out, tt.wantFlag)
+			}
+		})
+	}
+}
+
+func TestFlagsFillConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := cfg.FlagSet("kvnode")
+	err := fs.Parse([]string{"--grpc", "127.0.0.1:9191", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
+		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB"})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	got, err := cfg.complete()
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if got.ID != "a" || got.DataDir != "data/a" || got.Replicas != 2 || got.VNodes != 128 || !got.SyncWrites ||
+		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestDefaultsMatchSpec(t *testing.T) {
+	c := DefaultConfig()
+	if c.HTTPAddr != "127.0.0.1:8080" || c.GRPCAddr != "127.0.0.1:9090" || c.AdminAddr != "127.0.0.1:7070" ||
+		c.Replicas != 3 || c.VNodes < 64 || c.MaxValueSize != 1<<20 {
+		t.Errorf("got %+v, want SPEC.md's defaults", c)
+	}
+}

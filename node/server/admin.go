@@ -1,0 +1,271 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/replica"
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// StatsSource gives snapshots of a node's counters (metrics.Registry). Safe for concurrent use.
+type StatsSource interface {
+	Snapshot(withVnodes bool) *kvpb.NodeStats
+}
+
+// AdminDeps is what the Admin service delegates to.
+type AdminDeps struct {
+	// ID is this node's id.
+	ID string
+	// Info describes this node (NodeInfo). Must not block for long.
+	Info func(ctx context.Context) *kvpb.NodeInfoResponse
+	// View returns the ring the node routes by; nil while awaiting admission.
+	View func() *ring.View
+	// PeerAdmin returns an Admin client of another member by gRPC address; the node owns
+	// the connections (with the cluster secret attached).
+	PeerAdmin func(addr string) (kvpb.AdminClient, error)
+	// PeerTimeout bounds each peer call of Status and Ring; 0 = 2s.
+	PeerTimeout time.Duration
+	// Stats serves Stats and WatchStats; nil leaves them Unimplemented.
+	Stats StatsSource
+	// Profile captures a profile into w (metrics.Capture); nil leaves Profile Unimplemented.
+	Profile func(ctx context.Context, kind string, seconds int, w io.Writer) error
+}
+
+// Admin implements the Admin service. Ring changes belong to issue 3 and answer Unimplemented.
+type Admin struct {
+	kvpb.UnsafeAdminServer
+	d AdminDeps
+}
+
+var _ kvpb.AdminServer = (*Admin)(nil)
+
+// NewAdmin returns the Admin service on d.
+func NewAdmin(d AdminDeps) *Admin {
+	if d.PeerTimeout <= 0 {
+		d.PeerTimeout = 2 * time.Second
+	}
+	return &Admin{d: d}
+}
+
+// members returns the members of the current ring plus those only in the next one.
+func (s *Admin) members() (*ring.Ring, []ring.Member) {
+	v := s.d.View()
+	if v == nil || v.Current == nil {
+		return nil, nil
+	}
+	ms := v.Current.Members()
+	if v.Next != nil {
+		seen := map[string]bool{}
+		for _, m := range ms {
+			seen[m.ID] = true
+		}
+		for _, m := range v.Next.Members() {
+			if !seen[m.ID] {
+				ms = append(ms, m)
+			}
+		}
+	}
+	return v.Current, ms
+}
+
+// infos asks every member for its NodeInfo in parallel; errs[i] is set for those that failed.
+func (s *Admin) infos(ctx context.Context, ms []ring.Member) ([]*kvpb.NodeInfoResponse, []error) {
+	infos := make([]*kvpb.NodeInfoResponse, len(ms))
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		if m.ID == s.d.ID {
+			infos[i] = s.d.Info(ctx)
+			continue
+		}
+		wg.Go(func() {
+			c, err := s.d.PeerAdmin(m.Addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.d.PeerTimeout)
+			defer cancel()
+			infos[i], errs[i] = c.NodeInfo(cctx, &kvpb.NodeInfoRequest{})
+		})
+	}
+	wg.Wait()
+	return infos, errs
+}
+
+// Status reports every member as this node sees it; members that do not answer are DOWN.
+func (s *Admin) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
+	cur, ms := s.members()
+	if cur == nil {
+		info := s.d.Info(ctx)
+		return &kvpb.StatusResponse{Nodes: []*kvpb.NodeStatus{{Id: s.d.ID, GrpcAddr: info.GetGrpcAddr(), State: "JOINING", Error: "awaiting admission", Info: info}}}, nil
+	}
+	infos, errs := s.infos(ctx, ms)
+	resp := &kvpb.StatusResponse{Epoch: cur.Epoch(), Replicas: uint32(cur.Replicas())}
+	for i, m := range ms {
+		ns := &kvpb.NodeStatus{Id: m.ID, GrpcAddr: m.Addr, State: string(m.State), Info: infos[i]}
+		if errs[i] != nil {
+			ns.State = string(ring.StateDown)
+			ns.Error = oneLine(errs[i])
+			ns.Info = nil
+		}
+		resp.Nodes = append(resp.Nodes, ns)
+	}
+	return resp, nil
+}
+
+// NodeInfo describes this node.
+func (s *Admin) NodeInfo(ctx context.Context, _ *kvpb.NodeInfoRequest) (*kvpb.NodeInfoResponse, error) {
+	return s.d.Info(ctx), nil
+}
+
+// Ring returns the ring with per-node ownership; with counts, every member's key count and
+// disk bytes (from its NodeInfo).
+func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResponse, error) {
+	cur, ms := s.members()
+	if cur == nil {
+		return nil, GRPCError(replica.ErrNotAdmitted)
+	}
+	resp := &kvpb.RingResponse{Ring: RingToProto(cur)}
+	share, rshare := cur.Ownership(), cur.ReplicaOwnership()
+	var infos []*kvpb.NodeInfoResponse
+	var errs []error
+	if req.GetWithCounts() {
+		infos, errs = s.infos(ctx, ms)
+	}
+	for i, m := range ms {
+		o := &kvpb.NodeOwnership{Id: m.ID, State: string(m.State), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
+		if req.GetWithCounts() {
+			if errs[i] != nil {
+				o.Error = oneLine(errs[i])
+			} else {
+				o.Keys, o.Bytes = infos[i].GetKeys(), infos[i].GetDiskBytes()
+			}
+		}
+		resp.Ownership = append(resp.Ownership, o)
+	}
+	sort.Slice(resp.Ownership, func(i, j int) bool { return resp.Ownership[i].Id < resp.Ownership[j].Id })
+	return resp, nil
+}
+
+// Stats returns one snapshot of this node's counters.
+func (s *Admin) Stats(_ context.Context, req *kvpb.StatsRequest) (*kvpb.NodeStats, error) {
+	if s.d.Stats == nil {
+		return nil, status.Error(codes.Unimplemented, "stats: issue 5")
+	}
+	return s.d.Stats.Snapshot(req.GetVnodes()), nil
+}
+
+// WatchStats pushes a snapshot every interval until the client goes away.
+func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsServer) error {
+	if s.d.Stats == nil {
+		return status.Error(codes.Unimplemented, "stats: issue 5")
+	}
+	every := time.Duration(req.GetIntervalMs()) * time.Millisecond
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := stream.Send(s.d.Stats.Snapshot(req.GetVnodes())); err != nil {
+			return err
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Profile streams a profile captured on this node.
+func (s *Admin) Profile(req *kvpb.ProfileRequest, stream kvpb.Admin_ProfileServer) error {
+	if s.d.Profile == nil {
+		return status.Error(codes.Unimplemented, "profiles: issue 5")
+	}
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&kvpb.ProfileChunk{Data: b}) }}
+	if err := s.d.Profile(stream.Context(), req.GetKind(), int(req.GetSeconds()), w); err != nil {
+		return GRPCError(fmt.Errorf("profile %s: %w", req.GetKind(), err))
+	}
+	return nil
+}
+
+// LogTail is not kept yet.
+func (s *Admin) LogTail(context.Context, *kvpb.LogTailRequest) (*kvpb.LogTailResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "log tail: issue 5")
+}
+
+var errRingChanges = status.Error(codes.Unimplemented, "ring changes: issue 3")
+
+// PlanChange is part of ring changes (issue 3).
+func (s *Admin) PlanChange(context.Context, *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
+	return nil, errRingChanges
+}
+
+// StartChange is part of ring changes (issue 3).
+func (s *Admin) StartChange(context.Context, *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
+	return nil, errRingChanges
+}
+
+// ChangeStatus is part of ring changes (issue 3).
+func (s *Admin) ChangeStatus(context.Context, *kvpb.ChangeStatusRequest) (*kvpb.ChangeProgress, error) {
+	return nil, errRingChanges
+}
+
+// WatchChange is part of ring changes (issue 3).
+func (s *Admin) WatchChange(*kvpb.ChangeStatusRequest, kvpb.Admin_WatchChangeServer) error {
+	return errRingChanges
+}
+
+// AbortChange is part of ring changes (issue 3).
+func (s *Admin) AbortChange(context.Context, *kvpb.AbortChangeRequest) (*kvpb.ChangeProgress, error) {
+	return nil, errRingChanges
+}
+
+// SetChangeRate is part of ring changes (issue 3).
+func (s *Admin) SetChangeRate(context.Context, *kvpb.SetChangeRateRequest) (*kvpb.ChangeProgress, error) {
+	return nil, errRingChanges
+}
+
+// RingToProto converts a ring to its wire form.
+func RingToProto(r *ring.Ring) *kvpb.RingState {
+	rs := &kvpb.RingState{Epoch: r.Epoch(), Replicas: uint32(r.ReplicationFactor())}
+	for _, m := range r.Members() {
+		rs.Members = append(rs.Members, &kvpb.Member{Id: m.ID, GrpcAddr: m.Addr, State: string(m.State), Weight: uint32(m.Weight), Tokens: m.Tokens})
+	}
+	return rs
+}
+
+// chunkWriter sends what is written to it in chunks of at most 64 KiB.
+type chunkWriter struct{ send func([]byte) error }
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), 64<<10)
+		if err := w.send(append([]byte(nil), p[:k]...)); err != nil {
+			return n, err
+		}
+		n += k
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// oneLine is the gRPC message of err (or its text), for NodeStatus.error.
+func oneLine(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return fmt.Sprintf("%s: %s", s.Code(), s.Message())
+	}
+	return err.Error()
+}

@@ -1,0 +1,161 @@
+// Package server holds a ringkv node's network front: the gRPC builder with its
+// interceptors (recover, logging, metrics, auth) and the health service, the thin KV,
+// Replica and Admin handlers, and the course's v0 HTTP API. Handlers validate, call the
+// domain (the coordinator, the local replica, the node) and map errors through one table
+// (errors.go).
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// SecretHeader is the gRPC metadata key carrying the cluster secret.
+const SecretHeader = "x-ringkv-secret"
+
+// RPCObserver receives one call per finished RPC, for metrics. Implementations must be
+// safe for concurrent use and must not block.
+type RPCObserver interface {
+	ObserveRPC(method string, code codes.Code, d time.Duration)
+}
+
+// GRPCConfig configures NewGRPC.
+type GRPCConfig struct {
+	// Logger gets one debug line per RPC (method, code, duration) and an error line per
+	// panic. Never values or secrets. nil = slog.Default().
+	Logger *slog.Logger
+	// Secret, when non-empty, is required in SecretHeader for the Admin, Replica and
+	// Cluster services. When empty, Admin calls are accepted from loopback peers only.
+	Secret string
+	// Observer, when set, is told about every RPC.
+	Observer RPCObserver
+	// Options are appended to the server options (e.g. message size limits).
+	Options []grpc.ServerOption
+}
+
+// NewGRPC returns a gRPC server with the interceptor chain recover → logging → metrics →
+// auth and the standard health service registered (reporting SERVING for "" until the
+// returned health server is told otherwise).
+func NewGRPC(cfg GRPCConfig) (*grpc.Server, *health.Server) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ic := interceptors{logger: logger.With("component", "grpc"), secret: []byte(cfg.Secret), obs: cfg.Observer}
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(ic.unary),
+		grpc.ChainStreamInterceptor(ic.stream),
+	}, cfg.Options...)
+	s := grpc.NewServer(opts...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(s, hs)
+	return s, hs
+}
+
+type interceptors struct {
+	logger *slog.Logger
+	secret []byte
+	obs    RPCObserver
+}
+
+func (ic interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			err = ic.panicked(info.FullMethod, p)
+		}
+		ic.finish(info.FullMethod, start, err)
+	}()
+	if err := ic.authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (ic interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			err = ic.panicked(info.FullMethod, p)
+		}
+		ic.finish(info.FullMethod, start, err)
+	}()
+	if err := ic.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+func (ic interceptors) panicked(method string, p any) error {
+	ic.logger.Error("panic in handler", "method", method, "panic", p, "stack", string(debug.Stack()))
+	return status.Error(codes.Internal, "internal error")
+}
+
+func (ic interceptors) finish(method string, start time.Time, err error) {
+	d := time.Since(start)
+	code := status.Code(err)
+	if ic.obs != nil {
+		ic.obs.ObserveRPC(method, code, d)
+	}
+	level := slog.LevelDebug
+	if code == codes.Internal || code == codes.Unknown {
+		level = slog.LevelWarn
+	}
+	ic.logger.Log(context.Background(), level, "rpc", "method", method, "code", code.String(), "duration", d)
+}
+
+// authorize applies the cluster-secret rule to one call.
+func (ic interceptors) authorize(ctx context.Context, method string) error {
+	internal := strings.HasPrefix(method, "/ringkv.Replica/") || strings.HasPrefix(method, "/ringkv.Cluster/")
+	admin := strings.HasPrefix(method, "/ringkv.Admin/")
+	if !internal && !admin {
+		return nil
+	}
+	if len(ic.secret) == 0 {
+		if admin && !fromLoopback(ctx) {
+			return status.Error(codes.PermissionDenied, "admin calls without a cluster secret are accepted from loopback only")
+		}
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	got := md.Get(SecretHeader)
+	if len(got) == 0 {
+		return status.Error(codes.Unauthenticated, "missing cluster secret")
+	}
+	if subtle.ConstantTimeCompare([]byte(got[0]), ic.secret) != 1 {
+		return status.Error(codes.PermissionDenied, "wrong cluster secret")
+	}
+	return nil
+}
+
+func fromLoopback(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return false
+	}
+	switch a := p.Addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/replica"
+)
+
+func TestAuthorize(t *testing.T) {
+	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	remote := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 1}
+	tests := []struct {
+		name   string
+		secret string
+		method string
+		from   net.Addr
+		sent   []string
+		want   codes.Code
+	}{
+		{"kv open to all", "s3cret", "/ringkv.KV/Get", remote, nil, codes.OK},
+		{"health open to all", "s3cret", "/grpc.health.v1.Health/Check", remote, nil, codes.OK},
+		{"admin with secret", "s3cret", "/ringkv.Admin/Status", remote, []string{"s3cret"}, codes.OK},
+		{"admin without secret", "s3cret", "/ringkv.Admin/Status", loopback, nil, codes.Unauthenticated},
+		{"admin with wrong secret", "s3cret", "/ringkv.Admin/Status", loopback, []string{"guess"}, codes.PermissionDenied},
+		{"replica with secret", "s3cret", "/ringkv.Replica/Write", remote, []string{"s3cret"}, codes.OK},
+		{"replica without secret", "s3cret", "/ringkv.Replica/Write", remote, nil, codes.Unauthenticated},
+		{"replica with prefix of secret", "s3cret", "/ringkv.Replica/Read", remote, []string{"s3cre"}, codes.PermissionDenied},
+		{"cluster without secret", "s3cret", "/ringkv.Cluster/RaftStream", remote, nil, codes.Unauthenticated},
+		{"no secret: admin from loopback", "", "/ringkv.Admin/NodeInfo", loopback, nil, codes.OK},
+		{"no secret: admin from remote", "", "/ringkv.Admin/NodeInfo", remote, nil, codes.PermissionDenied},
+		{"no secret: replica from remote", "", "/ringkv.Replica/Read", remote, nil, codes.OK},
+		{"no secret: admin without peer", "", "/ringkv.Admin/NodeInfo", nil, nil, codes.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ic := interceptors{logger: slog.New(slog.DiscardHandler), secret: []byte(tt.secret)}
+			ctx := context.Background()
+			if tt.from != nil {
+				ctx = peer.NewContext(ctx, &peer.Peer{Addr: tt.from})
+			}
+			if tt.sent != nil {
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(SecretHeader, tt.sent[0]))
+			}
+			if got := status.Code(ic.authorize(ctx, tt.method)); got != tt.want {
+				t.Errorf("authorize(%s) = %v, want %v", tt.method, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRecoverInterceptor(t *testing.T) {
+	ic := interceptors{logger: slog.New(slog.DiscardHandler)}
+	_, err := ic.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/ringkv.KV/Get"},
+		func(context.Context, any) (any, error) { panic("boom") })
+	if got := status.Code(err); got != codes.Internal {
+		t.Errorf("got %v, want Internal", got)
+	}
+}
+
+func TestErrorTable(t *testing.T) {
+	tests := []struct {
+		err      error
+		wantGRPC codes.Code
+		wantHTTP int
+	}{
+		{ErrNotFound, codes.NotFound, 404},
+		{replica.ErrInvalidArgument, codes.InvalidArgument, 400},
+		{errKeyTooLarge(2000), codes.InvalidArgument, 400},
+		{errValueTooLarge(10, 5), codes.InvalidArgument, 413},
+		{ErrUnknownPath, codes.InvalidArgument, 400},
+		{ErrMethodNotAllowed, codes.Unimplemented, 405},
+		{replica.ErrNotEnoughReplicas, codes.Unavailable, 504},
+		{replica.ErrNotAdmitted, codes.FailedPrecondition, 503},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, 504},
+		{errors.New("mystery"), codes.Internal, 500},
+	}
+	for _, tt := range tests {
+		if got := status.Code(GRPCError(tt.err)); got != tt.wantGRPC {
+			t.Errorf("GRPCError(%v) = %v, want %v", tt.err, got, tt.wantGRPC)
+		}
+		if got := HTTPStatus(tt.err); got != tt.wantHTTP {
+			t.Errorf("HTTPStatus(%v) = %d, want %d", tt.err, got, tt.wantHTTP)
+		}
+	}
+}

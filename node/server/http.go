@@ -1,0 +1,158 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"ringkv/node/replica"
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+// Coordinator is the data path the KV and HTTP APIs call (replica.Coordinator). Safe for
+// concurrent use. Get returns found=false for an absent key and for a tombstone.
+type Coordinator interface {
+	Get(ctx context.Context, key []byte, ack, from int) (store.Record, bool, error)
+	Put(ctx context.Context, key, value []byte, ack, from int) (uint64, error)
+	Delete(ctx context.Context, key []byte, ack, from int) (uint64, error)
+}
+
+// Data is what the client APIs (HTTP and gRPC KV) need.
+type Data struct {
+	Coordinator Coordinator
+	// View returns the ring the node routes by; nil while the node awaits admission.
+	View func() *ring.View
+	// MaxValueSize is the largest value accepted, in bytes.
+	MaxValueSize int64
+	Logger       *slog.Logger
+}
+
+// replicas returns the cluster's replication factor, capped by its size, or
+// replica.ErrNotAdmitted when the node has no ring.
+func (d Data) replicas() (int, uint64, error) {
+	v := d.View()
+	if v == nil || v.Current == nil {
+		return 0, 0, replica.ErrNotAdmitted
+	}
+	return v.Current.Replicas(), v.Current.Epoch(), nil
+}
+
+// NewHTTP returns the v0 HTTP API handler: /v0/entity and /v0/status; any other path
+// answers 400, as the course's servers do.
+func NewHTTP(d Data) http.Handler {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return &httpAPI{d: d}
+}
+
+type httpAPI struct{ d Data }
+
+func (h *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v0/entity":
+		h.entity(w, r)
+	case "/v0/status":
+		h.status(w, r)
+	default:
+		h.fail(w, fmt.Errorf("%w: %s", ErrUnknownPath, r.URL.Path))
+	}
+}
+
+func (h *httpAPI) status(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.fail(w, fmt.Errorf("%w: %s /v0/status", ErrMethodNotAllowed, r.Method))
+		return
+	}
+	if _, _, err := h.d.replicas(); err != nil {
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "OK\n")
+}
+
+func (h *httpAPI) entity(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPut, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, PUT, DELETE")
+		h.fail(w, fmt.Errorf("%w: %s /v0/entity", ErrMethodNotAllowed, r.Method))
+		return
+	}
+	n, _, err := h.d.replicas()
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	e, err := ParseEntityQuery(r.URL.RawQuery, n)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	ctx := r.Context()
+	switch r.Method {
+	case http.MethodGet:
+		rec, found, err := h.d.Coordinator.Get(ctx, e.Key, e.Ack, e.From)
+		if err == nil && !found {
+			err = ErrNotFound
+		}
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		w.Write(rec.Value)
+	case http.MethodPut:
+		value, err := h.readValue(w, r)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		if _, err := h.d.Coordinator.Put(ctx, e.Key, value, e.Ack, e.From); err != nil {
+			h.fail(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	case http.MethodDelete:
+		if _, err := h.d.Coordinator.Delete(ctx, e.Key, e.Ack, e.From); err != nil {
+			h.fail(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+// readValue reads a PUT body of at most MaxValueSize bytes.
+func (h *httpAPI) readValue(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := h.d.MaxValueSize
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: body is %d bytes, limit %d", replica.ErrValueTooLarge, r.ContentLength, limit)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, fmt.Errorf("%w: body over the limit of %d bytes", replica.ErrValueTooLarge, limit)
+	case err != nil:
+		return nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+	}
+	return b, nil
+}
+
+// fail writes err's status with a one-line reason.
+func (h *httpAPI) fail(w http.ResponseWriter, err error) {
+	code := HTTPStatus(err)
+	if code >= 500 && code != http.StatusGatewayTimeout && code != http.StatusServiceUnavailable {
+		h.d.Logger.Warn("http request failed", "status", code, "err", err)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, err.Error())
+}
