@@ -18,7 +18,7 @@ func Main(args []string) int {
 	ios := cli.System()
 	f := cli.NewFactory(ios)
 	defer f.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	root := NewRootCmd(f)
 	root.SetArgs(args)

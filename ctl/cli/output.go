@@ -84,7 +84,19 @@ func Humanize(n uint64) string {
 // RPCError turns a gRPC error into a one-line reason ("node 127.0.0.1:9090: unavailable: ...").
 func RPCError(addr string, err error) error {
 	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("node %s: %s: %s", addr, strings.ToLower(s.Code().String()), s.Message())
+		return fmt.Errorf("node %s: %s: %s", addr, codeWords(s.Code().String()), s.Message())
 	}
 	return fmt.Errorf("node %s: %w", addr, err)
+}
+
+// codeWords turns a gRPC code name into lowercase words: "DeadlineExceeded" -> "deadline exceeded".
+func codeWords(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
 }
