@@ -9,6 +9,7 @@ import (
 	"ringkv/ctl/cmd/demo"
 	"ringkv/ctl/cmd/kv"
 	"ringkv/ctl/cmd/pprof"
+	ringcmd "ringkv/ctl/cmd/ring"
 	"ringkv/ctl/cmd/status"
 	tuicmd "ringkv/ctl/cmd/tui"
 )
@@ -21,6 +22,7 @@ func commands(f *cli.Factory) []*cobra.Command {
 		kv.NewCmdPut(f, nil),
 		kv.NewCmdDel(f, nil),
 		status.NewCmdStatus(f, nil),
+		ringcmd.NewCmdRing(f),
 		pprof.NewCmdPprof(f, nil),
 		debug.NewCmdDebug(f, nil),
 		demo.NewCmdDemo(f, nil),

@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/pprof/profile"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"ringkv/proto/kvpb"
 )
@@ -29,6 +32,9 @@ type AdminActions struct {
 	ProfileDir string
 	// Bench runs the background bench; nil = not available yet.
 	Bench BenchFunc
+	// Profile, when set, replaces the built-in CPU profile capture (kvctl wires the same
+	// capture and top listing as `kvctl pprof`).
+	Profile func(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error)
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -45,7 +51,7 @@ func (a *AdminActions) PlanChange(ctx context.Context, req *kvpb.ChangeRequest) 
 	}
 	p, err := c.PlanChange(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", describeReq(req), err)
+		return nil, rpcError("plan "+describeReq(req), err)
 	}
 	return p, nil
 }
@@ -58,7 +64,7 @@ func (a *AdminActions) StartChange(ctx context.Context, req *kvpb.ChangeRequest)
 	}
 	p, err := c.StartChange(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", describeReq(req), err)
+		return nil, rpcError("start "+describeReq(req), err)
 	}
 	return p, nil
 }
@@ -66,13 +72,16 @@ func (a *AdminActions) StartChange(ctx context.Context, req *kvpb.ChangeRequest)
 // CPUProfile implements Actions: it streams the node's profile into
 // ProfileDir/cpu-<node>-<time>.pb.gz and returns its ten hottest functions by flat samples.
 func (a *AdminActions) CPUProfile(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error) {
+	if a.Profile != nil {
+		return a.Profile(ctx, nodeID, addr, seconds)
+	}
 	c, err := a.Dial(addr)
 	if err != nil {
 		return ProfileResult{}, err
 	}
 	st, err := c.Profile(ctx, &kvpb.ProfileRequest{Kind: "cpu", Seconds: uint32(seconds)})
 	if err != nil {
-		return ProfileResult{}, fmt.Errorf("profile %s: %w", nodeID, err)
+		return ProfileResult{}, rpcError("profile "+nodeID, err)
 	}
 	path := filepath.Join(a.ProfileDir, fmt.Sprintf("cpu-%s-%s.pb.gz", nodeID, time.Now().Format("20060102-150405")))
 	f, err := os.Create(path)
@@ -86,7 +95,7 @@ func (a *AdminActions) CPUProfile(ctx context.Context, nodeID, addr string, seco
 			break
 		}
 		if err != nil {
-			return ProfileResult{}, fmt.Errorf("profile %s: %w", nodeID, err)
+			return ProfileResult{}, rpcError("profile "+nodeID, err)
 		}
 		if _, err := f.Write(ch.GetData()); err != nil {
 			return ProfileResult{}, fmt.Errorf("profile %s: %w", nodeID, err)
@@ -175,6 +184,38 @@ func (a *AdminActions) StopBench(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stop bench: %w", ctx.Err())
 	}
+}
+
+// rpcError makes a gRPC error one readable line, "plan drain n1: not available yet: ring
+// changes: issue 3" for an RPC the cluster does not implement (it wraps ErrNotAvailable),
+// "plan drain n1: unavailable: ..." for other status errors; it keeps err in the chain.
+func rpcError(what string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return &actionError{what: what, st: st, err: err}
+}
+
+type actionError struct {
+	what string
+	st   *status.Status
+	err  error
+}
+
+func (e *actionError) Error() string {
+	if e.st.Code() == codes.Unimplemented {
+		return fmt.Sprintf("%s: %s: %s", e.what, ErrNotAvailable, e.st.Message())
+	}
+	code := strings.ToLower(strings.ReplaceAll(e.st.Code().String(), "Exceeded", " exceeded"))
+	return fmt.Sprintf("%s: %s: %s", e.what, code, e.st.Message())
+}
+
+func (e *actionError) Unwrap() []error {
+	if e.st.Code() == codes.Unimplemented {
+		return []error{ErrNotAvailable, e.err}
+	}
+	return []error{e.err}
 }
 
 // Close stops a running bench and waits for it.

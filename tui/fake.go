@@ -73,7 +73,7 @@ func fakeStats(m *kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
 			Reads_1S:  float64((k*37+i*11)%50 + 1),
 			Writes_1S: float64((k*13+i*7)%20 + 1),
 			Keys:      uint64(100 + k*3 + i),
-			Bytes:     uint64(100+k*3+i) * 128,
+			Bytes:     uint64(100+k*3+i) * fakeBytesPerKey,
 		}
 		if i == 1 && k == 9 {
 			v.Reads_1S, v.Writes_1S = 4000, 1000
@@ -124,17 +124,70 @@ func (f *FakeSource) Close() {
 	})
 }
 
-// FakeActions answers every action with canned results.
+// FakeActions answers every action with canned results that follow the request and the
+// fake cluster of FakeSource: draining a node moves all its vnodes to the other two, adding
+// one gives the newcomer a quarter of the ring, rebalancing moves vnodes off the hot n2.
 type FakeActions struct{}
 
 var _ Actions = FakeActions{}
 
+// fakeShares are the fake cluster's shares of the token space (see NewFakeSource).
+var fakeShares = []struct {
+	id    string
+	share float64
+}{{"n1", 0.34}, {"n2", 0.33}, {"n3", 0.33}}
+
+// fakeBytesPerKey is what a key weighs in the fake plans (the fake stats use 128 too).
+const fakeBytesPerKey = 128
+
 // PlanChange implements Actions.
 func (FakeActions) PlanChange(_ context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	p := &kvpb.ChangePlan{Id: 1, Request: req, FromEpoch: 7, ToEpoch: 8, EstKeys: 4800, EstBytes: 614400,
-		Moves: make([]*kvpb.RangeMove, 32)}
-	p.Before = []*kvpb.NodeOwnership{{Id: "n1", Share: 0.34, Vnodes: 96}, {Id: "n2", Share: 0.33, Vnodes: 96}, {Id: "n3", Share: 0.33, Vnodes: 96}}
-	p.After = []*kvpb.NodeOwnership{{Id: "n1", Share: 0.5, Vnodes: 144}, {Id: "n2", Share: 0}, {Id: "n3", Share: 0.5, Vnodes: 144}}
+	p := &kvpb.ChangePlan{Id: 1, Request: req, FromEpoch: 7, ToEpoch: 8}
+	type own struct {
+		share  float64
+		vnodes uint32
+	}
+	after := map[string]own{}
+	for _, s := range fakeShares {
+		p.Before = append(p.Before, &kvpb.NodeOwnership{Id: s.id, Share: s.share, Vnodes: FakeVnodes})
+		after[s.id] = own{s.share, FakeVnodes}
+	}
+	var moved uint32
+	switch req.GetKind() {
+	case kvpb.ChangeRequest_REMOVE:
+		gone, ok := after[req.GetNodeId()]
+		if !ok {
+			return nil, fmt.Errorf("plan drain %s: unknown node", req.GetNodeId())
+		}
+		delete(after, req.GetNodeId())
+		for id, o := range after {
+			after[id] = own{o.share + gone.share/float64(len(after)), o.vnodes + gone.vnodes/uint32(len(after))}
+		}
+		after[req.GetNodeId()] = own{}
+		moved = gone.vnodes
+	case kvpb.ChangeRequest_ADD:
+		for id, o := range after {
+			after[id] = own{o.share * 0.75, o.vnodes}
+		}
+		after[req.GetNodeId()] = own{0.25, FakeVnodes}
+		moved = FakeVnodes
+	default: // rebalance: 8 vnodes leave the hot n2
+		after["n1"] = own{0.38, FakeVnodes + 4}
+		after["n2"] = own{0.25, FakeVnodes - 8}
+		after["n3"] = own{0.37, FakeVnodes + 4}
+		moved = 8
+	}
+	for _, s := range fakeShares {
+		a := after[s.id]
+		p.After = append(p.After, &kvpb.NodeOwnership{Id: s.id, Share: a.share, Vnodes: a.vnodes})
+	}
+	if req.GetKind() == kvpb.ChangeRequest_ADD {
+		a := after[req.GetNodeId()]
+		p.After = append(p.After, &kvpb.NodeOwnership{Id: req.GetNodeId(), Share: a.share, Vnodes: a.vnodes})
+	}
+	p.Moves = make([]*kvpb.RangeMove, moved)
+	p.EstKeys = uint64(moved) * 50
+	p.EstBytes = p.EstKeys * fakeBytesPerKey
 	return p, nil
 }
 

@@ -40,6 +40,8 @@ type Options struct {
 	Readonly bool
 	// Hint is an optional line shown under the title (the demo explains itself there).
 	Hint string
+	// Start is the view the console opens on (default the overview).
+	Start Screen
 	// Now is the clock; nil = time.Now. Tests inject a fixed one.
 	Now func() time.Time
 	// DownAfter: a node with no stats sample for this long is shown DOWN (default 1.5s, so with
@@ -115,12 +117,14 @@ type (
 	sourceClosedMsg struct{ what string }
 )
 
-type view int
+// Screen is one of the console's views.
+type Screen int
 
+// The views, in tab order.
 const (
-	viewOverview view = iota
-	viewHeatmap
-	viewChanges
+	ScreenOverview Screen = iota
+	ScreenHeatmap
+	ScreenChanges
 	numViews
 )
 
@@ -150,6 +154,7 @@ type node struct {
 	share    float64
 	vnodes   int
 	spark    []float64
+	sparkAt  time.Time // when the last sparkline point began
 }
 
 type event struct {
@@ -190,7 +195,7 @@ type Model struct {
 	width  int
 	height int
 
-	view     view
+	view     Screen
 	showHelp bool
 	sortBy   sortCol
 	selected int // index into the sorted node rows
@@ -225,6 +230,7 @@ func New(opts Options) Model {
 		height:  24,
 		started: opts.Now(),
 		nodes:   map[string]*node{},
+		view:    max(0, min(opts.Start, numViews-1)),
 	}
 	m.resize()
 	return m
@@ -344,7 +350,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.dialog = dialog{}
 		m.logEvent(fmt.Sprintf("change #%d started: %s", msg.Plan.GetId(), describeReq(msg.Plan.GetRequest())), false)
-		m.view = viewChanges
+		m.view = ScreenChanges
 		return m, nil
 	case ProfileMsg:
 		if msg.Err != nil {
@@ -441,7 +447,15 @@ func (m *Model) onStats(s *kvpb.NodeStats) {
 		n.down = false
 		m.logEvent(fmt.Sprintf("node %s up", n.id), false)
 	}
-	n.spark = append(n.spark, s.GetOpsPerSec())
+	// One sparkline point a second (the stream samples faster), so the column is a minute;
+	// samples without a time (test scripts) are a point each.
+	at := time.Unix(0, s.GetUnixNanos())
+	if s.GetUnixNanos() != 0 && len(n.spark) > 0 && at.Sub(n.sparkAt) < time.Second {
+		n.spark[len(n.spark)-1] = s.GetOpsPerSec()
+	} else {
+		n.spark = append(n.spark, s.GetOpsPerSec())
+		n.sparkAt = at
+	}
 	if len(n.spark) > sparkSamples {
 		n.spark = n.spark[len(n.spark)-sparkSamples:]
 	}
@@ -517,7 +531,7 @@ func (m Model) rows() []*node {
 }
 
 func (m Model) selectedNode() *node {
-	if m.view == viewHeatmap {
+	if m.view == ScreenHeatmap {
 		if id := m.heat.SelectedNode(); id != "" {
 			return m.nodes[id]
 		}
@@ -623,11 +637,11 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, m.km.PrevView):
 		m.view = (m.view + numViews - 1) % numViews
 	case key.Matches(k, m.km.Overview):
-		m.view = viewOverview
+		m.view = ScreenOverview
 	case key.Matches(k, m.km.Heatmap):
-		m.view = viewHeatmap
+		m.view = ScreenHeatmap
 	case key.Matches(k, m.km.Changes):
-		m.view = viewChanges
+		m.view = ScreenChanges
 	case key.Matches(k, m.km.Sort):
 		m.sortBy = (m.sortBy + 1) % numSorts
 	case key.Matches(k, m.km.Drain):
@@ -655,7 +669,7 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 				},
 				onYes: m.profile(n.id, n.addr)}
 		}
-	case m.view == viewHeatmap:
+	case m.view == ScreenHeatmap:
 		var cmd tea.Cmd
 		m.heat, cmd = m.heat.Update(k)
 		return m, cmd
@@ -723,7 +737,7 @@ func (m *Model) onPlan(msg PlanMsg) {
 		m.dialog = dialog{kind: dialogResult, title: title + " — refused", body: body, err: true}
 		return
 	}
-	body = append(body, "", "Start this change? y / n")
+	body = append(body, "", "Start this change?")
 	a, req := m.opts.Actions, msg.Req
 	m.dialog = dialog{kind: dialogConfirm, title: title, body: body, onYes: func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout*3)

@@ -157,3 +157,23 @@ func TestReadonlyHasNoActions(t *testing.T) {
 		}
 	}
 }
+
+// TestFakePlanFollowsRequest: the fake plan moves the drained node's share away, and only its.
+func TestFakePlanFollowsRequest(t *testing.T) {
+	for _, id := range []string{"n1", "n2", "n3"} {
+		p, err := FakeActions{}.PlanChange(t.Context(), &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for _, a := range p.GetAfter() {
+			sum += a.GetShare()
+			if gone := a.GetShare() == 0; gone != (a.GetId() == id) {
+				t.Errorf("drain %s: got %s at %.2f after, want only %s at 0", id, a.GetId(), a.GetShare(), id)
+			}
+		}
+		if sum < 0.999 || sum > 1.001 {
+			t.Errorf("drain %s: got shares summing to %.3f after, want 1", id, sum)
+		}
+	}
+}

@@ -39,11 +39,11 @@ func (m Model) Render() string {
 			body += "\n\n" + m.st.Dim.Render("readonly: actions are disabled")
 		}
 		body += "\n\n" + m.st.Dim.Render("press any key to close")
-	case m.view == viewHeatmap:
+	case m.view == ScreenHeatmap:
 		h := m.heat
 		h.SetSize(m.width, bodyH)
 		body = h.View()
-	case m.view == viewChanges:
+	case m.view == ScreenChanges:
 		body = m.changesView(bodyH)
 	default:
 		body = m.overviewView(bodyH)
@@ -84,7 +84,7 @@ func fit(s string, w, h int) []string {
 func (m Model) titleLine() string {
 	parts := []string{m.st.Title.Render("ringkv")}
 	for i, name := range viewNames {
-		if view(i) == m.view && !m.showHelp {
+		if Screen(i) == m.view && !m.showHelp {
 			parts = append(parts, m.st.ActiveTab.Render(name))
 		} else {
 			parts = append(parts, m.st.Tab.Render(name))
@@ -98,7 +98,13 @@ func (m Model) titleLine() string {
 }
 
 func (m Model) footer() string {
-	left := m.st.Dim.Render("sort " + sortNames[m.sortBy])
+	var left string
+	switch m.view {
+	case ScreenOverview:
+		left = m.st.Dim.Render("sort " + sortNames[m.sortBy])
+	case ScreenHeatmap:
+		left = m.st.Dim.Render("metric " + m.heat.Metric().String())
+	}
 	if m.opts.Readonly {
 		left += m.st.Warn.Render(" readonly")
 	}
@@ -106,8 +112,11 @@ func (m Model) footer() string {
 		left += " " + m.st.Down.Render(m.lastErr)
 	}
 	h := m.help
-	h.SetWidth(max(0, m.width-lipgloss.Width(left)-2))
-	return left + "  " + h.ShortHelpView(m.km.ShortHelp())
+	if left != "" {
+		left += "  "
+	}
+	h.SetWidth(max(0, m.width-lipgloss.Width(left)))
+	return left + h.ShortHelpView(m.km.ShortHelp())
 }
 
 // Overview columns and widths; the sparkline takes what is left.
@@ -123,7 +132,7 @@ func (m Model) overviewView(h int) string {
 		nameW = max(nameW, len(n.id))
 	}
 	nameW = min(nameW, 12)
-	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"KEYS", 6}, {"DISK", 7}, {"BREAKER", 7}, {"SHARE", 6}}
+	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"KEYS", 6}, {"DISK", 8}, {"BREAKER", 7}, {"SHARE", 6}}
 	fixed := 0
 	for _, c := range cols {
 		fixed += c.width + 1
@@ -164,7 +173,7 @@ func (m Model) overviewView(h int) string {
 			pad(fmtMs(p50(s)), 6, false),
 			pad(fmtMs(s.GetP99Ms()), 6, false),
 			pad(heatmap.FormatCount(float64(s.GetKeys())), 6, false),
-			pad(heatmap.FormatBytes(float64(s.GetDiskBytes())), 7, false),
+			pad(heatmap.FormatBytes(float64(s.GetDiskBytes())), 8, false),
 			pad(breakers(s.GetBreakers()), 7, true),
 			pad(fmt.Sprintf("%.1f%%", n.share*100), 6, false),
 		)
@@ -177,7 +186,7 @@ func (m Model) overviewView(h int) string {
 			cells[1] = m.st.Warn.Render(cells[1])
 		}
 		line := strings.Join(cells, " ")
-		if i == sel && m.view == viewOverview {
+		if i == sel && m.view == ScreenOverview {
 			line = m.st.Selected.Render(ansi.Strip(line))
 		}
 		b.WriteString(line)
@@ -235,7 +244,7 @@ func (m Model) alerts() []string {
 		}
 	}
 	if c := m.change; inFlight(c) {
-		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState(), pct(c.GetBytesDone(), c.GetBytesTotal()))))
+		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState(), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
 	}
 	return out
 }
@@ -333,7 +342,11 @@ func (m Model) dialogView() string {
 	b.WriteString("\n\n")
 	for _, l := range d.body {
 		if d.err {
-			l = m.st.Down.Render(l)
+			// An error is read in full: wrap it rather than cut it.
+			for _, wl := range strings.Split(ansi.Wrap(l, w, " "), "\n") {
+				b.WriteString(m.st.Down.Render(wl) + "\n")
+			}
+			continue
 		}
 		b.WriteString(clipLine(l, w) + "\n")
 	}

@@ -287,28 +287,42 @@ func (m Model) View() string {
 	if m.row >= avail {
 		first = m.row - avail + 1
 	}
+	// With room to spare each node's row is drawn up to 3 lines tall, so the map fills the
+	// screen instead of leaving it empty; the label and a DOWN mark sit on the first line.
+	rh := 1
+	if n := len(m.rows); n > 0 && n <= avail {
+		rh = max(1, min(3, avail/n))
+	}
 	for r := first; r < len(m.rows) && r < first+avail; r++ {
 		name := m.rows[r].Node
 		if len(name) > lw-1 {
 			name = name[:lw-1]
 		}
-		label := fmt.Sprintf("%-*s", lw, name)
-		if m.rows[r].Down {
-			label = m.st.Down.Render(label)
-		}
-		b.WriteString(label)
-		for c, gr := range grid[r] {
-			l := level(gr.Value(m.metric), top)
-			glyph, st := m.st.HeatGlyph[l], m.st.Heat[l]
-			if hot[pos{r, c}] {
-				glyph, st = m.st.HotGlyph, m.st.Hot
+		for line := range rh {
+			label := fmt.Sprintf("%-*s", lw, "")
+			if line == 0 {
+				label = fmt.Sprintf("%-*s", lw, name)
 			}
-			if r == m.row && c == m.col {
-				st = st.Inherit(m.st.Cursor).Reverse(true)
+			if line == 1 && m.rows[r].Down {
+				label = fmt.Sprintf("%-*s", lw, "DOWN")
 			}
-			b.WriteString(st.Render(glyph))
+			if m.rows[r].Down {
+				label = m.st.Down.Render(label)
+			}
+			b.WriteString(label)
+			for c, gr := range grid[r] {
+				l := level(gr.Value(m.metric), top)
+				glyph, st := m.st.HeatGlyph[l], m.st.Heat[l]
+				if hot[pos{r, c}] {
+					glyph, st = m.st.HotGlyph, m.st.Hot
+				}
+				if r == m.row && c == m.col {
+					st = st.Inherit(m.st.Cursor).Reverse(true)
+				}
+				b.WriteString(st.Render(glyph))
+			}
+			b.WriteByte('\n')
 		}
-		b.WriteByte('\n')
 	}
 	if len(m.rows) == 0 {
 		b.WriteString(m.st.Dim.Render("waiting for ring and stats…"))
@@ -332,7 +346,7 @@ func (m Model) View() string {
 		}
 		b.WriteByte('\n')
 		b.WriteString(fmt.Sprintf("%s %s of %s  range (%016x, %016x]\n", m.st.Header.Render("selected"), what, first.Node, first.Start, last.End))
-		b.WriteString(fmt.Sprintf("replicas %s  load %s r/s %s w/s  size %s keys %s\n",
+		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s, %s w/s · %s keys, %s\n",
 			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), FormatCount(float64(ks)), FormatBytes(float64(bs))))
 	}
 	return clip(b.String(), m.width)
@@ -378,16 +392,20 @@ func FormatCount(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-// FormatBytes formats a byte count: 512B, 1.5K, 20M, 3.1G (binary units).
+// FormatBytes formats a byte count in binary units as cli.Humanize does, but shorter:
+// 512 B, 1.5 KiB, 600 KiB, 20 MiB, 3.1 GiB (one decimal below 10, none above).
 func FormatBytes(v float64) string {
 	const unit = 1024
 	if v < unit {
-		return fmt.Sprintf("%.0fB", v)
+		return fmt.Sprintf("%.0f B", max(v, 0))
 	}
 	exp := 0
 	for v >= unit && exp < 5 {
 		v /= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f%c", v, "BKMGTP"[exp])
+	if v < 9.95 {
+		return fmt.Sprintf("%.1f %ciB", v, "BKMGTP"[exp])
+	}
+	return fmt.Sprintf("%.0f %ciB", v, "BKMGTP"[exp])
 }

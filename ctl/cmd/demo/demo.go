@@ -1,4 +1,4 @@
-// Package demo holds `kvctl demo`: a cluster inside the kvctl process.
+// Package demo holds `kvctl demo`: a cluster inside the kvctl process, opened in the console.
 package demo
 
 import (
@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	tuicmd "ringkv/ctl/cmd/tui"
+	"ringkv/loadgen"
 	"ringkv/node"
+	"ringkv/proto/kvpb"
+	console "ringkv/tui"
 )
 
 // Options are demo's flags.
@@ -20,27 +25,50 @@ type Options struct {
 	Headless bool
 	Nodes    int
 	Replicas int
+	// Keys is the size of the keyspace filled before the console opens (0 = no fill, no load).
+	Keys int
+	// Rate of the zipf-skewed background load in requests per second (0 = none).
+	Rate int
+	// ProfileDir is where the console's CPU profiles are written.
+	ProfileDir string
 	// Ready, when set, is called with the running cluster (tests use it to stop the demo).
 	Ready func(*node.LocalCluster)
 }
 
+// Defaults of the demo's keyspace and load.
+const (
+	DefaultKeys = 20_000
+	DefaultRate = 200
+	keyPrefix   = "demo:"
+)
+
 // NewCmdDemo returns `kvctl demo`. runF replaces the run step in tests.
 func NewCmdDemo(f *cli.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{IO: f.IO, Nodes: 3, Replicas: 3}
+	o := &Options{IO: f.IO, Nodes: 3, Replicas: 3, Keys: DefaultKeys, Rate: DefaultRate, ProfileDir: "."}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a 3-node cluster inside this process on free loopback ports, until Ctrl-C",
+		Short: "Try ringkv: a 3-node cluster in this process with a light load, opened in the console",
 		Long: `demo starts founders n1..n3 in this process on free 127.0.0.1 ports, with badger in a
-temporary directory that is removed on exit, prints every node's HTTP and gRPC addresses and
-serves until Ctrl-C. --headless serves without opening the console.`,
-		Example: `  kvctl demo --headless`,
-		Args:    cobra.NoArgs,
+temporary directory that is removed on exit, writes --keys keys, runs a light zipf-skewed
+background load (--rate requests per second, so one vnode runs hot) and opens the console
+on the cluster. q quits: the load stops, the nodes stop and the data is removed.
+
+--headless (or a stdout that is not a terminal) prints the nodes' addresses instead and
+serves until Ctrl-C.`,
+		Example: `  kvctl demo
+  kvctl demo --rate 1000 --keys 100000
+  kvctl demo --headless`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Nodes < 1 || o.Nodes > 16 {
+			switch {
+			case o.Nodes < 1 || o.Nodes > 16:
 				return cli.UsageErrorf("--nodes %d: want 1..16", o.Nodes)
-			}
-			if o.Replicas < 1 {
+			case o.Replicas < 1:
 				return cli.UsageErrorf("--replicas %d: want at least 1", o.Replicas)
+			case o.Keys < 0:
+				return cli.UsageErrorf("--keys %d: want >= 0", o.Keys)
+			case o.Rate < 0:
+				return cli.UsageErrorf("--rate %d: want >= 0", o.Rate)
 			}
 			if runF != nil {
 				return runF(o)
@@ -51,28 +79,52 @@ serves until Ctrl-C. --headless serves without opening the console.`,
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "serve without opening the console")
 	cmd.Flags().IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
 	cmd.Flags().IntVar(&o.Replicas, "replicas", o.Replicas, "replication factor")
+	cmd.Flags().IntVar(&o.Keys, "keys", o.Keys, "keys written before the console opens (console only)")
+	cmd.Flags().IntVar(&o.Rate, "rate", o.Rate, "background load in requests per second, zipf-skewed (console only)")
+	cmd.Flags().StringVar(&o.ProfileDir, "profile-dir", o.ProfileDir, "directory the console's CPU profiles are written to")
 	return cmd
 }
 
-// Run starts the cluster, prints how to reach it and serves until ctx ends.
+// Run starts the cluster and either opens the console on it until the user quits, or (headless,
+// or without a terminal) prints how to reach it and serves until ctx ends. Either way the
+// nodes stop and the data directory is removed before Run returns.
 func Run(ctx context.Context, o *Options) (err error) {
-	if !o.Headless {
-		fmt.Fprintln(o.IO.ErrOut, "kvctl demo: the console is not built yet; serving headless (as --headless)")
+	withConsole := !o.Headless
+	if withConsole && (!o.IO.OutTTY || !o.IO.InTTY) {
+		fmt.Fprintln(o.IO.ErrOut, "kvctl demo: not a terminal; serving headless (as --headless)")
+		withConsole = false
 	}
 	dir, err := os.MkdirTemp("", "ringkv-demo-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	logger := slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// While the console owns the terminal, log lines are held and printed after it closes.
+	logs := &logSink{out: o.IO.ErrOut}
+	// The console shows the cluster's state; its warnings (no secret on loopback, peers
+	// unreachable while stopping) would only be noise in the demo.
+	level := slog.LevelWarn
+	if withConsole {
+		level = slog.LevelError
+	}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))
 	base := node.DefaultConfig()
 	base.Replicas = o.Replicas
+	start := time.Now()
 	c, err := node.StartLocalCluster(ctx, o.Nodes, base, dir, logger)
 	if err != nil {
 		return fmt.Errorf("start demo cluster: %w", err)
 	}
 	defer func() { err = errors.Join(err, c.Close()) }()
+	if !withConsole {
+		return headless(ctx, o, c, dir)
+	}
+	fmt.Fprintf(o.IO.ErrOut, "kvctl demo: %d nodes up in %s, data in %s (removed on exit)\n",
+		c.Len(), time.Since(start).Round(time.Millisecond), dir)
+	return runConsole(ctx, o, c, logs)
+}
 
+func headless(ctx context.Context, o *Options, c *node.LocalCluster, dir string) error {
 	t := cli.NewTable(o.IO, "NODE", "HTTP", "GRPC", "ADMIN")
 	for i := range c.Len() {
 		a := c.Node(i).Addrs()
@@ -97,4 +149,148 @@ Ctrl-C stops the cluster.
 	<-ctx.Done()
 	fmt.Fprintln(o.IO.ErrOut, "kvctl demo: stopping")
 	return nil
+}
+
+// runConsole fills the keyspace, starts the background load and runs the console until the
+// user quits; the load and the bench are stopped before it returns.
+func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *logSink) error {
+	var addrs []string
+	for i := range c.Len() {
+		addrs = append(addrs, c.Node(i).Addrs().GRPC)
+	}
+	f := &cli.Factory{IO: o.IO, Addr: addrs[0], Output: "table"}
+	defer f.Close()
+	var clients []kvpb.KVClient
+	for _, a := range addrs {
+		kv, err := f.KV(a)
+		if err != nil {
+			return err
+		}
+		clients = append(clients, kv)
+	}
+	target := loadgen.NewGRPCTarget(clients, 0, 0)
+
+	keys := o.Keys
+	if keys > 0 {
+		// ack=1: the fill waits for one replica, the other two catch up in the background.
+		var err error
+		if keys, err = fill(ctx, o, loadgen.NewGRPCTarget(clients, 1, 0)); err != nil {
+			return err
+		}
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		if o.Rate > 0 && keys > 0 {
+			_, _ = loadgen.Run(loadCtx, loadConfig(keys, o.Rate, loadgen.KeyDist{Kind: loadgen.DistZipf, S: 1.1}, 8), target)
+		}
+	}()
+	defer func() {
+		stopLoad()
+		<-loadDone
+	}()
+
+	bench := func(ctx context.Context, rate int) error {
+		_, err := loadgen.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target)
+		return err
+	}
+	acts := tuicmd.NewActions(f, o.ProfileDir, bench)
+	defer acts.Close()
+	src := console.NewAdminSource(console.AdminConfig{Seeds: addrs, Dial: f.Admin})
+	if o.Ready != nil {
+		o.Ready(c)
+	}
+	logs.hold()
+	defer logs.release()
+	return console.Run(ctx, console.Options{
+		Source:  src,
+		Actions: acts,
+		Hint:    hint(o.Nodes, keys, o.Rate),
+		Start:   console.ScreenHeatmap,
+	}, console.RunOptions{In: o.IO.In, Out: o.IO.Out})
+}
+
+// hint is the console's one-line explanation of the demo (it fits 80 columns).
+func hint(nodes, keys, rate int) string {
+	if rate == 0 || keys == 0 {
+		return fmt.Sprintf("demo · %d nodes in this process, no load · ? keys · q quit", nodes)
+	}
+	return fmt.Sprintf("demo · %d nodes · %s keys · zipf %d req/s: hot vnode ▲ · ? keys · q quit",
+		nodes, compact(keys), rate)
+}
+
+// compact writes 20000 as 20k, 16980 as 17k and 2345 as 2.3k.
+func compact(n int) string {
+	switch {
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	case n >= 10_000:
+		return fmt.Sprintf("%.0fk", float64(n)/1000)
+	case n >= 1000:
+		return fmt.Sprintf("%.1fk", float64(n)/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// loadConfig is an endless open-model load of GETs and 10% PUTs on the demo's keyspace.
+func loadConfig(keys, rate int, dist loadgen.KeyDist, conns int) loadgen.Config {
+	cfg := loadgen.DefaultConfig()
+	cfg.Rate = float64(rate)
+	cfg.Warmup = 0
+	cfg.Duration = 365 * 24 * time.Hour // until cancelled
+	cfg.Connections = conns
+	cfg.Workload = loadgen.Mix{Get: 9, Put: 1}
+	cfg.Keys = int64(keys)
+	cfg.KeyDist = dist
+	cfg.KeyPrefix = keyPrefix
+	cfg.ValueSize = loadgen.Size{Min: 100, Max: 400}
+	cfg.MaxLag = time.Hour // a demo on a busy laptop is not a measurement
+	return cfg
+}
+
+// fillBudget bounds the fill, so that the demo opens in seconds on a slow machine too.
+const fillBudget = 3 * time.Second
+
+// fill writes the keyspace's keys in order, as fast as the cluster takes them, for at most
+// fillBudget, with progress on stderr. It returns how many keys it wrote: the keyspace the
+// load then uses.
+func fill(ctx context.Context, o *Options, t loadgen.Target) (int, error) {
+	cfg := loadConfig(o.Keys, 0, loadgen.KeyDist{Kind: loadgen.DistSequential}, 64)
+	cfg.Workload = loadgen.Mix{Put: 1}
+	cfg.Requests = int64(o.Keys)
+	var done int64
+	progress := func(line string) {
+		if o.IO.ErrTTY {
+			fmt.Fprintf(o.IO.ErrOut, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(o.IO.ErrOut, line)
+		}
+	}
+	progress(fmt.Sprintf("kvctl demo: filling %d keys…", o.Keys))
+	cfg.OnInterval = func(iv loadgen.Interval) {
+		done += iv.Requests
+		progress(fmt.Sprintf("kvctl demo: filled %d/%d keys (%.0f%%), %.0f keys/s", done, o.Keys, 100*float64(done)/float64(o.Keys), iv.Rate))
+	}
+	fctx, cancel := context.WithTimeout(ctx, fillBudget)
+	defer cancel()
+	start := time.Now()
+	res, err := loadgen.Run(fctx, cfg, t)
+	if err != nil {
+		return 0, fmt.Errorf("fill: %w", err)
+	}
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("fill interrupted after %d of %d keys: %w", res.Requests, o.Keys, ctx.Err())
+	}
+	el := time.Since(start)
+	if o.IO.ErrTTY {
+		fmt.Fprint(o.IO.ErrOut, "\r\033[K")
+	}
+	note := ""
+	if res.Interrupted {
+		note = fmt.Sprintf(", stopped at the %s budget", fillBudget)
+	}
+	fmt.Fprintf(o.IO.ErrOut, "kvctl demo: filled %d keys in %s (%.0f keys/s, %d errors%s)\n",
+		res.Requests, el.Round(time.Millisecond), float64(res.Requests)/el.Seconds(), res.ErrorCount(), note)
+	return int(res.Requests), nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"ringkv/ctl/cli"
 	"ringkv/node"
@@ -23,6 +24,8 @@ func TestFlags(t *testing.T) {
 		{args: []string{"--nodes", "5"}, wantNodes: 5},
 		{args: []string{"--nodes", "0"}, wantErr: true},
 		{args: []string{"--replicas", "0"}, wantErr: true},
+		{args: []string{"--keys", "-1"}, wantErr: true},
+		{args: []string{"--rate", "-5"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -74,9 +77,22 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		}
 	}
 	if !strings.Contains(errOut.String(), "headless") {
-		t.Errorf("stderr %q: want the note that the console is not built yet", errOut)
+		t.Errorf("stderr %q: want the note that it serves headless without a terminal", errOut)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("data dir %s still exists (err %v), want it removed", dir, err)
+	}
+}
+
+// TestHintFits: the hint bar explains the demo in one line of an 80-column terminal.
+func TestHintFits(t *testing.T) {
+	for _, o := range []struct{ nodes, keys, rate int }{
+		{3, DefaultKeys, DefaultRate},
+		{16, 12345, 100_000},
+		{3, 0, 0},
+	} {
+		if h := hint(o.nodes, o.keys, o.rate); utf8.RuneCountInString(h) > 80 {
+			t.Errorf("hint %q: got %d columns, want at most 80", h, utf8.RuneCountInString(h))
+		}
 	}
 }

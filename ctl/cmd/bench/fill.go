@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"ringkv/ctl/cli"
+	"ringkv/loadgen"
+	"ringkv/proto/kvpb"
+)
+
+// NewCmdFill returns `kvctl bench fill`: write every key of the keyspace once, as fast as the
+// cluster takes it, so GET runs hit real data. runF replaces the run step in tests.
+func NewCmdFill(f *cli.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{
+		IO:     f.IO,
+		Addr:   func() string { return f.Addr },
+		Admin:  func() (kvpb.AdminClient, error) { return f.Admin("") },
+		JSON:   f.JSON,
+		Config: loadgen.DefaultConfig(),
+	}
+	o.Config.Connections = 64
+	cmd := &cobra.Command{
+		Use:   "fill",
+		Short: "Write every key of a bench keyspace once, in parallel, with rate and ETA",
+		Long: `fill writes keys <key-prefix>0 ... <key-prefix>N-1 once each with PUTs spread over
+--connections parallel connections (each takes the next unwritten key), printing the rate
+and the ETA on stderr every second. Use the same --keys and --key-prefix as the bench runs.`,
+		Example: `  kvctl bench fill --keys 1000000
+  kvctl bench fill --keys 100000 --value-size 1000 --connections 128 --ack 1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.completeFill(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.runFill(cmd.Context())
+		},
+	}
+	addLoadFlags(cmd, o)
+	return cmd
+}
+
+func (o *Options) completeFill() error {
+	var err error
+	if o.Config.ValueSize, err = loadgen.ParseSize(o.ValueSize); err != nil {
+		return cli.UsageErrorf("--value-size: %s", err)
+	}
+	switch o.Target {
+	case "grpc", "http":
+	default:
+		return cli.UsageErrorf("--target %q: want grpc or http", o.Target)
+	}
+	if o.Ack < 0 || o.From < 0 || (o.From > 0 && o.Ack > o.From) {
+		return cli.UsageErrorf("--ack %d --from %d: want 0 <= ack <= from", o.Ack, o.From)
+	}
+	c := &o.Config
+	c.Rate, c.Warmup, c.Requests = 0, 0, c.Keys
+	c.Workload = loadgen.Mix{Put: 1}
+	c.KeyDist = loadgen.KeyDist{Kind: loadgen.DistSequential}
+	c.Duration = 365 * 24 * time.Hour // bounded by Requests
+	if err := c.Validate(); err != nil {
+		return cli.UsageErrorf("%s", err)
+	}
+	return nil
+}
+
+func (o *Options) runFill(ctx context.Context) error {
+	t, name, closeT, err := o.target(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeT()
+	cfg := o.Config
+	var done, errs int64
+	start := time.Now()
+	cfg.OnInterval = func(iv loadgen.Interval) {
+		done += iv.Requests
+		errs += iv.Errors
+		eta := "-"
+		if iv.Rate > 0 {
+			eta = (time.Duration(float64(cfg.Keys-done)/iv.Rate) * time.Second).Round(time.Second).String()
+		}
+		line := fmt.Sprintf("filled %d/%d keys (%.0f%%), %.0f keys/s, %d errors, ETA %s",
+			done, cfg.Keys, 100*float64(done)/float64(cfg.Keys), iv.Rate, errs, eta)
+		if o.IO.ErrTTY {
+			fmt.Fprintf(o.IO.ErrOut, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(o.IO.ErrOut, line)
+		}
+	}
+	res, err := loadgen.Run(ctx, cfg, t)
+	if o.IO.ErrTTY {
+		fmt.Fprint(o.IO.ErrOut, "\r\033[K")
+	}
+	if err != nil {
+		return cli.UsageErrorf("%s", err)
+	}
+	if o.jsonOut() {
+		if err := cli.PrintJSON(o.IO.Out, res.Report(name)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(o.IO.Out, "filled %d keys %s0..%s%d at %s in %s: %.0f keys/s, p99 %s, %d errors\n",
+			res.Requests, cfg.KeyPrefix, cfg.KeyPrefix, cfg.Keys-1, name, time.Since(start).Round(time.Millisecond),
+			res.Achieved, fmtMs(time.Duration(res.Corrected.ValueAtPercentile(99))), res.ErrorCount())
+	}
+	if res.Interrupted {
+		return fmt.Errorf("fill interrupted after %d of %d keys", res.Requests, cfg.Keys)
+	}
+	if n := res.ErrorCount(); n > 0 {
+		return fmt.Errorf("fill: %d of %d writes failed (%v)", n, cfg.Keys, res.Errors)
+	}
+	return nil
+}

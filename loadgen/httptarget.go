@@ -1,0 +1,195 @@
+package loadgen
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HTTPTarget sends requests to the HTTP API (/v0/entity) of one node over keep-alive
+// connections, one per worker, like wrk: each worker writes its request on its own connection
+// and reads the answer with http.ReadResponse, with no goroutine in between (net/http's
+// Transport costs two goroutine hand-offs per request, which on a small machine shows up in the
+// latency it measures). A connection that fails or that the server closes is redialled on the
+// worker's next request.
+type HTTPTarget struct {
+	host   string // host:port
+	suffix string // &ack=A&from=F or ""
+	dialer net.Dialer
+
+	mu    sync.Mutex
+	conns map[int]*httpConn
+}
+
+type httpConn struct {
+	c   net.Conn
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	buf []byte
+}
+
+var _ Target = (*HTTPTarget)(nil)
+
+// NewHTTPTarget targets the node whose HTTP API listens at addr (host:port or http://host:port).
+// conns is a hint of the number of workers. ack and from of 0 mean the cluster's defaults.
+// Close closes the connections.
+func NewHTTPTarget(addr string, conns int, ack, from int) *HTTPTarget {
+	addr = strings.TrimPrefix(addr, "http://")
+	addr = strings.TrimRight(addr, "/")
+	var suffix string
+	if ack > 0 {
+		suffix += "&ack=" + strconv.Itoa(ack)
+	}
+	if from > 0 {
+		suffix += "&from=" + strconv.Itoa(from)
+	}
+	return &HTTPTarget{
+		host:   addr,
+		suffix: suffix,
+		dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		conns:  make(map[int]*httpConn, conns),
+	}
+}
+
+// Close closes every connection.
+func (t *HTTPTarget) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for i, c := range t.conns {
+		errs = append(errs, c.c.Close())
+		delete(t.conns, i)
+	}
+	return errors.Join(errs...)
+}
+
+// Get implements Target.
+func (t *HTTPTarget) Get(ctx context.Context, conn int, key string) Kind {
+	return t.do(ctx, conn, http.MethodGet, key, nil)
+}
+
+// Put implements Target.
+func (t *HTTPTarget) Put(ctx context.Context, conn int, key string, value []byte) Kind {
+	return t.do(ctx, conn, http.MethodPut, key, value)
+}
+
+// Delete implements Target.
+func (t *HTTPTarget) Delete(ctx context.Context, conn int, key string) Kind {
+	return t.do(ctx, conn, http.MethodDelete, key, nil)
+}
+
+func (t *HTTPTarget) conn(ctx context.Context, i int) (*httpConn, error) {
+	t.mu.Lock()
+	c := t.conns[i]
+	t.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	nc, err := t.dialer.DialContext(ctx, "tcp", t.host)
+	if err != nil {
+		return nil, err
+	}
+	c = &httpConn{c: nc, br: bufio.NewReaderSize(nc, 16<<10), bw: bufio.NewWriterSize(nc, 16<<10)}
+	t.mu.Lock()
+	t.conns[i] = c
+	t.mu.Unlock()
+	return c, nil
+}
+
+func (t *HTTPTarget) drop(i int, c *httpConn) {
+	c.c.Close()
+	t.mu.Lock()
+	if t.conns[i] == c {
+		delete(t.conns, i)
+	}
+	t.mu.Unlock()
+}
+
+func (t *HTTPTarget) do(ctx context.Context, i int, method, key string, value []byte) Kind {
+	c, err := t.conn(ctx, i)
+	if err != nil {
+		return httpErrKind(ctx, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.c.SetDeadline(d)
+	}
+	// The run's end or a caller's cancel unblocks the read too.
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	b := append(c.buf[:0], method...)
+	b = append(b, " /v0/entity?id="...)
+	b = append(b, url.QueryEscape(key)...)
+	b = append(b, t.suffix...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, t.host...)
+	b = append(b, "\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(value)), 10)
+	b = append(b, "\r\n\r\n"...)
+	c.buf = b
+	if _, err := c.bw.Write(b); err != nil {
+		t.drop(i, c)
+		return httpErrKind(ctx, err)
+	}
+	if _, err := c.bw.Write(value); err != nil {
+		t.drop(i, c)
+		return httpErrKind(ctx, err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		t.drop(i, c)
+		return httpErrKind(ctx, err)
+	}
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.drop(i, c)
+		return httpErrKind(ctx, err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		t.drop(i, c)
+		if err != nil {
+			return httpErrKind(ctx, err)
+		}
+	}
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		return KindOK
+	case code == http.StatusNotFound:
+		return KindNotFound
+	case code == http.StatusGatewayTimeout || code == http.StatusServiceUnavailable:
+		return KindUnavailable
+	case code >= 400 && code < 500:
+		return KindClient
+	}
+	return KindOther
+}
+
+func httpErrKind(ctx context.Context, err error) Kind {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return KindTimeout
+	case errors.Is(ctx.Err(), context.Canceled):
+		return kindCanceled
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return KindTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return KindTimeout
+	}
+	return KindConnection
+}
+
+// String names the target.
+func (t *HTTPTarget) String() string { return fmt.Sprintf("http %s", t.host) }

@@ -1,0 +1,429 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+func TestParseWorkload(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Mix
+		wantErr bool
+	}{
+		{in: "get", want: Mix{Get: 1}},
+		{in: "put", want: Mix{Put: 1}},
+		{in: "delete", want: Mix{Delete: 1}},
+		{in: "mixed:get=90,put=10", want: Mix{Get: 90, Put: 10}},
+		{in: "mixed:get=1,put=1,delete=1", want: Mix{Get: 1, Put: 1, Delete: 1}},
+		{in: "mixed:get=0", wantErr: true},
+		{in: "mixed:scan=1", wantErr: true},
+		{in: "mixed:get=x", wantErr: true},
+		{in: "post", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseWorkload(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseWorkload(%q) error = %v, want error %t", tt.in, err, tt.wantErr)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrInvalidConfig) {
+					t.Errorf("got %v, want ErrInvalidConfig", err)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if back, _ := ParseWorkload(got.String()); back != got {
+				t.Errorf("round trip via %q: got %+v, want %+v", got.String(), back, got)
+			}
+		})
+	}
+}
+
+func TestParseKeyDistSizeSLO(t *testing.T) {
+	dists := []struct {
+		in      string
+		want    KeyDist
+		wantErr bool
+	}{
+		{in: "uniform", want: KeyDist{Kind: DistUniform}},
+		{in: "sequential", want: KeyDist{Kind: DistSequential}},
+		{in: "zipf:1.1", want: KeyDist{Kind: DistZipf, S: 1.1}},
+		{in: "zipf:0.99", wantErr: true},
+		{in: "zipf:", wantErr: true},
+		{in: "latest", wantErr: true},
+	}
+	for _, tt := range dists {
+		got, err := ParseKeyDist(tt.in)
+		if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
+			t.Errorf("ParseKeyDist(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+	sizes := []struct {
+		in      string
+		want    Size
+		wantErr bool
+	}{
+		{in: "100", want: Size{100, 100}},
+		{in: "100-1000", want: Size{100, 1000}},
+		{in: "0", want: Size{0, 0}},
+		{in: "1000-100", wantErr: true},
+		{in: "1k", wantErr: true},
+	}
+	for _, tt := range sizes {
+		got, err := ParseSize(tt.in)
+		if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
+			t.Errorf("ParseSize(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+	slos := []struct {
+		in      string
+		want    SLO
+		wantErr bool
+	}{
+		{in: "p99=10ms", want: SLO{{99, 10 * time.Millisecond}}},
+		{in: "p50=1ms,p999=50ms,max=1s", want: SLO{{50, time.Millisecond}, {99.9, 50 * time.Millisecond}, {100, time.Second}}},
+		{in: "p99.99=5ms", want: SLO{{99.99, 5 * time.Millisecond}}},
+		{in: "p99", wantErr: true},
+		{in: "p99=fast", wantErr: true},
+		{in: "q99=1ms", wantErr: true},
+	}
+	for _, tt := range slos {
+		got, err := ParseSLO(tt.in)
+		if (err != nil) != tt.wantErr || (err == nil && got.String() != tt.want.String()) {
+			t.Errorf("ParseSLO(%q) = %v, %v; want %v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"negative rate", func(c *Config) { c.Rate = -1 }},
+		{"zero duration", func(c *Config) { c.Duration = 0 }},
+		{"no connections", func(c *Config) { c.Connections = 0 }},
+		{"empty workload", func(c *Config) { c.Workload = Mix{} }},
+		{"no keys", func(c *Config) { c.Keys = 0 }},
+		{"bad size", func(c *Config) { c.ValueSize = Size{10, 5} }},
+		{"bad zipf", func(c *Config) { c.KeyDist = KeyDist{Kind: DistZipf, S: 1} }},
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v, want nil", err)
+	}
+	for _, tt := range tests {
+		c := DefaultConfig()
+		tt.edit(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig", tt.name, err)
+		}
+	}
+}
+
+// TestCoordinatedOmission: the server holds every request for 500 ms once in a 5-second run at
+// 1000 req/s. The corrected p99 shows the stall (every request that should have been sent
+// during it waited); the uncorrected p99 does not (only the 20 requests in flight saw it).
+// HTTP rather than gRPC: under -race on a 2-core machine it leaves the generator the CPU to
+// catch up after the stall.
+func TestCoordinatedOmission(t *testing.T) {
+	stall := &stallOnce{at: 2 * time.Second, d: 500 * time.Millisecond}
+	tgt := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = stall.hook(r.Context(), "")
+	}), 20)
+	cfg := DefaultConfig()
+	cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Connections = 1000, 5*time.Second, 0, 20
+	r, err := Run(context.Background(), cfg, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corr := time.Duration(r.Corrected.ValueAtPercentile(99))
+	uncorr := time.Duration(r.Uncorrected.ValueAtPercentile(99))
+	t.Logf("corrected p99 %s max %s; uncorrected p99 %s max %s; requests %d, unsent %d, errors %d, invalid %t %s",
+		corr, time.Duration(r.Corrected.Max()), uncorr, time.Duration(r.Uncorrected.Max()),
+		r.Requests, r.Unsent, r.ErrorCount(), r.Invalid, r.InvalidReason)
+	if corr < 300*time.Millisecond {
+		t.Errorf("corrected p99 = %s, want >= 300ms (the stall)", corr)
+	}
+	// Idle machine: ~10-20 ms. A ratio with a wide margin, because a busy test machine adds
+	// pauses of its own that both measures see.
+	if uncorr > corr/2 {
+		t.Errorf("uncorrected p99 = %s, want < corrected p99 / 2 = %s", uncorr, corr/2)
+	}
+	if got := time.Duration(r.Uncorrected.Max()); got < 400*time.Millisecond {
+		t.Errorf("uncorrected max = %s, want >= 400ms (the requests in flight saw the stall)", got)
+	}
+	// On an idle machine the generator catches up after the stall and sends all 5000; on a
+	// starved one it ends behind, says so, and accounts for every request of the schedule.
+	if got := r.Requests + r.Unsent; got != 5000 {
+		t.Errorf("requests %d + unsent %d = %d, want 5000", r.Requests, r.Unsent, got)
+	}
+	if r.Invalid != (r.Unsent > 0 && r.FinalLag > cfg.MaxLag) {
+		t.Errorf("invalid = %t with unsent %d and final lag %s, want invalid only when behind", r.Invalid, r.Unsent, r.FinalLag)
+	}
+}
+
+// TestRateAndOutputs: the achieved rate is within 2% of the asked rate against a fast HTTP
+// server; the .hgrm output parses back into the same percentiles; the interval log decodes
+// into the same requests.
+func TestRateAndOutputs(t *testing.T) {
+	tgt := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), 8)
+	cfg := DefaultConfig()
+	cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Connections = 2000, 3*time.Second, 500*time.Millisecond, 8
+	cfg.KeepIntervals = true
+	var lines []Interval
+	cfg.OnInterval = func(iv Interval) { lines = append(lines, iv) }
+	r, err := Run(context.Background(), cfg, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Achieved / cfg.Rate; math.Abs(got-1) > 0.02 {
+		t.Errorf("achieved %.1f req/s = %.3f of asked, want within 2%%", r.Achieved, got)
+	}
+	if r.ErrorCount() != 0 || r.Invalid {
+		t.Errorf("errors %v, invalid %t (%s), want none", r.Errors, r.Invalid, r.InvalidReason)
+	}
+	if len(lines) < 3 {
+		t.Errorf("live intervals = %d, want >= 3", len(lines))
+	}
+
+	t.Run("hgrm", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := WriteHgrm(&buf, r.Corrected); err != nil {
+			t.Fatal(err)
+		}
+		rows := parseHgrm(t, buf.String())
+		// Rows sit at HdrHistogram's percentile ticks; 50, 75 and 90 are ticks, and the row of
+		// each holds the histogram's value there. Every other rung lies between two rows.
+		for _, p := range []float64{50, 75, 90, 100} {
+			want := float64(r.Corrected.ValueAtPercentile(p)) / 1e6
+			if got := hgrmAt(rows, p); math.Abs(got-want) > 0.001+want*0.001 {
+				t.Errorf("hgrm p%g = %.3fms, want %.3fms", p, got, want)
+			}
+		}
+		// Every row holds the histogram's value at its percentile, give or take one sample of
+		// rank (the iterator and ValueAtPercentile round the rank differently).
+		n := float64(r.Corrected.TotalCount())
+		for _, row := range rows {
+			q := row.pct * 100
+			lo := float64(r.Corrected.ValueAtPercentile(q-100/n)) / 1e6
+			hi := float64(r.Corrected.ValueAtPercentile(q+100/n)) / 1e6
+			if row.ms < lo-0.001 || row.ms > hi+0.001 {
+				t.Errorf("hgrm row p%g = %.3fms, histogram says %.3fms..%.3fms", q, row.ms, lo, hi)
+			}
+		}
+		if got, want := rows[len(rows)-1].count, r.Corrected.TotalCount(); got != want {
+			t.Errorf("hgrm total count = %d, want %d", got, want)
+		}
+	})
+
+	t.Run("hlog", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := WriteHlog(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		rd := hdr.NewHistogramLogReader(&buf)
+		var n int
+		var total int64
+		merged := NewHistogram()
+		for {
+			h, err := rd.NextIntervalHistogram()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h == nil {
+				break
+			}
+			n++
+			total += h.TotalCount()
+			merged.Merge(h)
+		}
+		if n != len(r.Intervals) || n < 3 {
+			t.Errorf("decoded %d intervals, want %d (>= 3)", n, len(r.Intervals))
+		}
+		// The intervals hold every measured request (and the warmup's tail in the interval
+		// that straddles the end of the warmup).
+		if total < r.Requests || total > r.Requests+int64(cfg.Rate) {
+			t.Errorf("interval log holds %d requests, want %d..%d", total, r.Requests, r.Requests+int64(cfg.Rate))
+		}
+		if got, want := merged.Max(), r.Corrected.Max(); got < want {
+			t.Errorf("interval log max = %d, want >= %d", got, want)
+		}
+	})
+}
+
+type hgrmRow struct {
+	ms, pct float64
+	count   int64
+}
+
+func parseHgrm(t *testing.T, s string) []hgrmRow {
+	t.Helper()
+	var rows []hgrmRow
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		ms, err1 := strconv.ParseFloat(f[0], 64)
+		pct, err2 := strconv.ParseFloat(f[1], 64)
+		n, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue // the header
+		}
+		rows = append(rows, hgrmRow{ms, pct, n})
+	}
+	if len(rows) < 10 {
+		t.Fatalf("hgrm has %d rows, want many:\n%s", len(rows), s)
+	}
+	return rows
+}
+
+// hgrmAt is the value of the first row at or past percentile p (0–100).
+func hgrmAt(rows []hgrmRow, p float64) float64 {
+	for _, r := range rows {
+		if r.pct*100 >= p-1e-9 {
+			return r.ms
+		}
+	}
+	return rows[len(rows)-1].ms
+}
+
+// TestClosedLoopKeysAndErrors: a closed-loop run of a fixed number of sequential requests
+// touches every key once; errors are counted by kind and the breakdown follows Classify.
+func TestClosedLoopKeysAndErrors(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	tgt := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("id")
+		mu.Lock()
+		seen[key]++
+		mu.Unlock()
+		n, _ := strconv.Atoi(strings.TrimPrefix(key, "k"))
+		switch n % 10 {
+		case 1:
+			w.WriteHeader(http.StatusGatewayTimeout)
+		case 2:
+			w.WriteHeader(http.StatusBadRequest)
+		case 3:
+			w.WriteHeader(http.StatusNotFound)
+		case 4:
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}), 4)
+	cfg := DefaultConfig()
+	cfg.Rate, cfg.Warmup, cfg.Connections, cfg.Requests = 0, 0, 4, 1000
+	cfg.Keys, cfg.KeyDist, cfg.KeyPrefix, cfg.Workload = 1000, KeyDist{Kind: DistSequential}, "k", Mix{Get: 1, Put: 1}
+	cfg.ValueSize = Size{Min: 10, Max: 20}
+	cfg.Classify = func(key string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(key, "k"))
+		return "node" + strconv.Itoa(n%2)
+	}
+	r, err := Run(context.Background(), cfg, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 1000 {
+		t.Errorf("requests = %d, want 1000", r.Requests)
+	}
+	if len(seen) != 1000 {
+		t.Errorf("distinct keys = %d, want 1000", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("key %s sent %d times, want 1", k, n)
+		}
+	}
+	wantErr := map[Kind]int64{KindUnavailable: 100, KindClient: 100, KindOther: 100}
+	for _, k := range ErrorKinds() {
+		if got := r.Errors[k]; got != wantErr[k] {
+			t.Errorf("errors[%s] = %d, want %d", k, got, wantErr[k])
+		}
+	}
+	if r.NotFound != 100 {
+		t.Errorf("not found = %d, want 100", r.NotFound)
+	}
+	var sum int64
+	classes := map[string]bool{}
+	for _, b := range r.Breakdown {
+		sum += b.Requests
+		classes[b.Class] = true
+		if b.Op != "get" && b.Op != "put" {
+			t.Errorf("breakdown op %q, want get or put", b.Op)
+		}
+	}
+	if sum != r.Requests || len(classes) != 2 || len(r.Breakdown) != 4 {
+		t.Errorf("breakdown: %d cells, classes %v, %d requests; want 4 cells, 2 classes, %d requests",
+			len(r.Breakdown), classes, sum, r.Requests)
+	}
+	rep := r.Report("http test")
+	var buf bytes.Buffer
+	if err := WriteSummary(&buf, r, SummaryOptions{Target: "http test", ByClass: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"99.999%", "unavailable 100", "node1"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
+	}
+	if rep.Errors["4xx"] != 100 || len(rep.Breakdown) != 4 {
+		t.Errorf("report errors %v, breakdown %d; want 4xx 100, 4 cells", rep.Errors, len(rep.Breakdown))
+	}
+}
+
+// TestFindMax: against a server whose capacity is 200 req/s (one queue served at 5 ms per
+// request), find-max lands within 10% of 200. Past capacity the queue grows by the excess every
+// second, so a step 6% over ends with ~60 ms of queue while one under it stays near 5 ms. The
+// SLO is on p90 so that one slow request of a busy test machine does not decide a step.
+func TestFindMax(t *testing.T) {
+	tgt := startHTTP(t, &capacityServer{service: 5 * time.Millisecond}, 16)
+	cfg := DefaultConfig()
+	cfg.Warmup, cfg.Connections = 300*time.Millisecond, 16
+	fc := DefaultFindMaxConfig()
+	fc.Start, fc.Step, fc.Precision = 100, time.Second, 0.08
+	fc.OnStep = func(s Step) { t.Log(s) }
+	slo, _ := ParseSLO("p90=50ms")
+	got, steps, err := FindMax(context.Background(), cfg, tgt, slo, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got-200)/200 > 0.10 {
+		t.Errorf("find-max = %.0f req/s after %d steps, want 200 ± 10%%", got, len(steps))
+	}
+}
+
+func TestDiff(t *testing.T) {
+	mk := func(rate, p99 float64) Report {
+		r := Report{RateAsked: 1000, RateAchieved: rate, Errors: map[string]int64{"timeout": 0}}
+		for _, p := range Ladder() {
+			r.Latency.Percentiles = append(r.Latency.Percentiles, Percentile{P: p, Ms: p99})
+		}
+		return r
+	}
+	var buf bytes.Buffer
+	if err := WriteDiff(&buf, mk(1000, 2), mk(990, 3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"rate achieved", "-1.0%", "p99", "+50.0%"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("diff lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
