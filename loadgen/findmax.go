@@ -21,6 +21,12 @@ type FindMaxConfig struct {
 	MaxRate float64
 	// MaxErrorRate is the share of errors (0–1) a passing step may have.
 	MaxErrorRate float64
+	// Retries reruns a step that failed in its tail only (its median still meets the tightest
+	// objective) up to this many times; the rate passes if any run passes. Noise (another
+	// process taking the CPU, a GC) only ever makes a step slower and shows in the tail first,
+	// so a pass is trustworthy and a lone tail failure may not be. An overloaded step fails in
+	// its median too and is not rerun.
+	Retries int
 	// OnStep, when set, receives every step as it ends.
 	OnStep func(Step)
 }
@@ -33,7 +39,7 @@ func DefaultFindMaxConfig() FindMaxConfig {
 // Step is one run of the search.
 type Step struct {
 	N      int
-	Phase  string // "ramp" or "bisect"
+	Phase  string // "ramp", "bisect" or "retry"
 	Rate   float64
 	Pass   bool
 	Why    string // why it failed
@@ -57,10 +63,11 @@ func (s Step) String() string {
 // from fc.Start until a step fails, then bisects between the last pass and the first failure. A
 // step passes when its result is valid, holds every objective, keeps errors under
 // fc.MaxErrorRate and achieves at least 95% of its rate. It returns the highest passing rate and
-// every step; ErrNoRateHolds when no rate passed.
+// every step; ErrNoRateHolds when no rate passed. A step failing in its tail only is rerun up to
+// fc.Retries times.
 func FindMax(ctx context.Context, base Config, t Target, slo SLO, fc FindMaxConfig) (float64, []Step, error) {
-	if fc.Start <= 0 || fc.Step <= 0 || fc.Precision <= 0 || fc.MaxSteps < 1 || fc.MaxRate < fc.Start {
-		return 0, nil, fmt.Errorf("%w: find-max: want start > 0, step > 0, precision > 0, max steps >= 1, max rate >= start", ErrInvalidConfig)
+	if fc.Start <= 0 || fc.Step <= 0 || fc.Precision <= 0 || fc.MaxSteps < 1 || fc.MaxRate < fc.Start || fc.Retries < 0 {
+		return 0, nil, fmt.Errorf("%w: find-max: want start > 0, step > 0, precision > 0, max steps >= 1, max rate >= start, retries >= 0", ErrInvalidConfig)
 	}
 	if len(slo) == 0 {
 		return 0, nil, fmt.Errorf("%w: find-max: empty slo", ErrInvalidConfig)
@@ -75,22 +82,29 @@ func FindMax(ctx context.Context, base Config, t Target, slo SLO, fc FindMaxConf
 	run := func(phase string, rate float64) (bool, error) {
 		cfg := base
 		cfg.Rate = rate
-		r, err := Run(ctx, cfg, t)
-		if err != nil {
-			return false, err
+		for try := 0; ; try++ {
+			r, err := Run(ctx, cfg, t)
+			if err != nil {
+				return false, err
+			}
+			s := Step{N: len(steps) + 1, Phase: phase, Rate: rate, Result: r}
+			if try > 0 {
+				s.Phase = "retry"
+			}
+			s.Pass, s.Why = judge(r, slo, fc.MaxErrorRate)
+			steps = append(steps, s)
+			if fc.OnStep != nil {
+				fc.OnStep(s)
+			}
+			if s.Pass {
+				lo = rate
+				return true, ctx.Err()
+			}
+			if try >= fc.Retries || !tailOnly(r, slo) || ctx.Err() != nil || len(steps) >= fc.MaxSteps {
+				hi = rate
+				return false, ctx.Err()
+			}
 		}
-		s := Step{N: len(steps) + 1, Phase: phase, Rate: rate, Result: r}
-		s.Pass, s.Why = judge(r, slo, fc.MaxErrorRate)
-		steps = append(steps, s)
-		if fc.OnStep != nil {
-			fc.OnStep(s)
-		}
-		if s.Pass {
-			lo = rate
-		} else {
-			hi = rate
-		}
-		return s.Pass, ctx.Err()
 	}
 	for rate := fc.Start; math.IsInf(hi, 1) && rate <= fc.MaxRate && len(steps) < fc.MaxSteps; rate *= 2 {
 		if _, err := run("ramp", rate); err != nil {
@@ -125,4 +139,13 @@ func judge(r *Result, slo SLO, maxErr float64) (bool, string) {
 		return false, fmt.Sprintf("achieved %.0f req/s", r.Achieved)
 	}
 	return true, ""
+}
+
+// tailOnly tells whether r's median meets the tightest objective of slo.
+func tailOnly(r *Result, slo SLO) bool {
+	tightest := slo[0].Max
+	for _, o := range slo[1:] {
+		tightest = min(tightest, o.Max)
+	}
+	return !r.Invalid && time.Duration(r.Corrected.ValueAtPercentile(50)) <= tightest
 }

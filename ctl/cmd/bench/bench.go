@@ -133,6 +133,7 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.DurationVar(&o.FindMaxC.Step, "step", o.FindMaxC.Step, "measured duration of each --find-max step")
 	fl.Float64Var(&o.FindMaxC.Start, "start", o.FindMaxC.Start, "first rate of --find-max")
 	fl.Float64Var(&o.FindMaxC.Precision, "precision", o.FindMaxC.Precision, "--find-max stops when the bracket is this narrow (0.05 = 5%)")
+	fl.IntVar(&o.FindMaxC.Retries, "retries", o.FindMaxC.Retries, "rerun a --find-max step that failed in its tail only (median within the slo) up to N times")
 
 	cmd.AddCommand(NewCmdFill(f, nil), NewCmdDiff(f, nil))
 	return cmd
