@@ -50,6 +50,17 @@ type Config struct {
 	MaxValueSize int64
 	// DrainTimeout bounds the graceful drain at shutdown before connections are cut.
 	DrainTimeout time.Duration
+	// ChangeRate is the default streaming throttle of a ring change per receiver, in bytes
+	// per second (0 = unthrottled); a change's request may name its own.
+	ChangeRate uint64
+	// Raft timing of the metadata group; zero = hashicorp/raft's defaults (1s). Tests and
+	// demos use shorter ones.
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
+	// RaftReconcileInterval is how often the raft leader retries its duties; 0 = 1s.
+	RaftReconcileInterval time.Duration
+	// MoveRetryInterval is the pause before a failed range pull is retried; 0 = 1s.
+	MoveRetryInterval time.Duration
 }
 
 // DefaultConfig returns SPEC.md's defaults.
@@ -63,6 +74,7 @@ func DefaultConfig() Config {
 		ReplicaTimeout: time.Second,
 		MaxValueSize:   1 << 20,
 		DrainTimeout:   10 * time.Second,
+		ChangeRate:     64 << 20,
 	}
 }
 
@@ -86,6 +98,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --vnodes %d: must be between 1 and 4096", ErrInvalidConfig, c.VNodes)
 	case c.ReplicaTimeout <= 0:
 		return c, fmt.Errorf("%w: --replica-timeout %v: must be positive", ErrInvalidConfig, c.ReplicaTimeout)
+	case c.RaftHeartbeatTimeout < 0 || c.RaftElectionTimeout < 0:
+		return c, fmt.Errorf("%w: --raft-heartbeat-timeout/--raft-election-timeout: must not be negative", ErrInvalidConfig)
 	case c.MaxValueSize < 0:
 		return c, fmt.Errorf("%w: --max-value-size %d: must not be negative", ErrInvalidConfig, c.MaxValueSize)
 	}
@@ -203,6 +217,25 @@ func (v bytesValue) Set(s string) error {
 	return nil
 }
 
+// uint64BytesValue is bytesValue for a uint64.
+type uint64BytesValue struct{ n *uint64 }
+
+func (v uint64BytesValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	return strconv.FormatUint(*v.n, 10)
+}
+
+func (v uint64BytesValue) Set(s string) error {
+	var n int64
+	if err := (bytesValue{&n}).Set(s); err != nil {
+		return err
+	}
+	*v.n = uint64(n)
+	return nil
+}
+
 // FlagSet binds every kvnode flag to c.
 func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -220,6 +253,9 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "deadline of each call to a replica")
 	fs.Var(bytesValue{&c.MaxValueSize}, "max-value-size", "largest value accepted (HTTP 413 above it)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long SIGTERM waits for in-flight requests")
+	fs.Var(uint64BytesValue{&c.ChangeRate}, "change-rate", "default streaming throttle of a ring change per receiver, bytes/s (0 = unthrottled; K/M/G suffixes)")
+	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
+	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")
 	return fs
 }
 

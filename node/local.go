@@ -11,10 +11,13 @@ import (
 )
 
 // LocalCluster is a cluster of founders inside one process on loopback ports, for tests
-// and `kvctl demo`. Its methods are not safe for concurrent use.
+// and `kvctl demo`; StartEmpty adds nodes that await admission. Its methods are not safe
+// for concurrent use.
 type LocalCluster struct {
 	ctx    context.Context
 	logger *slog.Logger
+	base   Config
+	dir    string
 	cfgs   []Config
 	nodes  []*Node // nil while stopped
 }
@@ -44,7 +47,7 @@ func StartLocalCluster(ctx context.Context, n int, base Config, dir string, logg
 		lns[i] = l
 		peers[i] = Peer{ID: fmt.Sprintf("n%d", i+1), Addr: l.Addr().String()}
 	}
-	c := &LocalCluster{ctx: ctx, logger: logger, cfgs: make([]Config, n), nodes: make([]*Node, n)}
+	c := &LocalCluster{ctx: ctx, logger: logger, base: base, dir: dir, cfgs: make([]Config, n), nodes: make([]*Node, n)}
 	for i := range n {
 		cfg := base
 		cfg.ID, cfg.Peers = peers[i].ID, peers
@@ -71,16 +74,46 @@ func StartLocalCluster(ctx context.Context, n int, base Config, dir string, logg
 	return c, nil
 }
 
-// Len is the number of founders.
+// StartEmpty starts one more node named id, without --peers: it serves nothing ("awaiting
+// admission") until a ring change (kvctl ring add id=addr) admits it. It returns the node's
+// index for Node, Config, Stop and Restart.
+func (c *LocalCluster) StartEmpty(id string) (int, error) {
+	for _, cfg := range c.cfgs {
+		if cfg.ID == id {
+			return 0, fmt.Errorf("%w: local cluster: %q already exists", ErrInvalidConfig, id)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("listen: %w", err)
+	}
+	cfg := c.base
+	cfg.ID, cfg.Peers = id, nil
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.AdminAddr = l.Addr().String(), "127.0.0.1:0", "127.0.0.1:0"
+	if !cfg.InMemory {
+		cfg.DataDir = filepath.Join(c.dir, id)
+	}
+	nd, err := Start(c.ctx, cfg, c.logger, WithListeners(l, nil, nil))
+	if err != nil {
+		return 0, err
+	}
+	a := nd.Addrs()
+	cfg.HTTPAddr, cfg.AdminAddr = a.HTTP, a.Admin
+	c.cfgs = append(c.cfgs, cfg)
+	c.nodes = append(c.nodes, nd)
+	return len(c.nodes) - 1, nil
+}
+
+// Len is the number of nodes: the founders, then those added with StartEmpty.
 func (c *LocalCluster) Len() int { return len(c.cfgs) }
 
-// Node returns founder i (0-based); nil while it is stopped.
+// Node returns node i (0-based); nil while it is stopped.
 func (c *LocalCluster) Node(i int) *Node { return c.nodes[i] }
 
-// Config returns founder i's config.
+// Config returns node i's config.
 func (c *LocalCluster) Config(i int) Config { return c.cfgs[i] }
 
-// Stop drains and stops founder i, keeping its data directory.
+// Stop drains and stops node i, keeping its data directory.
 func (c *LocalCluster) Stop(i int) error {
 	if c.nodes[i] == nil {
 		return nil
@@ -90,7 +123,7 @@ func (c *LocalCluster) Stop(i int) error {
 	return err
 }
 
-// Restart starts a stopped founder i again on the same addresses and data directory.
+// Restart starts a stopped node i again on the same addresses and data directory.
 func (c *LocalCluster) Restart(i int) error {
 	if c.nodes[i] != nil {
 		return fmt.Errorf("restart %s: still running", c.cfgs[i].ID)
@@ -103,7 +136,7 @@ func (c *LocalCluster) Restart(i int) error {
 	return nil
 }
 
-// Close stops every running founder in parallel.
+// Close stops every running node in parallel.
 func (c *LocalCluster) Close() error {
 	var mu sync.Mutex
 	var errs []error

@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"ringkv/node/cluster"
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
 	"ringkv/node/replica"
@@ -59,10 +61,20 @@ type Node struct {
 
 	st      *store.Store
 	clock   *hlc.Clock
-	view    atomic.Pointer[ring.View]
+	cl      *cluster.Cluster
+	mover   *cluster.Mover
 	local   *replica.Local
 	coord   *replica.Coordinator
 	metrics *metrics.Registry
+	logs    *metrics.LogRing
+	dial    []grpc.DialOption
+
+	// Epoch catch-up (sawEpoch): the newest epoch seen from a peer, one waiter at a time.
+	seenEpoch  atomic.Uint64
+	catchingUp atomic.Bool
+	bgCtx      context.Context
+	bgCancel   context.CancelFunc
+	bg         sync.WaitGroup
 
 	connsMu sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -93,7 +105,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger = logger.With("node", cfg.ID)
+	logs := metrics.NewLogRing(logger.Handler(), logLines, slog.LevelInfo)
+	logger = slog.New(logs).With("node", cfg.ID)
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -103,11 +116,13 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, logger: logger, secret: secret, started: time.Now(),
+		cfg: cfg, logger: logger, logs: logs, secret: secret, started: time.Now(),
 		clock:   hlc.New(nil),
 		conns:   map[string]*grpc.ClientConn{},
 		remotes: map[string]*replica.Remote{},
 	}
+	n.dial = dialOptions(secret)
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -121,14 +136,6 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 			}
 		}
 	}()
-
-	if len(cfg.Peers) > 0 {
-		r, err := founderRing(cfg)
-		if err != nil {
-			return nil, err
-		}
-		n.view.Store(&ring.View{Current: r})
-	}
 
 	scfg := store.DefaultConfig()
 	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
@@ -164,17 +171,45 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	o = options{} // owned by n from here on
 
+	n.cl, err = cluster.New(n.clusterConfig())
+	if err != nil {
+		return nil, fmt.Errorf("cluster metadata: %w", err)
+	}
+	closers = append(closers, n.cl.Close)
+	rangeClient := &server.RangeClient{
+		Conn:  func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
+		Epoch: n.epoch,
+		Rate: func() uint64 {
+			if ch := n.cl.Change(); ch != nil {
+				return ch.RateBytes
+			}
+			return 0
+		},
+	}
+	mvcfg := cluster.DefaultMoverConfig()
+	mvcfg.Logger = logger
+	if cfg.MoveRetryInterval > 0 {
+		mvcfg.RetryInterval = cfg.MoveRetryInterval
+	}
+	if n.mover, err = cluster.NewMover(n.cl, rangeClient, n.st, mvcfg); err != nil {
+		return nil, fmt.Errorf("mover: %w", err)
+	}
+
 	n.grpcSrv, n.health = server.NewGRPC(server.GRPCConfig{
 		Logger: logger, Secret: secret,
 		Options: []grpc.ServerOption{grpc.MaxRecvMsgSize(int(max(cfg.MaxValueSize, 4<<20)) + 64<<10)},
 	})
-	data := server.Data{Coordinator: n.coord, View: n.View, MaxValueSize: cfg.MaxValueSize, Logger: logger}
+	data := server.Data{Coordinator: n.coord, View: n.View, Ready: n.ready, MaxValueSize: cfg.MaxValueSize, Logger: logger}
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
-	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(server.ReplicaDeps{Local: n.local, Store: n.st, Clock: n.clock, View: n.View}))
+	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(server.ReplicaDeps{
+		Local: n.local, Store: n.st, Clock: n.clock, View: n.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Self: cfg.ID,
+	}))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		ID: cfg.ID, Info: n.nodeInfo, View: n.View, PeerAdmin: n.peerAdmin,
-		PeerTimeout: 2 * time.Second, Stats: n.metrics, Profile: metrics.Capture,
+		PeerTimeout: 2 * time.Second, Stats: n.metrics, Profile: metrics.Capture, Logs: n.logs.Lines,
+		Changes: n.cl, MoveProgress: n.mover.Progress, Counter: n.st, DefaultRate: cfg.ChangeRate,
 	}))
+	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	n.adminSrv = &http.Server{Handler: metrics.AdminHandler(n.metrics, n.ready), ReadHeaderTimeout: 10 * time.Second}
 	n.setHealth()
@@ -192,38 +227,68 @@ func listen(ln net.Listener, addr, flag string) (net.Listener, error) {
 	return l, nil
 }
 
-// founderRing is the static ring founders compute from the same --peers list: epoch 1,
-// deterministic balanced tokens.
-func founderRing(cfg Config) (*ring.Ring, error) {
-	ids := make([]string, len(cfg.Peers))
-	for i, p := range cfg.Peers {
-		ids[i] = p.ID
+// raftAddr is the address other members dial this node at: its --peers entry, else --grpc,
+// else (port 0) the bound address.
+func raftAddr(cfg Config, bound string) string {
+	for _, p := range cfg.Peers {
+		if p.ID == cfg.ID {
+			return p.Addr
+		}
 	}
-	sort.Strings(ids)
-	tokens := ring.FounderTokens(ids, cfg.VNodes)
-	members := make([]ring.Member, len(cfg.Peers))
-	for i, p := range cfg.Peers {
-		members[i] = ring.Member{ID: p.ID, Addr: p.Addr, State: ring.StateUp, Weight: 1, Tokens: tokens[p.ID]}
+	if _, port, err := net.SplitHostPort(cfg.GRPCAddr); err == nil && port != "0" {
+		return cfg.GRPCAddr
 	}
-	r, err := ring.New(1, cfg.Replicas, members)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --peers: %v", ErrInvalidConfig, err)
-	}
-	return r, nil
+	return bound
 }
 
-// View returns the ring view the node routes by; nil while it awaits admission.
-func (n *Node) View() *ring.View { return n.view.Load() }
+// logLines is how many log lines the node keeps for Admin.LogTail.
+const logLines = 1000
 
-// SetView swaps the ring view atomically under traffic (the raft-held ring of issue 3
-// calls it on every committed change).
-func (n *Node) SetView(v *ring.View) {
-	n.view.Store(v)
-	n.setHealth()
+// clusterConfig is the node's member of the metadata group: raft under <data>/raft (in
+// memory for --in-memory nodes), over the node's gRPC port, dialing peers with the secret.
+func (n *Node) clusterConfig() cluster.Config {
+	cfg := n.cfg
+	cc := cluster.DefaultConfig()
+	cc.ID, cc.GRPCAddr, cc.InMemory = cfg.ID, raftAddr(cfg, n.lnGRPC.Addr().String()), cfg.InMemory
+	if !cfg.InMemory {
+		cc.Dir = filepath.Join(cfg.DataDir, "raft")
+	}
+	for _, p := range cfg.Peers {
+		cc.Peers = append(cc.Peers, cluster.Peer{ID: p.ID, Addr: p.Addr})
+	}
+	cc.Replicas, cc.Vnodes = cfg.Replicas, cfg.VNodes
+	cc.DialOptions = n.dial
+	if cfg.RaftHeartbeatTimeout > 0 {
+		cc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
+		cc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout / 2
+	}
+	if cfg.RaftElectionTimeout > 0 {
+		cc.ElectionTimeout = cfg.RaftElectionTimeout
+	}
+	if cfg.RaftReconcileInterval > 0 {
+		cc.ReconcileInterval = cfg.RaftReconcileInterval
+	}
+	cc.Logger = n.logger
+	return cc
 }
+
+// View returns the ring view the node routes by (the raft-held ring, lock-free): Current,
+// plus Next while a change is in flight; nil while the node awaits admission.
+func (n *Node) View() *ring.View {
+	if n.cl == nil {
+		return nil
+	}
+	return n.cl.View()
+}
+
+// Cluster returns the node's member of the metadata group.
+func (n *Node) Cluster() *cluster.Cluster { return n.cl }
+
+// Mover returns the node's mover (its part of ring changes).
+func (n *Node) Mover() *cluster.Mover { return n.mover }
 
 func (n *Node) currentRing() *ring.Ring {
-	if v := n.view.Load(); v != nil {
+	if v := n.View(); v != nil {
 		return v.Current
 	}
 	return nil
@@ -236,15 +301,49 @@ func (n *Node) epoch() uint64 {
 	return 0
 }
 
-// ready is nil when the node serves client requests.
+// ready is nil when the node serves client requests: it is not draining and a committed
+// ring contains it.
 func (n *Node) ready() error {
-	switch {
-	case n.draining.Load():
+	if n.draining.Load() {
 		return errors.New("draining")
-	case n.currentRing() == nil:
+	}
+	r := n.currentRing()
+	if r == nil {
 		return replica.ErrNotAdmitted
 	}
+	if _, ok := r.Member(n.cfg.ID); !ok {
+		return fmt.Errorf("%w: not a member of the ring at epoch %d", replica.ErrNotAdmitted, r.Epoch())
+	}
 	return nil
+}
+
+// epochWait bounds one catch-up wait for a newer epoch.
+const epochWait = 10 * time.Second
+
+// sawEpoch is told the ring epoch of every peer request and response. When a peer is ahead,
+// one background waiter (bounded by epochWait) lets raft bring this node's ring up to it.
+func (n *Node) sawEpoch(e uint64) {
+	if e <= n.cl.Epoch() {
+		return
+	}
+	for {
+		cur := n.seenEpoch.Load()
+		if e <= cur || n.seenEpoch.CompareAndSwap(cur, e) {
+			break
+		}
+	}
+	if n.bgCtx.Err() != nil || !n.catchingUp.CompareAndSwap(false, true) {
+		return
+	}
+	n.bg.Go(func() {
+		defer n.catchingUp.Store(false)
+		target := n.seenEpoch.Load()
+		ctx, cancel := context.WithTimeout(n.bgCtx, epochWait)
+		defer cancel()
+		if err := n.cl.WaitEpoch(ctx, target); err != nil && n.bgCtx.Err() == nil {
+			n.logger.Warn("behind the cluster's ring epoch", "epoch", n.cl.Epoch(), "seen", target, "err", err)
+		}
+	})
 }
 
 func (n *Node) setHealth() {
@@ -266,6 +365,17 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := n.conns[addr]; ok {
 		return c, nil
 	}
+	c, err := grpc.NewClient(addr, n.dial...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	n.conns[addr] = c
+	return c, nil
+}
+
+// dialOptions are the options of every connection to a peer: reconnect within ~2s, and the
+// cluster secret on every call when one is configured.
+func dialOptions(secret string) []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Reconnect to a restarted peer within ~2s rather than gRPC's default backoff of up to 2m.
@@ -274,8 +384,7 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
 			MinConnectTimeout: time.Second,
 		}),
 	}
-	if n.secret != "" {
-		secret := n.secret
+	if secret != "" {
 		opts = append(opts,
 			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
 				return invoker(metadata.AppendToOutgoingContext(ctx, server.SecretHeader, secret), method, req, reply, cc, o...)
@@ -284,12 +393,7 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
 				return streamer(metadata.AppendToOutgoingContext(ctx, server.SecretHeader, secret), desc, cc, method, o...)
 			}))
 	}
-	c, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	n.conns[addr] = c
-	return c, nil
+	return opts
 }
 
 // peer is the coordinator's Replica for another member (nil when it cannot be dialed).
@@ -310,7 +414,7 @@ func (n *Node) peer(m ring.Member) replica.Replica {
 	if r, ok := n.remotes[m.Addr]; ok {
 		return r
 	}
-	r = replica.NewRemote(c, n.epoch)
+	r = replica.NewRemote(c, n.epoch, replica.OnEpoch(n.sawEpoch))
 	n.remotes[m.Addr] = r
 	return r
 }
@@ -330,7 +434,8 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	info := &kvpb.NodeInfoResponse{
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
-		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: Version, RaftRole: "none",
+		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: Version, RaftRole: n.cl.Role(),
+		FreeDiskBytes: freeDisk(n.cfg.DataDir),
 	}
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()
@@ -366,8 +471,31 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Go(func() { errc <- wrapServe("admin", n.adminSrv.Serve(n.lnAdmin)) })
 	mctx, mcancel := context.WithCancel(context.Background())
 	wg.Go(func() { n.metrics.Run(mctx) })
+	// The metadata group and this node's part of ring changes stop before the servers drain:
+	// raft's streams run through the gRPC server.
+	var cwg sync.WaitGroup
+	cctx, ccancel := context.WithCancel(context.Background())
+	cwg.Go(func() {
+		if err := n.cl.Run(cctx); err != nil {
+			n.logger.Warn("cluster metadata", "err", err)
+		}
+	})
+	cwg.Go(func() {
+		if err := n.mover.Run(cctx); err != nil {
+			n.logger.Warn("mover", "err", err)
+		}
+	})
+	cwg.Go(func() { n.watchRing(cctx) })
 	a := n.Addrs()
 	n.logger.Info("node serving", "grpc", a.GRPC, "http", a.HTTP, "admin", a.Admin, "epoch", n.epoch(), "data", n.cfg.DataDir)
+	if n.secret != "" {
+		n.logger.Info("cluster secret configured: internal and admin RPCs require it")
+	} else {
+		n.logger.Warn("no cluster secret configured: admin RPCs are accepted from loopback only, internal RPCs from anyone")
+	}
+	if n.View() == nil {
+		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)
+	}
 
 	var err error
 	select {
@@ -377,10 +505,17 @@ func (n *Node) Run(ctx context.Context) error {
 	n.logger.Info("node draining")
 	n.draining.Store(true)
 	n.setHealth()
-	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
-	defer cancel()
+	ccancel()
+	cwg.Wait()
+	n.bgCancel()
+	n.bg.Wait()
 	var errs []error
 	errs = append(errs, err)
+	if e := n.cl.Close(); e != nil {
+		errs = append(errs, fmt.Errorf("close cluster: %w", e))
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
+	defer cancel()
 	if e := n.httpSrv.Shutdown(dctx); e != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
 	}
@@ -409,6 +544,39 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.logger.Info("node stopped")
 	return errors.Join(errs...)
+}
+
+// watchRing keeps the health service in step with the ring (admission, removal) and logs
+// epoch changes, until ctx ends.
+func (n *Node) watchRing(ctx context.Context) {
+	var last uint64
+	for {
+		ch := n.cl.Watch()
+		n.setHealth()
+		if e := n.epoch(); e != last {
+			if last != 0 || e > 1 {
+				n.logger.Info("ring epoch", "epoch", e)
+			}
+			last = e
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// freeDisk is the free space of the file system holding dir (0 when unknown or in memory).
+func freeDisk(dir string) uint64 {
+	if dir == "" {
+		return 0
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return st.Bavail * uint64(st.Bsize)
 }
 
 func wrapServe(name string, err error) error {

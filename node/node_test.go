@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"ringkv/node"
 	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
 )
 
 func TestMain(m *testing.M) {
@@ -216,6 +219,10 @@ func TestAwaitingAdmission(t *testing.T) {
 		}
 	}
 	expect(t, doURL(t, "http://"+a.Admin+"/healthz", "GET", nil), 200, "")
+	_, err = kvpb.NewKVClient(dialNode(t, a.GRPC)).Get(context.Background(), &kvpb.GetRequest{Key: []byte("a")})
+	if got := status.Code(err); got != codes.Unavailable || !strings.Contains(err.Error(), "awaiting admission") {
+		t.Errorf("gRPC get: got %v (%v), want Unavailable awaiting admission", got, err)
+	}
 }
 
 func TestSharding(t *testing.T) {

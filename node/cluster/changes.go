@@ -152,6 +152,12 @@ func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
 		_, err := cl.AbortChange(ctx, &kvpb.AbortClusterChangeRequest{ChangeId: changeID})
 		applied = changeID
+		if applied == 0 {
+			// Wait for the change this node has in flight (the leader aborted it).
+			if ch := c.Change(); ch != nil {
+				applied = ch.ID
+			}
+		}
 		return err
 	})
 	if err != nil {

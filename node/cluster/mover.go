@@ -151,6 +151,10 @@ func (m *Mover) Run(ctx context.Context) error {
 	retry := time.NewTicker(m.cfg.RetryInterval)
 	defer retry.Stop()
 	var cleaned string // the state last cleaned up after
+	// A write sent by a node still routing by the previous ring can land just after the
+	// cleanup; one more pass a little later removes it.
+	var cleanedAt time.Time
+	recleaned := true
 
 	for {
 		watch := m.c.Watch()
@@ -188,11 +192,13 @@ func (m *Mover) Run(ctx context.Context) error {
 		}
 		if ch == nil && p.journaled && p.view != nil {
 			key := fmt.Sprintf("%d/%d", p.view.Current.Epoch(), lastID(p.last))
-			if key != cleaned && len(active) == 0 {
+			again := key == cleaned && !recleaned && time.Since(cleanedAt) >= 2*m.cfg.RetryInterval
+			if (key != cleaned || again) && len(active) == 0 {
 				if err := m.cleanup(ctx, p.view.Current); err != nil {
 					m.logger.Warn("delete ranges no longer replicated", "err", err)
 				} else {
-					cleaned = key
+					recleaned = key == cleaned
+					cleaned, cleanedAt = key, time.Now()
 				}
 			}
 		}
@@ -313,7 +319,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int) {
 	})
 	if err == nil {
 		m.logger.Info("range received", "change", ch.ID, "move", i, "start", mv.Start, "end", mv.End)
-	} else if !errors.Is(err, context.Canceled) {
+	} else if !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		m.logger.Warn("move failed; will retry", "change", ch.ID, "move", i, "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/cluster"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -38,12 +39,25 @@ type AdminDeps struct {
 	Stats StatsSource
 	// Profile captures a profile into w (metrics.Capture); nil leaves Profile Unimplemented.
 	Profile func(ctx context.Context, kind string, seconds int, w io.Writer) error
+	// Logs returns the last n log lines (metrics.LogRing.Lines); nil leaves LogTail Unimplemented.
+	Logs func(n int) []string
+	// Changes is the ring-change API (cluster.Cluster); nil leaves ring changes Unimplemented.
+	Changes Changes
+	// MoveProgress is this node's progress on the moves it receives (cluster.Mover.Progress).
+	MoveProgress func() []cluster.MoveProgress
+	// Counter counts what this node stores in a token range (store.Store), for CountRanges.
+	Counter RangeCounter
+	// DefaultRate is the streaming throttle of a change whose request names none (bytes/s).
+	DefaultRate uint64
 }
 
-// Admin implements the Admin service. Ring changes belong to issue 3 and answer Unimplemented.
+// Admin implements the Admin service.
 type Admin struct {
 	kvpb.UnsafeAdminServer
 	d AdminDeps
+
+	estMu sync.Mutex
+	est   map[uint64]map[moveKey]rangeCount // per change: estimated keys/bytes per move
 }
 
 var _ kvpb.AdminServer = (*Admin)(nil)
@@ -53,7 +67,7 @@ func NewAdmin(d AdminDeps) *Admin {
 	if d.PeerTimeout <= 0 {
 		d.PeerTimeout = 2 * time.Second
 	}
-	return &Admin{d: d}
+	return &Admin{d: d, est: map[uint64]map[moveKey]rangeCount{}}
 }
 
 // members returns the members of the current ring plus those only in the next one.
@@ -120,6 +134,9 @@ func (s *Admin) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.Status
 		}
 		resp.Nodes = append(resp.Nodes, ns)
 	}
+	if s.d.Changes != nil && s.d.Changes.Change() != nil {
+		resp.Change = s.progress(ctx)
+	}
 	return resp, nil
 }
 
@@ -154,6 +171,9 @@ func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResp
 		resp.Ownership = append(resp.Ownership, o)
 	}
 	sort.Slice(resp.Ownership, func(i, j int) bool { return resp.Ownership[i].Id < resp.Ownership[j].Id })
+	if s.d.Changes != nil && s.d.Changes.Change() != nil {
+		resp.Change = s.progress(ctx)
+	}
 	return resp, nil
 }
 
@@ -200,41 +220,16 @@ func (s *Admin) Profile(req *kvpb.ProfileRequest, stream kvpb.Admin_ProfileServe
 	return nil
 }
 
-// LogTail is not kept yet.
-func (s *Admin) LogTail(context.Context, *kvpb.LogTailRequest) (*kvpb.LogTailResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "log tail: issue 5")
-}
-
-var errRingChanges = status.Error(codes.Unimplemented, "ring changes: issue 3")
-
-// PlanChange is part of ring changes (issue 3).
-func (s *Admin) PlanChange(context.Context, *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	return nil, errRingChanges
-}
-
-// StartChange is part of ring changes (issue 3).
-func (s *Admin) StartChange(context.Context, *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	return nil, errRingChanges
-}
-
-// ChangeStatus is part of ring changes (issue 3).
-func (s *Admin) ChangeStatus(context.Context, *kvpb.ChangeStatusRequest) (*kvpb.ChangeProgress, error) {
-	return nil, errRingChanges
-}
-
-// WatchChange is part of ring changes (issue 3).
-func (s *Admin) WatchChange(*kvpb.ChangeStatusRequest, kvpb.Admin_WatchChangeServer) error {
-	return errRingChanges
-}
-
-// AbortChange is part of ring changes (issue 3).
-func (s *Admin) AbortChange(context.Context, *kvpb.AbortChangeRequest) (*kvpb.ChangeProgress, error) {
-	return nil, errRingChanges
-}
-
-// SetChangeRate is part of ring changes (issue 3).
-func (s *Admin) SetChangeRate(context.Context, *kvpb.SetChangeRateRequest) (*kvpb.ChangeProgress, error) {
-	return nil, errRingChanges
+// LogTail returns the node's most recent log lines.
+func (s *Admin) LogTail(_ context.Context, req *kvpb.LogTailRequest) (*kvpb.LogTailResponse, error) {
+	if s.d.Logs == nil {
+		return nil, GRPCError(fmt.Errorf("log tail: %w", ErrUnimplemented))
+	}
+	n := int(req.GetLines())
+	if n <= 0 {
+		n = 100
+	}
+	return &kvpb.LogTailResponse{Lines: s.d.Logs(n)}, nil
 }
 
 // RingToProto converts a ring to its wire form.

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/cluster"
+	"ringkv/node/metrics"
 	"ringkv/node/replica"
 	"ringkv/node/store"
 )
@@ -42,12 +44,27 @@ var errorTable = []errorCode{
 	{ErrMethodNotAllowed, codes.Unimplemented, http.StatusMethodNotAllowed},
 	{replica.ErrNotEnoughReplicas, codes.Unavailable, http.StatusGatewayTimeout},
 	{replica.ErrReplicaUnavailable, codes.Unavailable, http.StatusGatewayTimeout},
-	{replica.ErrNotAdmitted, codes.FailedPrecondition, http.StatusServiceUnavailable},
+	{replica.ErrNotAdmitted, codes.Unavailable, http.StatusServiceUnavailable},
 	{replica.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, http.StatusGatewayTimeout},
 	{context.Canceled, codes.Canceled, 499},
 	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
 	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented},
+	{ErrRefused, codes.FailedPrecondition, http.StatusConflict},
+	{ErrNotReplica, codes.FailedPrecondition, http.StatusConflict},
+	{ErrChecksum, codes.DataLoss, http.StatusBadGateway},
+	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict},
+	{cluster.ErrChangeInFlight, codes.FailedPrecondition, http.StatusConflict},
+	{cluster.ErrMemberExists, codes.AlreadyExists, http.StatusConflict},
+	{cluster.ErrUnknownMember, codes.NotFound, http.StatusNotFound},
+	{cluster.ErrNoChange, codes.NotFound, http.StatusNotFound},
+	{cluster.ErrNoRing, codes.Unavailable, http.StatusServiceUnavailable},
+	{cluster.ErrNoLeader, codes.Unavailable, http.StatusServiceUnavailable},
+	{cluster.ErrNotLeader, codes.Unavailable, http.StatusServiceUnavailable},
+	{cluster.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest},
+	{cluster.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
+	{metrics.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict},
+	{metrics.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest},
 }
 
 // lookup finds err's row; ok=false for an unknown error (Internal / 500).

@@ -80,7 +80,7 @@ func TestErrorTable(t *testing.T) {
 		{ErrUnknownPath, codes.InvalidArgument, 400},
 		{ErrMethodNotAllowed, codes.Unimplemented, 405},
 		{replica.ErrNotEnoughReplicas, codes.Unavailable, 504},
-		{replica.ErrNotAdmitted, codes.FailedPrecondition, 503},
+		{replica.ErrNotAdmitted, codes.Unavailable, 503},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, 504},
 		{errors.New("mystery"), codes.Internal, 500},
 	}

@@ -26,6 +26,9 @@ type Data struct {
 	Coordinator Coordinator
 	// View returns the ring the node routes by; nil while the node awaits admission.
 	View func() *ring.View
+	// Ready, when set, is nil while the node serves clients (else replica.ErrNotAdmitted or
+	// another reason, answered 503 / Unavailable); nil func = ready whenever View has a ring.
+	Ready func() error
 	// MaxValueSize is the largest value accepted, in bytes.
 	MaxValueSize int64
 	Logger       *slog.Logger
@@ -37,6 +40,11 @@ func (d Data) replicas() (int, uint64, error) {
 	v := d.View()
 	if v == nil || v.Current == nil {
 		return 0, 0, replica.ErrNotAdmitted
+	}
+	if d.Ready != nil {
+		if err := d.Ready(); err != nil {
+			return 0, 0, err
+		}
 	}
 	return v.Current.Replicas(), v.Current.Epoch(), nil
 }

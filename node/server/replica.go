@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/grpc/codes"
@@ -40,7 +42,19 @@ type ReplicaDeps struct {
 	// View returns the ring the node routes by (nil while awaiting admission); its epoch
 	// goes into every response.
 	View func() *ring.View
+	// OnEpoch, when set, is called with the epoch of every request (the sender's ring epoch),
+	// so the node notices that it is behind. Must not block.
+	OnEpoch func(epoch uint64)
+	// Observer, when set, is told about every Read and Write (role "replica").
+	Observer replica.Observer
+	// Self is this node's id. When set, a Write for a key this node does not replicate in its
+	// ring (no change in flight) is refused with ErrNotReplica: a sender still routing by an
+	// older ring must not leave copies on a node that has handed its ranges over.
+	Self string
 }
+
+// ErrNotReplica: a replica write for a key this node no longer replicates.
+var ErrNotReplica = errors.New("not a replica of this key")
 
 // Replica implements the internal node-to-node API over the local store.
 type Replica struct {
@@ -60,11 +74,25 @@ func (s *Replica) epoch() uint64 {
 	return 0
 }
 
+func (s *Replica) sawEpoch(e uint64) {
+	if s.d.OnEpoch != nil && e > 0 {
+		s.d.OnEpoch(e)
+	}
+}
+
+func (s *Replica) observe(op string, start time.Time, err error) {
+	if s.d.Observer != nil {
+		s.d.Observer.ObserveOp(op, "replica", time.Since(start), err)
+	}
+}
+
 // Read returns this node's version of a key, tombstones included.
-func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (*kvpb.ReadResponse, error) {
+func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (_ *kvpb.ReadResponse, err error) {
 	if len(req.GetKey()) == 0 {
 		return nil, GRPCError(errEmptyKey)
 	}
+	s.sawEpoch(req.GetEpoch())
+	defer func(start time.Time) { s.observe(replica.OpGet, start, err) }(time.Now())
 	rec, found, err := s.d.Local.Read(ctx, req.GetKey())
 	if err != nil {
 		return nil, GRPCError(err)
@@ -77,12 +105,21 @@ func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (*kvpb.ReadRe
 }
 
 // Write applies a version unless this node holds one at least as new.
-func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvpb.WriteResponse, error) {
+func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.WriteResponse, err error) {
 	if len(req.GetKey()) == 0 {
 		return nil, GRPCError(errEmptyKey)
 	}
 	if req.GetRecord() == nil {
 		return nil, GRPCError(fmt.Errorf("%w: missing record", replica.ErrInvalidArgument))
+	}
+	s.sawEpoch(req.GetEpoch())
+	op := replica.OpPut
+	if req.GetRecord().GetTombstone() {
+		op = replica.OpDelete
+	}
+	defer func(start time.Time) { s.observe(op, start, err) }(time.Now())
+	if err := s.replicates(req.GetKey()); err != nil {
+		return nil, GRPCError(err)
 	}
 	rec := replica.RecordFromProto(req.GetRecord())
 	if s.d.Clock != nil {
@@ -95,12 +132,34 @@ func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvpb.Writ
 	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch()}, nil
 }
 
+// replicates is nil unless this node has a settled ring (no change in flight) in which it
+// does not replicate key. A node without a ring (a newcomer) and every node during a change
+// accept writes.
+func (s *Replica) replicates(key []byte) error {
+	if s.d.Self == "" {
+		return nil
+	}
+	v := s.d.View()
+	if v == nil || v.Current == nil || v.Next != nil {
+		return nil
+	}
+	var buf [8]ring.Member
+	for _, m := range v.Current.LookupInto(ring.Token(key), v.Current.ReplicationFactor(), buf[:0]) {
+		if m.ID == s.d.Self {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w at epoch %d", ErrNotReplica, v.Current.Epoch())
+}
+
 // StreamRange streams the records of a token range in chunks with a checksum (ChunkChecksum).
 func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_StreamRangeServer) error {
 	if s.d.Store == nil {
 		return status.Error(codes.Unimplemented, "stream range: not wired on this node")
 	}
 	ctx := stream.Context()
+	s.sawEpoch(req.GetEpoch())
+	th := throttle{start: time.Now()}
 	var after []byte
 	if len(req.GetResumeAfter()) > 0 {
 		after = req.GetResumeAfter()
@@ -113,8 +172,12 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 		if err := stream.Send(chunk); err != nil {
 			return err
 		}
+		n := size
 		chunk, size = &kvpb.RangeChunk{}, 0
-		return nil
+		if last {
+			return nil
+		}
+		return th.wait(ctx, n, req.GetRateBytes())
 	}
 	err := s.d.Store.Scan(ctx, req.GetStart(), req.GetEnd(), after, func(_ []byte, key []byte, rec store.Record) error {
 		chunk.Records = append(chunk.Records, &kvpb.KeyRecord{Key: key, Record: replica.RecordToProto(rec)})

@@ -311,7 +311,9 @@ type NodeInfoResponse struct {
 	Version       string                 `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
 	Breakers      []*BreakerState        `protobuf:"bytes,12,rep,name=breakers,proto3" json:"breakers,omitempty"`
 	// Raft role of this node in the metadata group: leader, follower, nonvoter, none.
-	RaftRole      string `protobuf:"bytes,13,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
+	RaftRole string `protobuf:"bytes,13,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
+	// Free bytes on the file system of the node's data directory (0 for in-memory nodes).
+	FreeDiskBytes uint64 `protobuf:"varint,14,opt,name=free_disk_bytes,json=freeDiskBytes,proto3" json:"free_disk_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -435,6 +437,13 @@ func (x *NodeInfoResponse) GetRaftRole() string {
 		return x.RaftRole
 	}
 	return ""
+}
+
+func (x *NodeInfoResponse) GetFreeDiskBytes() uint64 {
+	if x != nil {
+		return x.FreeDiskBytes
+	}
+	return 0
 }
 
 type BreakerState struct {
@@ -1808,10 +1817,15 @@ type RangeProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Move  *RangeMove             `protobuf:"bytes,1,opt,name=move,proto3" json:"move,omitempty"`
 	// pending, streaming, done, failed
-	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	KeysDone      uint64 `protobuf:"varint,3,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
-	BytesDone     uint64 `protobuf:"varint,4,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	State     string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	KeysDone  uint64 `protobuf:"varint,3,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
+	BytesDone uint64 `protobuf:"varint,4,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	Error     string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Streaming rate of this range (bytes per second while it streams) and its ETA.
+	RateBytesPerSec float64 `protobuf:"fixed64,6,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"`
+	EtaSeconds      float64 `protobuf:"fixed64,7,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
+	// The node the receiver is actually pulling from (the move's source unless it failed over).
+	PullingFrom   string `protobuf:"bytes,8,opt,name=pulling_from,json=pullingFrom,proto3" json:"pulling_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1877,6 +1891,27 @@ func (x *RangeProgress) GetBytesDone() uint64 {
 func (x *RangeProgress) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *RangeProgress) GetRateBytesPerSec() float64 {
+	if x != nil {
+		return x.RateBytesPerSec
+	}
+	return 0
+}
+
+func (x *RangeProgress) GetEtaSeconds() float64 {
+	if x != nil {
+		return x.EtaSeconds
+	}
+	return 0
+}
+
+func (x *RangeProgress) GetPullingFrom() string {
+	if x != nil {
+		return x.PullingFrom
 	}
 	return ""
 }
@@ -2031,8 +2066,11 @@ func (x *ChangeProgress) GetFinishedUnix() int64 {
 }
 
 type ChangeStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	IntervalMs    uint32                 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	IntervalMs uint32                 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// Only this node's own progress as a receiver, without asking the other members
+	// (used between nodes when one gathers the progress of a change).
+	Local         bool `protobuf:"varint,2,opt,name=local,proto3" json:"local,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2074,6 +2112,207 @@ func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
 	return 0
 }
 
+func (x *ChangeStatusRequest) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
+type TokenRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tokens t with start < t <= end (wrapping when start >= end).
+	Start         uint64 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenRange) Reset() {
+	*x = TokenRange{}
+	mi := &file_kvpb_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenRange) ProtoMessage() {}
+
+func (x *TokenRange) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
+func (*TokenRange) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TokenRange) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *TokenRange) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+type CountRangesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ranges        []*TokenRange          `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountRangesRequest) Reset() {
+	*x = CountRangesRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountRangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountRangesRequest) ProtoMessage() {}
+
+func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
+func (*CountRangesRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CountRangesRequest) GetRanges() []*TokenRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+type RangeCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          uint64                 `protobuf:"varint,1,opt,name=keys,proto3" json:"keys,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeCount) Reset() {
+	*x = RangeCount{}
+	mi := &file_kvpb_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeCount) ProtoMessage() {}
+
+func (x *RangeCount) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
+func (*RangeCount) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RangeCount) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *RangeCount) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type CountRangesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order of the request's ranges.
+	Counts        []*RangeCount `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountRangesResponse) Reset() {
+	*x = CountRangesResponse{}
+	mi := &file_kvpb_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountRangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountRangesResponse) ProtoMessage() {}
+
+func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
+func (*CountRangesResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CountRangesResponse) GetCounts() []*RangeCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
 type AbortChangeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2082,7 +2321,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2333,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2346,7 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type SetChangeRateRequest struct {
@@ -2119,7 +2358,7 @@ type SetChangeRateRequest struct {
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2370,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2383,7 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
@@ -2172,7 +2411,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\x8b\x03\n" +
+	"\x0fNodeInfoRequest\"\xb3\x03\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -2189,7 +2428,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	" \x01(\x03R\ruptimeSeconds\x12\x18\n" +
 	"\aversion\x18\v \x01(\tR\aversion\x120\n" +
 	"\bbreakers\x18\f \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x12\x1b\n" +
-	"\traft_role\x18\r \x01(\tR\braftRole\"k\n" +
+	"\traft_role\x18\r \x01(\tR\braftRole\x12&\n" +
+	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\"k\n" +
 	"\fBreakerState\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x121\n" +
@@ -2324,14 +2564,18 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\brefusals\x18\t \x03(\tR\brefusals\x12\x19\n" +
 	"\best_keys\x18\n" +
 	" \x01(\x04R\aestKeys\x12\x1b\n" +
-	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\x9e\x01\n" +
+	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\x8f\x02\n" +
 	"\rRangeProgress\x12%\n" +
 	"\x04move\x18\x01 \x01(\v2\x11.ringkv.RangeMoveR\x04move\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
 	"\tkeys_done\x18\x03 \x01(\x04R\bkeysDone\x12\x1d\n" +
 	"\n" +
 	"bytes_done\x18\x04 \x01(\x04R\tbytesDone\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xdf\x03\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12+\n" +
+	"\x12rate_bytes_per_sec\x18\x06 \x01(\x01R\x0frateBytesPerSec\x12\x1f\n" +
+	"\veta_seconds\x18\a \x01(\x01R\n" +
+	"etaSeconds\x12!\n" +
+	"\fpulling_from\x18\b \x01(\tR\vpullingFrom\"\xdf\x03\n" +
 	"\x0eChangeProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12&\n" +
@@ -2351,14 +2595,27 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x10rate_limit_bytes\x18\v \x01(\x04R\x0erateLimitBytes\x12\x14\n" +
 	"\x05error\x18\f \x01(\tR\x05error\x12!\n" +
 	"\fstarted_unix\x18\r \x01(\x03R\vstartedUnix\x12#\n" +
-	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\"6\n" +
+	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\"L\n" +
 	"\x13ChangeStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
-	"intervalMs\"\x14\n" +
+	"intervalMs\x12\x14\n" +
+	"\x05local\x18\x02 \x01(\bR\x05local\"4\n" +
+	"\n" +
+	"TokenRange\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x04R\x03end\"@\n" +
+	"\x12CountRangesRequest\x12*\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x12.ringkv.TokenRangeR\x06ranges\"6\n" +
+	"\n" +
+	"RangeCount\x12\x12\n" +
+	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"A\n" +
+	"\x13CountRangesResponse\x12*\n" +
+	"\x06counts\x18\x01 \x03(\v2\x12.ringkv.RangeCountR\x06counts\"\x14\n" +
 	"\x12AbortChangeRequest\"5\n" +
 	"\x14SetChangeRateRequest\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x01 \x01(\x04R\trateBytes2\x9c\x06\n" +
+	"rate_bytes\x18\x01 \x01(\x04R\trateBytes2\xe4\x06\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -2374,7 +2631,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fChangeStatus\x12\x1b.ringkv.ChangeStatusRequest\x1a\x16.ringkv.ChangeProgress\x12D\n" +
 	"\vWatchChange\x12\x1b.ringkv.ChangeStatusRequest\x1a\x16.ringkv.ChangeProgress0\x01\x12A\n" +
 	"\vAbortChange\x12\x1a.ringkv.AbortChangeRequest\x1a\x16.ringkv.ChangeProgress\x12E\n" +
-	"\rSetChangeRate\x12\x1c.ringkv.SetChangeRateRequest\x1a\x16.ringkv.ChangeProgressB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\rSetChangeRate\x12\x1c.ringkv.SetChangeRateRequest\x1a\x16.ringkv.ChangeProgress\x12F\n" +
+	"\vCountRanges\x12\x1a.ringkv.CountRangesRequest\x1a\x1b.ringkv.CountRangesResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_admin_proto_rawDescOnce sync.Once
@@ -2389,7 +2647,7 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_kvpb_admin_proto_goTypes = []any{
 	(ChangeRequest_Kind)(0),      // 0: ringkv.ChangeRequest.Kind
 	(*StatusRequest)(nil),        // 1: ringkv.StatusRequest
@@ -2417,9 +2675,13 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(*RangeProgress)(nil),        // 23: ringkv.RangeProgress
 	(*ChangeProgress)(nil),       // 24: ringkv.ChangeProgress
 	(*ChangeStatusRequest)(nil),  // 25: ringkv.ChangeStatusRequest
-	(*AbortChangeRequest)(nil),   // 26: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 27: ringkv.SetChangeRateRequest
-	nil,                          // 28: ringkv.NodeStats.ErrorsEntry
+	(*TokenRange)(nil),           // 26: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 27: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 28: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 29: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 30: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 31: ringkv.SetChangeRateRequest
+	nil,                          // 32: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
 	3,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
@@ -2433,7 +2695,7 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	13, // 8: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
 	14, // 9: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
 	6,  // 10: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	28, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	32, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
 	0,  // 12: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
 	20, // 13: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
 	21, // 14: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
@@ -2442,37 +2704,41 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	21, // 17: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
 	22, // 18: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
 	23, // 19: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	1,  // 20: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	4,  // 21: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	7,  // 22: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	12, // 23: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	12, // 24: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	16, // 25: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	18, // 26: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	20, // 27: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	20, // 28: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	25, // 29: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	25, // 30: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	26, // 31: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	27, // 32: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	2,  // 33: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	5,  // 34: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	11, // 35: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	15, // 36: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	15, // 37: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	17, // 38: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	19, // 39: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	22, // 40: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	22, // 41: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	24, // 42: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	24, // 43: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	24, // 44: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	24, // 45: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	26, // 20: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	28, // 21: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	1,  // 22: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	4,  // 23: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	7,  // 24: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	12, // 25: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	12, // 26: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	16, // 27: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	18, // 28: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	20, // 29: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	20, // 30: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	25, // 31: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	25, // 32: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	30, // 33: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	31, // 34: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	27, // 35: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	2,  // 36: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	5,  // 37: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	11, // 38: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	15, // 39: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	15, // 40: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	17, // 41: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	19, // 42: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	22, // 43: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	22, // 44: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	24, // 45: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	24, // 46: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	24, // 47: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	24, // 48: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	29, // 49: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -2486,7 +2752,7 @@ func file_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

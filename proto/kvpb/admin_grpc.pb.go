@@ -36,6 +36,7 @@ const (
 	Admin_WatchChange_FullMethodName   = "/ringkv.Admin/WatchChange"
 	Admin_AbortChange_FullMethodName   = "/ringkv.Admin/AbortChange"
 	Admin_SetChangeRate_FullMethodName = "/ringkv.Admin/SetChangeRate"
+	Admin_CountRanges_FullMethodName   = "/ringkv.Admin/CountRanges"
 )
 
 // AdminClient is the client API for Admin service.
@@ -62,6 +63,9 @@ type AdminClient interface {
 	WatchChange(ctx context.Context, in *ChangeStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChangeProgress], error)
 	AbortChange(ctx context.Context, in *AbortChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
 	SetChangeRate(ctx context.Context, in *SetChangeRateRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
+	// CountRanges counts the records this node stores in each token range (internal: a plan's
+	// estimates ask each move's source).
+	CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error)
 }
 
 type adminClient struct {
@@ -229,6 +233,16 @@ func (c *adminClient) SetChangeRate(ctx context.Context, in *SetChangeRateReques
 	return out, nil
 }
 
+func (c *adminClient) CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountRangesResponse)
+	err := c.cc.Invoke(ctx, Admin_CountRanges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -253,6 +267,9 @@ type AdminServer interface {
 	WatchChange(*ChangeStatusRequest, grpc.ServerStreamingServer[ChangeProgress]) error
 	AbortChange(context.Context, *AbortChangeRequest) (*ChangeProgress, error)
 	SetChangeRate(context.Context, *SetChangeRateRequest) (*ChangeProgress, error)
+	// CountRanges counts the records this node stores in each token range (internal: a plan's
+	// estimates ask each move's source).
+	CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -301,6 +318,9 @@ func (UnimplementedAdminServer) AbortChange(context.Context, *AbortChangeRequest
 }
 func (UnimplementedAdminServer) SetChangeRate(context.Context, *SetChangeRateRequest) (*ChangeProgress, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetChangeRate not implemented")
+}
+func (UnimplementedAdminServer) CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountRanges not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -536,6 +556,24 @@ func _Admin_SetChangeRate_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CountRanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountRangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CountRanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CountRanges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CountRanges(ctx, req.(*CountRangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -582,6 +620,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetChangeRate",
 			Handler:    _Admin_SetChangeRate_Handler,
+		},
+		{
+			MethodName: "CountRanges",
+			Handler:    _Admin_CountRanges_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

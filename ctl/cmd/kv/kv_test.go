@@ -107,7 +107,7 @@ func TestAgainstNode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not found") || errors.Is(err, cli.ErrUsage) {
 		t.Errorf("get after del: got %v, want a not found failure", err)
 	}
-	if err := run(runGet, &Options{Key: "k", From: 2}); err == nil || !strings.Contains(err.Error(), "invalidargument") {
+	if err := run(runGet, &Options{Key: "k", From: 2}); err == nil || !strings.Contains(err.Error(), "invalid argument") {
 		t.Errorf("get --from 2 of 1: got %v, want invalid argument", err)
 	}
 }

@@ -1,0 +1,585 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node"
+	"ringkv/node/ring"
+	"ringkv/node/server"
+	"ringkv/node/store"
+	"ringkv/proto/kvpb"
+)
+
+// fastRaft makes the metadata group elect and reconcile quickly on loopback.
+func fastRaft(cfg *node.Config) {
+	cfg.RaftHeartbeatTimeout = 200 * time.Millisecond
+	cfg.RaftElectionTimeout = 200 * time.Millisecond
+	cfg.RaftReconcileInterval = 100 * time.Millisecond
+	cfg.MoveRetryInterval = 200 * time.Millisecond
+}
+
+// startChangeCluster starts n founders with N=3 and fast raft.
+func startChangeCluster(t *testing.T, n int, adjust func(*node.Config)) *node.LocalCluster {
+	t.Helper()
+	return startCluster(t, n, func(cfg *node.Config) {
+		cfg.Replicas = 3
+		cfg.ReplicaTimeout = 2 * time.Second
+		fastRaft(cfg)
+		if adjust != nil {
+			adjust(cfg)
+		}
+	})
+}
+
+func dialNode(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// succeedsSoon polls fn until it returns nil or the deadline passes.
+func succeedsSoon(t *testing.T, d time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// loadKeys writes count keys prefix0.. through the cluster's nodes with 8 writers (each put
+// retried twice: the machine may be loaded).
+func loadKeys(t *testing.T, c *node.LocalCluster, prefix string, count int) map[string]string {
+	t.Helper()
+	kvs := make([]kvpb.KVClient, c.Len())
+	for i := range c.Len() {
+		if c.Node(i) != nil && c.Node(i).View() != nil {
+			kvs[i] = kvpb.NewKVClient(dialNode(t, c.Config(i).GRPCAddr))
+		}
+	}
+	want := make(map[string]string, count)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < count; i += 8 {
+				kv := kvs[i%len(kvs)]
+				if kv == nil {
+					kv = kvs[0]
+				}
+				key, val := fmt.Sprintf("%s%d", prefix, i), fmt.Sprintf("v%d", i)
+				var err error
+				for range 3 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err = kv.Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte(val)})
+					cancel()
+					if err == nil {
+						break
+					}
+				}
+				if err != nil {
+					errc <- fmt.Errorf("put %s: %w", key, err)
+					return
+				}
+				mu.Lock()
+				want[key] = val
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// traffic is a writer issuing ack=2 PUTs and a reader checking quorum GETs of known keys
+// while a ring change runs.
+type traffic struct {
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	acked    map[string]string
+	writes   atomic.Int64
+	reads    atomic.Int64
+	failures atomic.Int64
+	badReads []string
+}
+
+func startTraffic(t *testing.T, addr string, known map[string]string) *traffic {
+	t.Helper()
+	kv := kvpb.NewKVClient(dialNode(t, addr))
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &traffic{stop: cancel, acked: map[string]string{}}
+	keys := make([]string, 0, len(known))
+	for k := range known {
+		keys = append(keys, k)
+	}
+	tr.wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			key, val := fmt.Sprintf("live-%d", i), fmt.Sprintf("lv%d", i)
+			cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := kv.Put(cctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte(val), Ack: 2})
+			ccancel()
+			if err == nil {
+				tr.mu.Lock()
+				tr.acked[key] = val
+				tr.mu.Unlock()
+				tr.writes.Add(1)
+			} else if ctx.Err() == nil {
+				tr.failures.Add(1)
+			}
+		}
+	})
+	tr.wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			key := keys[i%len(keys)]
+			cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+			resp, err := kv.Get(cctx, &kvpb.GetRequest{Key: []byte(key)})
+			ccancel()
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				tr.failures.Add(1)
+			case string(resp.GetValue()) != known[key]:
+				tr.mu.Lock()
+				tr.badReads = append(tr.badReads, fmt.Sprintf("%s: got %q, want %q", key, resp.GetValue(), known[key]))
+				tr.mu.Unlock()
+			default:
+				tr.reads.Add(1)
+			}
+		}
+	})
+	return tr
+}
+
+// finish stops the traffic and returns the acknowledged writes.
+func (tr *traffic) finish(t *testing.T) map[string]string {
+	t.Helper()
+	tr.stop()
+	tr.wg.Wait()
+	if len(tr.badReads) > 0 {
+		t.Errorf("got %d wrong reads during the change, e.g. %s", len(tr.badReads), tr.badReads[0])
+	}
+	t.Logf("traffic during the change: %d acked writes, %d reads, %d failed requests", tr.writes.Load(), tr.reads.Load(), tr.failures.Load())
+	if tr.writes.Load() == 0 || tr.reads.Load() == 0 {
+		t.Errorf("got %d writes and %d reads during the change, want both > 0", tr.writes.Load(), tr.reads.Load())
+	}
+	return tr.acked
+}
+
+// startChange starts a ring change, retrying while the metadata group elects its leader.
+func startChange(t *testing.T, admin kvpb.AdminClient, req *kvpb.ChangeRequest) *kvpb.ChangePlan {
+	t.Helper()
+	var plan *kvpb.ChangePlan
+	succeedsSoon(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		plan, err = admin.StartChange(ctx, req)
+		if status.Code(err) == codes.Unavailable {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("start change: %v", err)
+		}
+		return nil
+	})
+	return plan
+}
+
+// waitChange follows WatchChange until the change leaves flight and returns its last progress.
+func waitChange(t *testing.T, admin kvpb.AdminClient, d time.Duration) *kvpb.ChangeProgress {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s, err := admin.WatchChange(ctx, &kvpb.ChangeStatusRequest{IntervalMs: 200})
+	if err != nil {
+		t.Fatalf("watch change: %v", err)
+	}
+	var last *kvpb.ChangeProgress
+	for {
+		p, err := s.Recv()
+		if err != nil {
+			if last != nil && errors.Is(err, io.EOF) {
+				return last
+			}
+			t.Fatalf("watch change: %v (last progress %v)", err, last)
+		}
+		last = p
+		if st := p.GetState(); st != "streaming" && st != "handing-over" {
+			return p
+		}
+	}
+}
+
+// checkReadBack reads every key with the default quorum from every listed node (4 readers
+// per node).
+func checkReadBack(t *testing.T, c *node.LocalCluster, nodes []int, want map[string]string) {
+	t.Helper()
+	type kv struct{ k, v string }
+	all := make([]kv, 0, len(want))
+	for k, v := range want {
+		all = append(all, kv{k, v})
+	}
+	for _, i := range nodes {
+		client := kvpb.NewKVClient(dialNode(t, c.Config(i).GRPCAddr))
+		var bad atomic.Int64
+		var mu sync.Mutex
+		var examples []string
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for j := w; j < len(all); j += 4 {
+					var resp *kvpb.GetResponse
+					var err error
+					for range 3 { // a timeout on a loaded machine is not a lost write: ask again
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						resp, err = client.Get(ctx, &kvpb.GetRequest{Key: []byte(all[j].k)})
+						cancel()
+						if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable {
+							break
+						}
+					}
+					if err != nil || string(resp.GetValue()) != all[j].v {
+						bad.Add(1)
+						mu.Lock()
+						if len(examples) < 3 {
+							examples = append(examples, fmt.Sprintf("%s: got %q, %v; want %q", all[j].k, resp.GetValue(), err, all[j].v))
+						}
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := bad.Load(); n > 0 {
+			t.Fatalf("node %s: %d of %d keys did not read back, e.g. %v", c.Config(i).ID, n, len(all), examples)
+		}
+	}
+}
+
+// checkOnlyReplicated waits until every key each node stores is one it replicates in r.
+func checkOnlyReplicated(t *testing.T, c *node.LocalCluster, nodes []int, r *ring.Ring) {
+	t.Helper()
+	for _, i := range nodes {
+		id := c.Config(i).ID
+		succeedsSoon(t, 15*time.Second, func() error {
+			foreign, total := 0, 0
+			err := c.Node(i).Store().Scan(context.Background(), 0, 0, nil, func(_, key []byte, _ store.Record) error {
+				total++
+				for _, m := range r.Lookup(ring.Token(key), r.ReplicationFactor()) {
+					if m.ID == id {
+						return nil
+					}
+				}
+				foreign++
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if foreign > 0 {
+				return fmt.Errorf("%s stores %d of %d keys it does not replicate at epoch %d", id, foreign, total, r.Epoch())
+			}
+			return nil
+		})
+	}
+}
+
+func TestRingAddUnderLoad(t *testing.T) {
+	keys := 1500
+	if testing.Short() {
+		keys = 300
+	}
+	c := startChangeCluster(t, 3, nil)
+	t0 := time.Now()
+	want := loadKeys(t, c, "k", keys)
+	t.Logf("loaded %d keys in %v", keys, time.Since(t0))
+	n4, err := c.StartEmpty("n4")
+	if err != nil {
+		t.Fatalf("start n4: %v", err)
+	}
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(1).GRPCAddr))
+	tr := startTraffic(t, c.Config(0).GRPCAddr, want)
+
+	plan := startChange(t, admin, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: c.Config(n4).GRPCAddr})
+	if len(plan.GetMoves()) == 0 || plan.GetEstKeys() == 0 {
+		t.Errorf("plan: got %d moves and %d estimated keys, want both > 0", len(plan.GetMoves()), plan.GetEstKeys())
+	}
+	for _, m := range plan.GetMoves() {
+		if m.GetTarget() != "n4" {
+			t.Errorf("plan move %v: got target %s, want n4", m, m.GetTarget())
+		}
+	}
+	t1 := time.Now()
+	final := waitChange(t, admin, 60*time.Second)
+	t.Logf("change done in %v: %d keys, %d bytes moved", time.Since(t1), final.GetKeysDone(), final.GetBytesDone())
+	acked := tr.finish(t)
+	if final.GetState() != "done" {
+		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
+	}
+	t2 := time.Now()
+	defer func() { t.Logf("checks took %v", time.Since(t2)) }()
+	if final.GetKeysDone() == 0 || final.GetKeysDone() < final.GetKeysTotal()/2 {
+		t.Errorf("progress: got %d of %d keys done", final.GetKeysDone(), final.GetKeysTotal())
+	}
+
+	all := []int{0, 1, 2, n4}
+	succeedsSoon(t, 10*time.Second, func() error {
+		for _, i := range all {
+			if v := c.Node(i).View(); v == nil || v.Next != nil || v.Current.Epoch() != plan.GetToEpoch() {
+				return fmt.Errorf("%s: view %v, want epoch %d and no change", c.Config(i).ID, v, plan.GetToEpoch())
+			}
+		}
+		return nil
+	})
+	r := c.Node(0).View().Current
+	if share := r.Ownership()["n4"]; share < 0.15 || share > 0.35 {
+		t.Errorf("n4 owns %.3f of the token space, want about 0.25", share)
+	}
+	for k, v := range acked {
+		want[k] = v
+	}
+	checkReadBack(t, c, all, want)
+	checkOnlyReplicated(t, c, all, r)
+	if n := c.Node(n4).Store().KeyCount(); n == 0 {
+		t.Errorf("n4 stores %d keys, want > 0", n)
+	}
+
+	// The newcomer serves clients, and survives a restart with its ring.
+	expect(t, do(t, c, n4, "GET", "/v0/entity?id=k1", nil), 200, "v1")
+	if err := c.Stop(n4); err != nil {
+		t.Fatalf("stop n4: %v", err)
+	}
+	if err := c.Restart(n4); err != nil {
+		t.Fatalf("restart n4: %v", err)
+	}
+	expect(t, do(t, c, n4, "GET", "/v0/entity?id=k2", nil), 200, "v2")
+}
+
+func TestRingDrainUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drain under load: heavy")
+	}
+	c := startChangeCluster(t, 4, nil)
+	want := loadKeys(t, c, "d", 1500)
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
+	tr := startTraffic(t, c.Config(0).GRPCAddr, want)
+	plan := startChange(t, admin, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n4"})
+	for _, m := range plan.GetMoves() {
+		if m.GetSource() == "" || m.GetTarget() == "n4" {
+			t.Errorf("plan move %v: want a source and a target other than n4", m)
+		}
+	}
+	final := waitChange(t, admin, 60*time.Second)
+	acked := tr.finish(t)
+	if final.GetState() != "done" {
+		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
+	}
+	rest := []int{0, 1, 2}
+	succeedsSoon(t, 10*time.Second, func() error {
+		for _, i := range rest {
+			v := c.Node(i).View()
+			if v.Next != nil || v.Current.Epoch() != plan.GetToEpoch() {
+				return fmt.Errorf("%s: at epoch %d, want %d", c.Config(i).ID, v.Current.Epoch(), plan.GetToEpoch())
+			}
+		}
+		return nil
+	})
+	r := c.Node(0).View().Current
+	if _, ok := r.Member("n4"); ok || len(r.Members()) != 3 {
+		t.Errorf("ring after the drain: got members %v, want n1..n3", r.Members())
+	}
+	for k, v := range acked {
+		want[k] = v
+	}
+	checkReadBack(t, c, rest, want)
+	checkOnlyReplicated(t, c, rest, r)
+	succeedsSoon(t, 15*time.Second, func() error {
+		if n := c.Node(3).Store().KeyCount(); n != 0 {
+			return fmt.Errorf("drained n4 still stores %d keys", n)
+		}
+		return nil
+	})
+}
+
+// TestRingRefusalsAndAbort: unsafe changes are refused with FailedPrecondition (unless
+// forced); a change in flight refuses another; an aborted add returns to the old ring with
+// nothing lost and the newcomer emptied.
+func TestRingRefusalsAndAbort(t *testing.T) {
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ChangeRate = 64 << 10 })
+	want := loadKeys(t, c, "a", 1000)
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
+	n4, err := c.StartEmpty("n4")
+	if err != nil {
+		t.Fatalf("start n4: %v", err)
+	}
+	n5, err := c.StartEmpty("n5")
+	if err != nil {
+		t.Fatalf("start n5: %v", err)
+	}
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+
+	refused := []struct {
+		name string
+		req  *kvpb.ChangeRequest
+	}{
+		{"remove with only N nodes", &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n3"}},
+		{"add an address that does not answer", &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n9", GrpcAddr: deadAddr}},
+		{"add under the wrong id", &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n6", GrpcAddr: c.Config(n5).GRPCAddr}},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			plan, err := admin.PlanChange(ctx, tt.req)
+			if err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			if len(plan.GetRefusals()) == 0 {
+				t.Errorf("plan: got no refusals, want some (warnings %v)", plan.GetWarnings())
+			}
+			_, err = admin.StartChange(ctx, tt.req)
+			if got := status.Code(err); got != codes.FailedPrecondition {
+				t.Errorf("start: got %v (%v), want FailedPrecondition", got, err)
+			}
+		})
+	}
+
+	plan := startChange(t, admin, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: c.Config(n4).GRPCAddr})
+	epoch := plan.GetFromEpoch()
+
+	t.Run("concurrent change", func(t *testing.T) {
+		req := &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n5", GrpcAddr: c.Config(n5).GRPCAddr}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := admin.StartChange(ctx, req)
+		if got := status.Code(err); got != codes.FailedPrecondition {
+			t.Errorf("second change: got %v (%v), want FailedPrecondition", got, err)
+		}
+		req.Force = true
+		_, err = admin.StartChange(ctx, req)
+		if got := status.Code(err); got != codes.FailedPrecondition {
+			t.Errorf("second change, forced: got %v (%v), want FailedPrecondition", got, err)
+		}
+	})
+
+	// Abort once bytes are moving.
+	succeedsSoon(t, 20*time.Second, func() error {
+		p, err := admin.ChangeStatus(context.Background(), &kvpb.ChangeStatusRequest{})
+		if err != nil {
+			return err
+		}
+		if p.GetState() != "streaming" || p.GetBytesDone() == 0 || p.GetBytesTotal() == 0 {
+			return fmt.Errorf("progress: %s, %d of %d bytes", p.GetState(), p.GetBytesDone(), p.GetBytesTotal())
+		}
+		return nil
+	})
+	tr := startTraffic(t, c.Config(0).GRPCAddr, want)
+	// Let the traffic see the change in flight, then abort.
+	succeedsSoon(t, 10*time.Second, func() error {
+		if tr.writes.Load() < 20 || tr.reads.Load() < 20 {
+			return fmt.Errorf("traffic: %d writes, %d reads", tr.writes.Load(), tr.reads.Load())
+		}
+		return nil
+	})
+	p, err := admin.AbortChange(context.Background(), &kvpb.AbortChangeRequest{})
+	if err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	if p.GetState() != "aborted" {
+		t.Errorf("abort: got state %q, want aborted", p.GetState())
+	}
+	acked := tr.finish(t)
+	if _, err := admin.AbortChange(context.Background(), &kvpb.AbortChangeRequest{}); status.Code(err) != codes.NotFound {
+		t.Errorf("second abort: got %v, want NotFound", err)
+	}
+	for _, i := range []int{0, 1, 2} {
+		if v := c.Node(i).View(); v.Next != nil || v.Current.Epoch() != epoch || len(v.Current.Members()) != 3 {
+			t.Errorf("%s after the abort: epoch %d, %d members, changing %v; want epoch %d, 3 members", c.Config(i).ID, v.Current.Epoch(), len(v.Current.Members()), v.Changing(), epoch)
+		}
+	}
+	for k, v := range acked {
+		want[k] = v
+	}
+	checkReadBack(t, c, []int{0, 1, 2}, want)
+	succeedsSoon(t, 15*time.Second, func() error {
+		if n := c.Node(n4).Store().KeyCount(); n != 0 {
+			return fmt.Errorf("n4 still stores %d keys after the abort", n)
+		}
+		return nil
+	})
+	expect(t, do(t, c, n4, "GET", "/v0/entity?id=a1", nil), 503, "")
+}
+
+// TestSecretCluster: with a cluster secret, raft (Cluster service) and Admin calls between
+// nodes carry it: the metadata group elects a leader and answers a plan, and a client
+// without the secret is refused.
+func TestSecretCluster(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatalf("write secret: %v", err)
+	}
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ClusterSecretFile = secret })
+	succeedsSoon(t, 15*time.Second, func() error {
+		for i := range c.Len() {
+			if c.Node(i).Cluster().IsLeader() {
+				return nil
+			}
+		}
+		return errors.New("no raft leader")
+	})
+	conn := dialNode(t, c.Config(0).GRPCAddr)
+	admin := kvpb.NewAdminClient(conn)
+	req := &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n3"}
+	if _, err := admin.PlanChange(context.Background(), req); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("plan without the secret: got %v, want Unauthenticated", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), server.SecretHeader, "s3cret")
+	plan, err := admin.PlanChange(ctx, req)
+	if err != nil {
+		t.Fatalf("plan with the secret: %v", err)
+	}
+	// Estimates came from the other nodes' CountRanges, over Admin with the secret.
+	for _, w := range plan.GetWarnings() {
+		if strings.Contains(w, "no estimate") || strings.Contains(w, "unreachable") {
+			t.Errorf("plan warning %q: nodes did not reach each other with the secret", w)
+		}
+	}
+}
