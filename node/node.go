@@ -88,6 +88,7 @@ type Node struct {
 	lnHTTP   net.Listener
 	lnAdmin  net.Listener
 	draining atomic.Bool
+	drainc   chan struct{} // closed when draining starts
 
 	// Start/Close.
 	stop   context.CancelFunc
@@ -118,6 +119,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	n := &Node{
 		cfg: cfg, logger: logger, logs: logs, secret: secret, started: time.Now(),
 		clock:   hlc.New(nil),
+		drainc:  make(chan struct{}),
 		conns:   map[string]*grpc.ClientConn{},
 		remotes: map[string]*replica.Remote{},
 	}
@@ -208,6 +210,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		ID: cfg.ID, Info: n.nodeInfo, View: n.View, PeerAdmin: n.peerAdmin,
 		PeerTimeout: 2 * time.Second, Stats: n.metrics, Profile: metrics.Capture, Logs: n.logs.Lines,
 		Changes: n.cl, MoveProgress: n.mover.Progress, Counter: n.st, DefaultRate: cfg.ChangeRate,
+		Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
@@ -504,6 +507,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.logger.Info("node draining")
 	n.draining.Store(true)
+	close(n.drainc)
 	n.setHealth()
 	ccancel()
 	cwg.Wait()

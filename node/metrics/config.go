@@ -16,6 +16,8 @@ type RangeCounter interface {
 	CountRange(start, end uint64) (keys, bytes uint64, err error)
 	// Size returns the LSM and value-log sizes in bytes.
 	Size() (lsm, vlog int64)
+	// KeyCount returns the number of records stored (exact, kept by the store).
+	KeyCount() int64
 }
 
 // Config configures a Registry. Every func field may be nil (the numbers it feeds stay zero).
@@ -36,7 +38,8 @@ type Config struct {
 	// LatencyWindow is how far back the latency quantiles look (they are kept in two halves
 	// rotated every LatencyWindow/2). Default 10s.
 	LatencyWindow time.Duration
-	// CountInterval is how often Run refreshes the per-vnode key counts. Default 30s.
+	// CountInterval is how often Run refreshes the per-vnode key counts. Default 10s.
+	// The node's total key count does not wait for it: it comes from Store.KeyCount.
 	CountInterval time.Duration
 	// VnodeMetrics exports one Prometheus series per vnode (reads, writes, keys, bytes).
 	// Off by default: a cluster has thousands of vnodes; the default export is a summary family.
@@ -48,7 +51,7 @@ func DefaultConfig() Config {
 	return Config{
 		Tick:          time.Second,
 		LatencyWindow: 10 * time.Second,
-		CountInterval: 30 * time.Second,
+		CountInterval: 10 * time.Second,
 	}
 }
 

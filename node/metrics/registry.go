@@ -420,11 +420,14 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 	if r.cfg.Store != nil {
 		lsm, vlog := r.cfg.Store.Size()
 		ns.DiskBytes = uint64(max(lsm+vlog, 0))
+		ns.Keys = uint64(max(r.cfg.Store.KeyCount(), 0))
 	}
 	if t := r.table(); t != nil {
 		for i := range t.v {
 			v := &t.v[i]
-			ns.Keys += v.keys.Load()
+			if r.cfg.Store == nil {
+				ns.Keys += v.keys.Load()
+			}
 			if !withVnodes {
 				continue
 			}

@@ -49,6 +49,9 @@ type AdminDeps struct {
 	Counter RangeCounter
 	// DefaultRate is the streaming throttle of a change whose request names none (bytes/s).
 	DefaultRate uint64
+	// Draining is closed when the node starts to shut down: watch streams end then, so a
+	// graceful stop does not wait for clients that would otherwise watch forever.
+	Draining <-chan struct{}
 }
 
 // Admin implements the Admin service.
@@ -203,6 +206,8 @@ func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsS
 		select {
 		case <-stream.Context().Done():
 			return nil
+		case <-s.d.Draining:
+			return status.Error(codes.Unavailable, "node is shutting down")
 		case <-t.C:
 		}
 	}

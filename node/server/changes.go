@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"ringkv/node/cluster"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -341,6 +344,8 @@ func (s *Admin) WatchChange(req *kvpb.ChangeStatusRequest, stream kvpb.Admin_Wat
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.d.Draining:
+			return status.Error(codes.Unavailable, "node is shutting down")
 		case <-watch:
 		case <-t.C:
 		}

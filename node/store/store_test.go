@@ -554,3 +554,18 @@ func TestBadgerLoggerLevels(t *testing.T) {
 		}
 	}
 }
+
+func TestSizeIsCurrent(t *testing.T) {
+	s := newStore(t)
+	lsm0, vlog0 := s.Size()
+	for i := range 2000 {
+		key := []byte(fmt.Sprintf("size-%d", i))
+		if _, err := s.Apply(uint64(i)<<40, key, Record{TS: 1, Value: make([]byte, 512)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lsm, vlog := s.Size()
+	if got, before := lsm+vlog, lsm0+vlog0; got <= before {
+		t.Fatalf("size after 1 MB of writes: got %d, want more than %d", got, before)
+	}
+}
