@@ -1,0 +1,398 @@
+package ring
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
+
+	"ringkv/ctl/cli"
+	"ringkv/proto/kvpb"
+)
+
+// ChangeOptions are the flags of `ring add` and `ring remove`.
+type ChangeOptions struct {
+	Deps
+	Kind     kvpb.ChangeRequest_Kind
+	NodeID   string
+	NodeAddr string
+	// RateBytes is the streaming throttle per receiver (--rate); 0 = the cluster's default.
+	RateBytes uint64
+	DryRun    bool
+	Yes       bool
+	Force     bool
+	// NoWait returns once the change has started, without following it.
+	NoWait bool
+	// AllMoves lists every range move instead of a summary per source and target.
+	AllMoves bool
+	// Interval is how often progress is redrawn.
+	Interval time.Duration
+	// Reconnect bounds how long a lost watch is retried before giving up.
+	Reconnect time.Duration
+
+	rate string
+}
+
+// NewCmdAdd returns `kvctl ring add ID=ADDR`. runF replaces the run step in tests.
+func NewCmdAdd(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
+	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_ADD}
+	cmd := &cobra.Command{
+		Use:   "add ID=ADDR",
+		Short: "Admit a started, empty node: plan, confirm, stream its ranges in, show progress",
+		Long: `Add a node to the ring. Start the node first without --peers (it waits, answering
+"awaiting admission"), then add it with its id and gRPC address.
+
+kvctl first prints the plan: which token ranges move from which node to which, the estimated
+keys and bytes, every node's ownership before and after, and warnings. Then it asks for
+confirmation (--yes skips the question; without a terminal, --yes is required), starts the
+change and follows it: bytes and keys done per receiving node, rate and ETA, on stderr.
+Ctrl-C stops watching; the change goes on (kvctl ring status / kvctl ring abort).
+
+A plan the cluster refuses as unsafe (a change already in flight, a node that does not answer)
+exits with code 3 unless --force.`,
+		Example: `  # what would move, without changing anything
+  kvctl ring add n4=10.0.0.4:9090 --dry-run
+
+  # add it, streaming at most 50 MB/s into the new node, without a prompt
+  kvctl ring add n4=10.0.0.4:9090 --rate 50 --yes
+
+  # start it and return at once; follow later with "kvctl ring status"
+  kvctl ring add n4=10.0.0.4:9090 --yes --no-wait`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, addr, ok := strings.Cut(args[0], "=")
+			if !ok || id == "" || addr == "" || !strings.Contains(addr, ":") {
+				return cli.UsageErrorf("%q: want ID=HOST:PORT, e.g. n4=10.0.0.4:9090", args[0])
+			}
+			o.NodeID, o.NodeAddr = id, addr
+			return o.complete(cmd, runF)
+		},
+	}
+	o.flags(cmd)
+	return cmd
+}
+
+// NewCmdRemove returns `kvctl ring remove ID` (alias drain). runF replaces the run step in tests.
+func NewCmdRemove(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
+	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_REMOVE}
+	cmd := &cobra.Command{
+		Use:     "remove ID",
+		Aliases: []string{"drain"},
+		Short:   "Drain a node: stream its ranges to their new owners, then retire it",
+		Long: `Remove a node from the ring. Its token ranges are streamed from a current replica to the
+nodes that own them once it is gone; while that happens it is LEAVING and still serves. When
+every range has arrived the ring flips to the next epoch and the node ends empty and out.
+
+kvctl prints the plan first and asks for confirmation (--yes skips it; without a terminal,
+--yes is required). The cluster refuses (exit 3) to remove a node when fewer than N nodes
+would remain for N replicas, or while another change is in flight; --force overrides the
+first, never the second.`,
+		Example: `  kvctl ring drain n2 --dry-run
+  kvctl ring remove n2 --rate 20 --yes
+  kvctl ring remove n2 --yes -o json > change.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "" || strings.Contains(args[0], "=") {
+				return cli.UsageErrorf("%q: want a node id, e.g. n2", args[0])
+			}
+			o.NodeID = args[0]
+			return o.complete(cmd, runF)
+		},
+	}
+	o.flags(cmd)
+	return cmd
+}
+
+func (o *ChangeOptions) flags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.rate, "rate", "", "streaming throttle per receiving node in MB/s (unset or 0: the cluster's default, kvnode --change-rate; lift it later with kvctl ring rate 0)")
+	fl.BoolVar(&o.DryRun, "dry-run", false, "print the plan and exit")
+	fl.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
+	fl.BoolVar(&o.Force, "force", false, "go ahead despite refusals that forcing can override")
+	fl.BoolVar(&o.NoWait, "no-wait", false, "return once the change has started")
+	fl.BoolVar(&o.AllMoves, "moves", false, "list every range move instead of a summary")
+	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
+	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
+	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+}
+
+func (o *ChangeOptions) complete(cmd *cobra.Command, runF func(*ChangeOptions) error) error {
+	if o.rate != "" {
+		b, err := ParseRate(o.rate)
+		if err != nil {
+			return cli.UsageErrorf("--rate: %s", err)
+		}
+		o.RateBytes = b
+	}
+	if o.Interval <= 0 || o.Timeout <= 0 {
+		return cli.UsageErrorf("--interval and --timeout must be positive")
+	}
+	if !o.DryRun && !o.Yes && !o.IO.InTTY {
+		return cli.UsageErrorf("stdin is not a terminal: pass --yes to %s without a prompt, or --dry-run to see the plan", kindName(o.Kind))
+	}
+	if runF != nil {
+		return runF(o)
+	}
+	return runChange(cmd.Context(), o)
+}
+
+func (o *ChangeOptions) request() *kvpb.ChangeRequest {
+	return &kvpb.ChangeRequest{Kind: o.Kind, NodeId: o.NodeID, GrpcAddr: o.NodeAddr, Force: o.Force, RateBytes: o.RateBytes}
+}
+
+func runChange(ctx context.Context, o *ChangeOptions) error {
+	c, err := o.Admin("")
+	if err != nil {
+		return err
+	}
+	req := o.request()
+	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	plan, err := c.PlanChange(cctx, req)
+	cancel()
+	if err != nil {
+		return rpcError(o.Addr(), err)
+	}
+	// The plan is the result of --dry-run; otherwise it goes to stderr under -o json, so
+	// stdout holds the one JSON document of the outcome.
+	planOut := o.IO
+	if o.JSON() && !o.DryRun {
+		planOut = &cli.IOStreams{Out: o.IO.ErrOut, OutTTY: o.IO.ErrTTY}
+	}
+	if o.JSON() && o.DryRun {
+		if err := cli.PrintJSON(o.IO.Out, plan); err != nil {
+			return err
+		}
+	} else if err := PrintPlan(planOut, plan, o.AllMoves); err != nil {
+		return err
+	}
+	if refusals := plan.GetRefusals(); len(refusals) > 0 && (!o.Force || o.DryRun) {
+		hint := " (--force to override)"
+		if o.Force {
+			hint = ""
+		}
+		return cli.RefusedErrorf("%s%s", strings.Join(refusals, "; "), hint)
+	}
+	if o.DryRun {
+		return nil
+	}
+	if !o.Yes {
+		ok, err := o.confirm(fmt.Sprintf("%s: %d ranges, ~%s will move. Go ahead? [y/N] ",
+			describe(req), len(plan.GetMoves()), cli.Humanize(plan.GetEstBytes())))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: nothing changed", cli.ErrCancelled)
+		}
+	}
+	cctx, cancel = context.WithTimeout(ctx, o.Timeout)
+	started, err := c.StartChange(cctx, req)
+	cancel()
+	if err != nil {
+		return rpcError(o.Addr(), err)
+	}
+	fmt.Fprintf(o.IO.ErrOut, "change %d started: %s, epoch %d -> %d, %d ranges to move\n",
+		started.GetId(), describe(req), started.GetFromEpoch(), started.GetToEpoch(), len(started.GetMoves()))
+	if o.NoWait {
+		if o.JSON() {
+			return cli.PrintJSON(o.IO.Out, started)
+		}
+		fmt.Fprintf(o.IO.Out, "change %d started: %s\nfollow it: kvctl ring status --addr %s\n", started.GetId(), describe(req), o.Addr())
+		return nil
+	}
+	if started.Request == nil {
+		started.Request = req
+	}
+	w := &watcher{Deps: o.Deps, Interval: o.Interval, Reconnect: o.Reconnect, Plan: started}
+	final, err := w.follow(ctx, started.GetId(), started.GetToEpoch())
+	if err != nil {
+		return err
+	}
+	return printOutcome(o.Deps, final)
+}
+
+func oneLine(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return strings.ToLower(s.Code().String()) + ": " + s.Message()
+	}
+	return err.Error()
+}
+
+// confirm asks on stderr and reads one line from stdin.
+func (o *ChangeOptions) confirm(prompt string) (bool, error) {
+	fmt.Fprint(o.IO.ErrOut, prompt)
+	line, err := bufio.NewReader(o.IO.In).ReadString('\n')
+	if err != nil && line == "" {
+		return false, fmt.Errorf("%w: no answer", cli.ErrCancelled)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+// PrintPlan renders a plan: the moves (each, or summarised per source and target), each
+// node's ownership before and after, warnings and refusals.
+func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
+	w := ios.Out
+	fmt.Fprintf(w, "plan: %s, ring epoch %d -> %d\n", describe(p.GetRequest()), p.GetFromEpoch(), p.GetToEpoch())
+	var frac float64
+	for _, m := range p.GetMoves() {
+		frac += fraction(m.GetStart(), m.GetEnd())
+	}
+	fmt.Fprintf(w, "moves: %d ranges (%s of the token space), est. %d keys, %s\n",
+		len(p.GetMoves()), pct(frac), p.GetEstKeys(), cli.Humanize(p.GetEstBytes()))
+	if len(p.GetMoves()) > 0 {
+		if allMoves || len(p.GetMoves()) <= 12 {
+			t := cli.NewTable(ios, "  RANGE", "FROM", "TO", "SHARE", "EST-KEYS", "EST-BYTES")
+			for _, m := range p.GetMoves() {
+				t.Row("  "+tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(),
+					pct(fraction(m.GetStart(), m.GetEnd())), m.GetEstKeys(), cli.Humanize(m.GetEstBytes()))
+			}
+			if err := t.Render(); err != nil {
+				return err
+			}
+		} else {
+			type pair struct{ from, to string }
+			type agg struct {
+				n           int
+				frac        float64
+				keys, bytes uint64
+			}
+			by := map[pair]*agg{}
+			var order []pair
+			for _, m := range p.GetMoves() {
+				k := pair{m.GetSource(), m.GetTarget()}
+				a := by[k]
+				if a == nil {
+					a = &agg{}
+					by[k] = a
+					order = append(order, k)
+				}
+				a.n++
+				a.frac += fraction(m.GetStart(), m.GetEnd())
+				a.keys += m.GetEstKeys()
+				a.bytes += m.GetEstBytes()
+			}
+			sort.Slice(order, func(i, j int) bool {
+				if order[i].from != order[j].from {
+					return order[i].from < order[j].from
+				}
+				return order[i].to < order[j].to
+			})
+			t := cli.NewTable(ios, "  FROM", "TO", "RANGES", "SHARE", "EST-KEYS", "EST-BYTES")
+			for _, k := range order {
+				a := by[k]
+				t.Row("  "+k.from, k.to, a.n, pct(a.frac), a.keys, cli.Humanize(a.bytes))
+			}
+			if err := t.Render(); err != nil {
+				return err
+			}
+			fmt.Fprintln(w, "  (--moves lists every range)")
+		}
+	}
+	fmt.Fprintln(w, "ownership (share of the token space as primary; as any replica):")
+	before := map[string]*kvpb.NodeOwnership{}
+	var ids []string
+	for _, o := range p.GetBefore() {
+		before[o.GetId()] = o
+		ids = append(ids, o.GetId())
+	}
+	after := map[string]*kvpb.NodeOwnership{}
+	for _, o := range p.GetAfter() {
+		after[o.GetId()] = o
+		if before[o.GetId()] == nil {
+			ids = append(ids, o.GetId())
+		}
+	}
+	sort.Strings(ids)
+	t := cli.NewTable(ios, "  NODE", "STATE", "VNODES", "SHARE", "REPLICA-SHARE")
+	for _, id := range ids {
+		b, a := before[id], after[id]
+		t.Row("  "+id, arrow(b.GetState(), a.GetState(), "-"), arrow(fmt.Sprint(b.GetVnodes()), fmt.Sprint(a.GetVnodes()), "0"),
+			arrow(pctOf(b, false), pctOf(a, false), "-"), arrow(pctOf(b, true), pctOf(a, true), "-"))
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	for _, s := range p.GetWarnings() {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+	for _, s := range p.GetRefusals() {
+		fmt.Fprintf(w, "refused: %s\n", s)
+	}
+	return nil
+}
+
+func pctOf(o *kvpb.NodeOwnership, replica bool) string {
+	if o == nil {
+		return ""
+	}
+	if replica {
+		return pct(o.GetReplicaShare())
+	}
+	return pct(o.GetShare())
+}
+
+// arrow formats "before -> after", collapsing equal values; missing sides show as none.
+func arrow(b, a, none string) string {
+	if b == "" {
+		b = none
+	}
+	if a == "" {
+		a = none
+	}
+	if a == b {
+		return a
+	}
+	return b + " -> " + a
+}
+
+// fraction is the share of the token space in (start, end]; start == end is the whole ring.
+func fraction(start, end uint64) float64 {
+	if start == end {
+		return 1
+	}
+	return float64(end-start) / (1 << 64)
+}
+
+// printOutcome prints the final state of a change on stdout.
+func printOutcome(d Deps, p *kvpb.ChangeProgress) error {
+	if d.JSON() {
+		if err := cli.PrintJSON(d.IO.Out, p); err != nil {
+			return err
+		}
+	} else {
+		kd, _, bd, _ := totals(p)
+		took := ""
+		if p.GetStartedUnix() > 0 && p.GetFinishedUnix() >= p.GetStartedUnix() {
+			took = fmt.Sprintf(" in %s", time.Duration(p.GetFinishedUnix()-p.GetStartedUnix())*time.Second)
+		}
+		fmt.Fprintf(d.IO.Out, "change %d %s: %s; moved %s, %d keys%s; ring epoch %d\n",
+			p.GetId(), p.GetState(), describe(p.GetPlan().GetRequest()), cli.Humanize(bd), kd, took, epochAfter(p))
+	}
+	switch p.GetState() {
+	case "done":
+		return nil
+	case "aborted":
+		return fmt.Errorf("change %d was aborted; the ring stays at epoch %d", p.GetId(), p.GetPlan().GetFromEpoch())
+	default:
+		return fmt.Errorf("change %d %s: %s", p.GetId(), p.GetState(), p.GetError())
+	}
+}
+
+func epochAfter(p *kvpb.ChangeProgress) uint64 {
+	if p.GetState() == "done" {
+		return p.GetPlan().GetToEpoch()
+	}
+	return p.GetPlan().GetFromEpoch()
+}
+
+var errGone = errors.New("change no longer in flight")

@@ -1,0 +1,211 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"ringkv/ctl/cli"
+	"ringkv/proto/kvpb"
+)
+
+// StatusOptions are `ring status`'s flags.
+type StatusOptions struct {
+	Deps
+	// Once prints one snapshot instead of following the change.
+	Once bool
+	// Ranges lists every range of the snapshot.
+	Ranges    bool
+	Interval  time.Duration
+	Reconnect time.Duration
+}
+
+// NewCmdStatus returns `kvctl ring status`. runF replaces the run step in tests.
+func NewCmdStatus(f *cli.Factory, runF func(*StatusOptions) error) *cobra.Command {
+	o := &StatusOptions{Deps: newDeps(f)}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Follow the ring change in flight: bytes and keys done per node, rate, ETA",
+		Long: `Show the ring change in flight and follow it until it is done: progress per receiving node
+and in total (bytes and keys done of the estimate, rate, ETA), redrawn in place on a terminal,
+one line per second when piped. Ctrl-C stops watching; the change goes on.
+
+--once (or -o json) prints one snapshot instead; --ranges adds a line per token range.`,
+		Example: `  kvctl ring status
+  kvctl ring status --once --ranges
+  kvctl ring status -o json | jq '{state, bytes_done, bytes_total}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Interval <= 0 || o.Timeout <= 0 {
+				return cli.UsageErrorf("--interval and --timeout must be positive")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runStatus(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&o.Once, "once", false, "print one snapshot and exit")
+	fl.BoolVar(&o.Ranges, "ranges", false, "with --once: list every range")
+	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
+	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
+	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	return cmd
+}
+
+func runStatus(ctx context.Context, o *StatusOptions) error {
+	c, err := o.Admin("")
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	p, err := c.ChangeStatus(cctx, &kvpb.ChangeStatusRequest{})
+	cancel()
+	if err != nil {
+		return rpcError(o.Addr(), err)
+	}
+	if o.JSON() {
+		return cli.PrintJSON(o.IO.Out, p)
+	}
+	if o.Once || !inFlight(p) {
+		return PrintProgress(o.IO, p, o.Ranges)
+	}
+	w := &watcher{Deps: o.Deps, Interval: o.Interval, Reconnect: o.Reconnect, Plan: p.GetPlan()}
+	final, err := w.follow(ctx, p.GetId(), p.GetPlan().GetToEpoch())
+	if err != nil {
+		return err
+	}
+	return printOutcome(o.Deps, final)
+}
+
+// AbortOptions are `ring abort`'s flags.
+type AbortOptions struct {
+	Deps
+}
+
+// NewCmdAbort returns `kvctl ring abort`. runF replaces the run step in tests.
+func NewCmdAbort(f *cli.Factory, runF func(*AbortOptions) error) *cobra.Command {
+	o := &AbortOptions{Deps: newDeps(f)}
+	cmd := &cobra.Command{
+		Use:   "abort",
+		Short: "Cancel the ring change in flight; the cluster stays on the old ring",
+		Long: `Cancel the ring change in flight. The ring stays at its current epoch, writes stop going to
+the pending owners, and the nodes that received ranges delete them. Abort is journaled in raft
+like the change itself, so it holds across crashes.`,
+		Example: `  kvctl ring abort
+  kvctl ring abort -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Timeout <= 0 {
+				return cli.UsageErrorf("--timeout must be positive")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runAbort(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "deadline of the abort")
+	return cmd
+}
+
+var errNoChange = errors.New("no ring change in flight")
+
+func runAbort(ctx context.Context, o *AbortOptions) error {
+	c, err := o.Admin("")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cur, err := c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{})
+	if err != nil {
+		return rpcError(o.Addr(), err)
+	}
+	if !inFlight(cur) {
+		return errNoChange
+	}
+	p, err := c.AbortChange(ctx, &kvpb.AbortChangeRequest{})
+	if err != nil {
+		return rpcError(o.Addr(), err)
+	}
+	// The node may answer before it has applied the abort itself: wait until it has.
+	for inFlight(p) && p.GetId() == cur.GetId() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("change %d: abort journaled, still %s on %s: %w", cur.GetId(), p.GetState(), o.Addr(), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if p, err = c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{}); err != nil {
+			return rpcError(o.Addr(), err)
+		}
+	}
+	if p.GetId() == 0 {
+		p.Id, p.Plan = cur.GetId(), cur.GetPlan()
+	}
+	if p.GetState() == "" || p.GetState() == "none" {
+		p.State = "aborted"
+	}
+	if o.JSON() {
+		return cli.PrintJSON(o.IO.Out, p)
+	}
+	_, err = fmt.Fprintf(o.IO.Out, "change %d (%s) %s; the ring stays at epoch %d\n",
+		p.GetId(), describe(p.GetPlan().GetRequest()), p.GetState(), p.GetPlan().GetFromEpoch())
+	return err
+}
+
+// RateOptions are `ring rate`'s arguments.
+type RateOptions struct {
+	Deps
+	RateBytes uint64
+}
+
+// NewCmdRate returns `kvctl ring rate MB/s`. runF replaces the run step in tests.
+func NewCmdRate(f *cli.Factory, runF func(*RateOptions) error) *cobra.Command {
+	o := &RateOptions{Deps: newDeps(f)}
+	cmd := &cobra.Command{
+		Use:   "rate MB/s",
+		Short: "Change the streaming throttle of the ring change in flight",
+		Long: `Change how fast the change in flight streams, per receiving node, in MB/s (1 MB = 2^20
+bytes); 0 lifts the throttle. Receivers pick the new rate up on their next range.`,
+		Example: `  kvctl ring rate 100        faster: the cluster has headroom
+  kvctl ring rate 5          slower: clients' p99 suffers
+  kvctl ring rate 0          unthrottled`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := ParseRate(args[0])
+			if err != nil {
+				return cli.UsageErrorf("%s", err)
+			}
+			o.RateBytes = b
+			if runF != nil {
+				return runF(o)
+			}
+			return runRate(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of the request")
+	return cmd
+}
+
+func runRate(ctx context.Context, o *RateOptions) error {
+	c, err := o.Admin("")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	p, err := c.SetChangeRate(ctx, &kvpb.SetChangeRateRequest{RateBytes: o.RateBytes})
+	if err != nil {
+		return rpcError(o.Addr(), err)
+	}
+	if o.JSON() {
+		return cli.PrintJSON(o.IO.Out, p)
+	}
+	_, err = fmt.Fprintf(o.IO.Out, "change %d: streaming throttle now %s per receiving node\n", p.GetId(), formatLimit(o.RateBytes))
+	return err
+}

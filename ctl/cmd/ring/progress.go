@@ -1,0 +1,302 @@
+package ring
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"ringkv/ctl/cli"
+	"ringkv/proto/kvpb"
+)
+
+// nodeProgress is the progress of one receiving node.
+type nodeProgress struct {
+	ID                    string
+	RangesDone, Ranges    int
+	Failed                int
+	KeysDone, KeysTotal   uint64
+	BytesDone, BytesTotal uint64
+	Rate                  float64 // bytes per second, measured between samples
+	ETA                   time.Duration
+	LastErr               string
+}
+
+// perNode aggregates a change's ranges by receiving node, sorted by id.
+func perNode(p *kvpb.ChangeProgress) []*nodeProgress {
+	by := map[string]*nodeProgress{}
+	for _, r := range p.GetRanges() {
+		id := r.GetMove().GetTarget()
+		n := by[id]
+		if n == nil {
+			n = &nodeProgress{ID: id}
+			by[id] = n
+		}
+		n.Ranges++
+		switch r.GetState() {
+		case "done":
+			n.RangesDone++
+		case "failed":
+			n.Failed++
+			n.LastErr = r.GetError()
+		}
+		n.KeysDone += r.GetKeysDone()
+		n.BytesDone += r.GetBytesDone()
+		n.KeysTotal += r.GetMove().GetEstKeys()
+		n.BytesTotal += r.GetMove().GetEstBytes()
+	}
+	out := make([]*nodeProgress, 0, len(by))
+	for _, n := range by {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// totals returns a change's bytes and keys done and total, falling back to the sum of the
+// per-range estimates when the server leaves the totals unset.
+func totals(p *kvpb.ChangeProgress) (keysDone, keysTotal, bytesDone, bytesTotal uint64) {
+	keysDone, keysTotal, bytesDone, bytesTotal = p.GetKeysDone(), p.GetKeysTotal(), p.GetBytesDone(), p.GetBytesTotal()
+	var kd, kt, bd, bt uint64
+	for _, r := range p.GetRanges() {
+		kd += r.GetKeysDone()
+		bd += r.GetBytesDone()
+		kt += r.GetMove().GetEstKeys()
+		bt += r.GetMove().GetEstBytes()
+	}
+	if keysDone == 0 {
+		keysDone = kd
+	}
+	if bytesDone == 0 {
+		bytesDone = bd
+	}
+	if keysTotal == 0 {
+		keysTotal = kt
+	}
+	if bytesTotal == 0 {
+		bytesTotal = bt
+	}
+	if keysTotal == 0 {
+		keysTotal = p.GetPlan().GetEstKeys()
+	}
+	if bytesTotal == 0 {
+		bytesTotal = p.GetPlan().GetEstBytes()
+	}
+	return
+}
+
+func rangesDone(p *kvpb.ChangeProgress) (done, all int) {
+	for _, r := range p.GetRanges() {
+		if r.GetState() == "done" {
+			done++
+		}
+	}
+	return done, len(p.GetRanges())
+}
+
+// of formats "done of total (pct)" with a humanizer; total 0 = unknown.
+func of(done, total uint64, h func(uint64) string) string {
+	if total == 0 {
+		return h(done)
+	}
+	return fmt.Sprintf("%s of %s (%.0f%%)", h(done), h(total), math.Min(100, 100*float64(done)/float64(total)))
+}
+
+func count(n uint64) string { return fmt.Sprint(n) }
+
+func eta(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+// summary is a one-line account of a change: state, bytes, keys, rate, ETA.
+func summary(p *kvpb.ChangeProgress) string {
+	kd, kt, bd, bt := totals(p)
+	rd, ra := rangesDone(p)
+	s := fmt.Sprintf("%s, ranges %d/%d, %s, keys %s", p.GetState(), rd, ra, of(bd, bt, cli.Humanize), of(kd, kt, count))
+	if p.GetRateBytesPerSec() > 0 {
+		s += ", " + FormatRate(p.GetRateBytesPerSec())
+	}
+	if p.GetEtaSeconds() > 0 {
+		s += ", ETA " + eta(time.Duration(p.GetEtaSeconds()*float64(time.Second)))
+	}
+	return s
+}
+
+// sample is one observation of a node's bytes done.
+type sample struct {
+	at    time.Time
+	bytes uint64
+	rate  float64
+}
+
+// Renderer draws a change's progress on stderr: redrawn in place on a terminal, one line per
+// Every when piped. It measures per-node rates from successive updates. Not safe for
+// concurrent use.
+type Renderer struct {
+	W   io.Writer
+	TTY bool
+	// Every is the interval between lines when piped.
+	Every time.Duration
+	Now   func() time.Time
+
+	last      map[string]sample
+	total     sample
+	drawn     int
+	lastPrint time.Time
+}
+
+// NewRenderer returns a renderer on ios.ErrOut.
+func NewRenderer(ios *cli.IOStreams) *Renderer {
+	return &Renderer{W: ios.ErrOut, TTY: ios.ErrTTY, Every: time.Second, Now: time.Now}
+}
+
+func (r *Renderer) rate(prev sample, now time.Time, bytes uint64) sample {
+	s := sample{at: now, bytes: bytes, rate: prev.rate}
+	if !prev.at.IsZero() {
+		if dt := now.Sub(prev.at).Seconds(); dt > 0.05 && bytes >= prev.bytes {
+			inst := float64(bytes-prev.bytes) / dt
+			if prev.rate == 0 {
+				s.rate = inst
+			} else {
+				s.rate = 0.5*prev.rate + 0.5*inst // smooth the bursts of chunked streaming
+			}
+		} else if dt <= 0.05 {
+			s = prev
+		}
+	}
+	return s
+}
+
+// Update draws p. force draws even when piped and the last line is younger than Every.
+func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
+	now := r.Now()
+	if r.last == nil {
+		r.last = map[string]sample{}
+	}
+	nodes := perNode(p)
+	for _, n := range nodes {
+		s := r.rate(r.last[n.ID], now, n.BytesDone)
+		r.last[n.ID] = s
+		n.Rate = s.rate
+		if n.Rate > 0 && n.BytesTotal > n.BytesDone {
+			n.ETA = time.Duration(float64(n.BytesTotal-n.BytesDone) / n.Rate * float64(time.Second))
+		}
+	}
+	kd, kt, bd, bt := totals(p)
+	r.total = r.rate(r.total, now, bd)
+	rate := p.GetRateBytesPerSec()
+	if rate <= 0 {
+		rate = r.total.rate
+	}
+	var left time.Duration
+	if p.GetEtaSeconds() > 0 {
+		left = time.Duration(p.GetEtaSeconds() * float64(time.Second))
+	} else if rate > 0 && bt > bd {
+		left = time.Duration(float64(bt-bd) / rate * float64(time.Second))
+	}
+	rd, ra := rangesDone(p)
+	head := fmt.Sprintf("change %d %s: %s, ranges %d/%d, bytes %s, keys %s, %s, ETA %s, limit %s",
+		p.GetId(), describe(p.GetPlan().GetRequest()), p.GetState(), rd, ra, of(bd, bt, cli.Humanize), of(kd, kt, count),
+		FormatRate(rate), eta(left), formatLimit(p.GetRateLimitBytes()))
+	if !r.TTY {
+		if !force && !r.lastPrint.IsZero() && now.Sub(r.lastPrint) < r.Every {
+			return
+		}
+		r.lastPrint = now
+		var parts []string
+		for _, n := range nodes {
+			parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, cli.Humanize(n.BytesDone), humanOrQ(n.BytesTotal), FormatRate(n.Rate)))
+		}
+		line := head
+		if len(parts) > 0 {
+			line += "; " + strings.Join(parts, "; ")
+		}
+		fmt.Fprintf(r.W, "%s %s\n", now.Format("15:04:05"), line)
+		return
+	}
+	lines := []string{head}
+	for _, n := range nodes {
+		l := fmt.Sprintf("  -> %-10s ranges %d/%d  bytes %-28s keys %-24s %10s  ETA %s",
+			n.ID, n.RangesDone, n.Ranges, of(n.BytesDone, n.BytesTotal, cli.Humanize), of(n.KeysDone, n.KeysTotal, count), FormatRate(n.Rate), eta(n.ETA))
+		if n.Failed > 0 {
+			l += fmt.Sprintf("  %d failed, retrying: %s", n.Failed, n.LastErr)
+		}
+		lines = append(lines, l)
+	}
+	var b strings.Builder
+	if r.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", r.drawn)
+	}
+	for _, l := range lines {
+		b.WriteString("\r\x1b[2K")
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	for i := len(lines); i < r.drawn; i++ {
+		b.WriteString("\r\x1b[2K\n")
+	}
+	if extra := r.drawn - len(lines); extra > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", extra)
+	}
+	r.drawn = len(lines)
+	io.WriteString(r.W, b.String())
+}
+
+func humanOrQ(n uint64) string {
+	if n == 0 {
+		return "?"
+	}
+	return cli.Humanize(n)
+}
+
+// PrintProgress renders a change's progress as tables on stdout: one line per node and,
+// with ranges, one per range.
+func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) error {
+	if p.GetId() == 0 || p.GetState() == "" || p.GetState() == "none" {
+		_, err := fmt.Fprintln(ios.Out, "no ring change in flight")
+		return err
+	}
+	fmt.Fprintf(ios.Out, "change %d: %s, epoch %d -> %d\n", p.GetId(), describe(p.GetPlan().GetRequest()), p.GetPlan().GetFromEpoch(), p.GetPlan().GetToEpoch())
+	fmt.Fprintf(ios.Out, "%s, limit %s\n", summary(p), formatLimit(p.GetRateLimitBytes()))
+	if p.GetError() != "" {
+		fmt.Fprintf(ios.Out, "error: %s\n", p.GetError())
+	}
+	if p.GetStartedUnix() > 0 {
+		started := time.Unix(p.GetStartedUnix(), 0)
+		fmt.Fprintf(ios.Out, "started %s", started.Format(time.DateTime))
+		if p.GetFinishedUnix() > 0 {
+			fmt.Fprintf(ios.Out, ", finished %s (%s)", time.Unix(p.GetFinishedUnix(), 0).Format(time.DateTime), time.Unix(p.GetFinishedUnix(), 0).Sub(started))
+		}
+		fmt.Fprintln(ios.Out)
+	}
+	t := cli.NewTable(ios, "RECEIVER", "RANGES", "BYTES", "KEYS", "NOTE")
+	for _, n := range perNode(p) {
+		note := ""
+		if n.Failed > 0 {
+			note = fmt.Sprintf("%d failed: %s", n.Failed, n.LastErr)
+		}
+		t.Row(n.ID, fmt.Sprintf("%d/%d", n.RangesDone, n.Ranges), of(n.BytesDone, n.BytesTotal, cli.Humanize), of(n.KeysDone, n.KeysTotal, count), note)
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if !ranges {
+		return nil
+	}
+	t = cli.NewTable(ios, "RANGE", "FROM", "TO", "STATE", "BYTES", "KEYS", "ERROR")
+	for _, r := range p.GetRanges() {
+		m := r.GetMove()
+		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), r.GetState(),
+			of(r.GetBytesDone(), m.GetEstBytes(), cli.Humanize), of(r.GetKeysDone(), m.GetEstKeys(), count), r.GetError())
+	}
+	return t.Render()
+}
+
+func tokenRange(start, end uint64) string {
+	return fmt.Sprintf("(%016x, %016x]", start, end)
+}

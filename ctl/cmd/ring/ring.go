@@ -1,0 +1,172 @@
+// Package ring is `kvctl ring`: show the ring, add and drain nodes, and follow, throttle or
+// abort the ring change in flight.
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/ctl/cli"
+	"ringkv/proto/kvpb"
+)
+
+// MiB is the unit of every --rate: 1 MB/s on the command line is 2^20 bytes per second.
+const MiB = 1 << 20
+
+// errInterrupted: the operator stopped watching (Ctrl-C); the change goes on.
+var errInterrupted = errors.New("stopped watching")
+
+// Deps is what every ring command needs from the factory; tests replace Admin with a fake.
+type Deps struct {
+	IO *cli.IOStreams
+	// Admin returns an Admin client of addr ("" = --addr).
+	Admin func(addr string) (kvpb.AdminClient, error)
+	JSON  func() bool
+	Addr  func() string
+	// Timeout bounds each unary call.
+	Timeout time.Duration
+}
+
+func newDeps(f *cli.Factory) Deps {
+	return Deps{
+		IO:      f.IO,
+		Admin:   f.Admin,
+		JSON:    f.JSON,
+		Addr:    func() string { return f.Addr },
+		Timeout: 10 * time.Second,
+	}
+}
+
+// NewCmdRing returns `kvctl ring` with its subcommands.
+func NewCmdRing(f *cli.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ring",
+		Short: "Show the ring, add or drain nodes, follow and control a ring change",
+		Long: `The ring maps every key to N replicas: each node owns some vnodes (tokens), and a key's
+replicas are the first N distinct nodes clockwise from the key's token.
+
+Adding or draining a node is a ring change: the cluster journals it in raft, streams the
+token ranges that move from a current replica to each new owner (throttled by --rate),
+keeps writing to old and new owners alike while data moves, and flips the ring to the next
+epoch once every range has arrived. Only one change is in flight at a time. A change
+survives crashes of the streaming nodes and of the raft leader; "kvctl ring abort" returns
+the cluster to the old ring.
+
+Rates are in MB/s per receiving node, 1 MB = 2^20 bytes. A change starts at --rate, or at the
+nodes' default (kvnode --change-rate, 64 MB/s) when --rate is unset or 0; "kvctl ring rate 0"
+lifts the throttle of a running change.`,
+		Example: `  kvctl ring show                              vnodes, ownership, keys and bytes per node
+  kvctl ring add n4=10.0.0.4:9090 --dry-run    what would move, and where
+  kvctl ring add n4=10.0.0.4:9090 --rate 50    plan, confirm, stream, show progress
+  kvctl ring drain n2 --yes                    stream n2's ranges away, then retire it
+  kvctl ring status                            follow the change in flight
+  kvctl ring rate 100                          let the change stream faster
+  kvctl ring abort                             cancel it; the old ring stays`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(
+		NewCmdShow(f, nil),
+		NewCmdAdd(f, nil),
+		NewCmdRemove(f, nil),
+		NewCmdStatus(f, nil),
+		NewCmdAbort(f, nil),
+		NewCmdRate(f, nil),
+	)
+	return cmd
+}
+
+// ParseRate parses a throttle in MB/s: "50", "2.5", "50MB/s", "512KB/s", "1G", "0" (unthrottled).
+// It returns bytes per second.
+func ParseRate(s string) (uint64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "/S")
+	t = strings.TrimSuffix(t, "B")
+	t = strings.TrimSuffix(t, "I")
+	mult := float64(MiB)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'M':
+			t = t[:n-1]
+		case 'G':
+			mult, t = 1<<30, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || v > 1e6 {
+		return 0, fmt.Errorf("rate %q: want MB/s, e.g. 50, 2.5 or 512KB/s", s)
+	}
+	return uint64(v * mult), nil
+}
+
+// FormatRate formats bytes per second as MB/s (MiB).
+func FormatRate(bps float64) string {
+	return fmt.Sprintf("%.1f MB/s", bps/MiB)
+}
+
+func formatLimit(b uint64) string {
+	if b == 0 {
+		return "unthrottled"
+	}
+	return FormatRate(float64(b))
+}
+
+// rpcError maps a gRPC error to kvctl's exit codes: a precondition the cluster refuses
+// (a change in flight, a member that exists) exits 3, a bad argument 2, the rest 1.
+func rpcError(addr string, err error) error {
+	s, ok := status.FromError(err)
+	if !ok {
+		return cli.RPCError(addr, err)
+	}
+	switch s.Code() {
+	case codes.FailedPrecondition, codes.AlreadyExists:
+		return cli.RefusedErrorf("node %s: %s", addr, s.Message())
+	case codes.InvalidArgument:
+		return cli.UsageErrorf("node %s: %s", addr, s.Message())
+	}
+	return cli.RPCError(addr, err)
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func kindName(k kvpb.ChangeRequest_Kind) string {
+	switch k {
+	case kvpb.ChangeRequest_ADD:
+		return "add"
+	case kvpb.ChangeRequest_REMOVE:
+		return "remove"
+	case kvpb.ChangeRequest_REBALANCE:
+		return "rebalance"
+	}
+	return "change"
+}
+
+// describe names a change: "add n4 (10.0.0.4:9090)".
+func describe(req *kvpb.ChangeRequest) string {
+	s := kindName(req.GetKind()) + " " + req.GetNodeId()
+	if req.GetGrpcAddr() != "" {
+		s += " (" + req.GetGrpcAddr() + ")"
+	}
+	return s
+}
+
+func terminal(state string) bool {
+	switch state {
+	case "done", "aborted", "failed":
+		return true
+	}
+	return false
+}
+
+func inFlight(p *kvpb.ChangeProgress) bool {
+	return p != nil && p.GetId() != 0 && p.GetState() != "" && p.GetState() != "none" && !terminal(p.GetState())
+}

@@ -1,0 +1,589 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"ringkv/proto/kvpb"
+)
+
+// bins are the kvnode and kvctl binaries, built once for the package.
+type bins struct {
+	kvnode, kvctl string
+}
+
+var (
+	binsOnce sync.Once
+	binsVal  bins
+	binsErr  error
+)
+
+// buildBins builds kvnode and kvctl once per test binary into a directory of the first
+// caller's; later callers reuse them.
+func buildBins(t *testing.T) bins {
+	t.Helper()
+	binsOnce.Do(func() {
+		dir, err := mkdirTemp()
+		if err != nil {
+			binsErr = err
+			return
+		}
+		binsVal = bins{kvnode: filepath.Join(dir, "kvnode"), kvctl: filepath.Join(dir, "kvctl")}
+		for pkg, out := range map[string]string{"ringkv/cmd/kvnode": binsVal.kvnode, "ringkv/cmd/kvctl": binsVal.kvctl} {
+			if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+				binsErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+				return
+			}
+		}
+	})
+	if binsErr != nil {
+		t.Fatal(binsErr)
+	}
+	return binsVal
+}
+
+// tcluster is a set of kvnode processes: founders started with --peers, the others empty,
+// awaiting admission.
+type tcluster struct {
+	t     *testing.T
+	bins  bins
+	peers string
+	nodes []*proc
+	alive map[*proc]bool
+	conns map[string]*grpc.ClientConn
+	mu    sync.Mutex
+	// runs numbers the traffic runs, so each writes keys of its own.
+	runs atomic.Int64
+}
+
+// startCluster starts founders nodes n1..nF founding the cluster and extra empty nodes.
+func startCluster(t *testing.T, founders, extra int) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, bins: buildBins(t), alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
+	base := t.TempDir()
+	var peers []string
+	for i := range founders + extra {
+		p := &proc{id: fmt.Sprintf("n%d", i+1), grpc: freeAddr(t), http: freeAddr(t), admin: freeAddr(t)}
+		p.dir = filepath.Join(base, p.id)
+		c.nodes = append(c.nodes, p)
+		if i < founders {
+			peers = append(peers, p.id+"="+p.grpc)
+		}
+	}
+	c.peers = strings.Join(peers, ",")
+	t.Cleanup(func() { c.stopAll(t) })
+	for i, p := range c.nodes {
+		c.start(p, i < founders)
+	}
+	for _, p := range c.nodes[:founders] {
+		c.waitServing(p)
+	}
+	return c
+}
+
+func (c *tcluster) start(p *proc, founder bool) {
+	peers := ""
+	if founder {
+		peers = c.peers
+	}
+	p.start(c.t, c.bins.kvnode, peers)
+	c.mu.Lock()
+	c.alive[p] = true
+	c.mu.Unlock()
+}
+
+// restart starts a killed node again on its data directory.
+func (c *tcluster) restart(p *proc) {
+	c.start(p, strings.Contains(c.peers, p.id+"="))
+}
+
+// kill sends SIGKILL to p and waits for it to exit.
+func (c *tcluster) kill(p *proc) {
+	c.t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		c.t.Fatalf("kill -9 %s: %v", p.id, err)
+	}
+	<-p.done
+	c.mu.Lock()
+	c.alive[p] = false
+	c.mu.Unlock()
+}
+
+func (c *tcluster) stopAll(t *testing.T) {
+	for _, p := range c.nodes {
+		c.mu.Lock()
+		alive := c.alive[p]
+		c.mu.Unlock()
+		if !alive {
+			continue
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Errorf("SIGTERM %s: %v", p.id, err)
+			continue
+		}
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, tail(p.log, 40))
+			}
+		case <-time.After(20 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+			t.Errorf("%s did not exit within 20s of SIGTERM\n%s", p.id, tail(p.log, 40))
+		}
+	}
+	for _, cc := range c.conns {
+		cc.Close()
+	}
+	if t.Failed() {
+		for _, p := range c.nodes {
+			t.Logf("--- log of %s (last lines):\n%s", p.id, tail(p.log, 60))
+		}
+	}
+}
+
+// tail returns the last n lines of a process log.
+func tail(b *bytes.Buffer, n int) string {
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c *tcluster) node(id string) *proc {
+	for _, p := range c.nodes {
+		if p.id == id {
+			return p
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+func (c *tcluster) conn(p *proc) *grpc.ClientConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.conns[p.grpc]; ok {
+		return cc
+	}
+	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.t.Fatalf("dial %s: %v", p.id, err)
+	}
+	c.conns[p.grpc] = cc
+	return cc
+}
+
+func (c *tcluster) kv(p *proc) kvpb.KVClient       { return kvpb.NewKVClient(c.conn(p)) }
+func (c *tcluster) admin(p *proc) kvpb.AdminClient { return kvpb.NewAdminClient(c.conn(p)) }
+
+func (c *tcluster) waitServing(p *proc) {
+	c.t.Helper()
+	waitFor(c.t, 30*time.Second, p.id+" serving", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := c.kv(p).Put(ctx, &kvpb.PutRequest{Key: []byte("probe-" + p.id), Value: []byte("x"), Ack: 3})
+		return err
+	})
+}
+
+// valueOf is the value the loader writes for key.
+func valueOf(key string, size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = key[i%len(key)]
+	}
+	return b
+}
+
+// load writes n keys "k000000".. with ack=3 from workers parallel writers over nodes and
+// returns their logical size (key + value bytes). ack=3, not ack=1: a replica write that
+// times out under an ack=1 load leaves the key on fewer replicas (no hints), and a ring change
+// that streams the range from a replica without it would make a prior key unreadable for
+// reasons that are not the change's fault.
+func (c *tcluster) load(nodes []*proc, n, size, workers int) uint64 {
+	c.t.Helper()
+	start := time.Now()
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			kv := c.kv(nodes[w%len(nodes)])
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				key := fmt.Sprintf("k%06d", i)
+				var err error
+				for range 5 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err = kv.Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: valueOf(key, size), Ack: 3})
+					cancel()
+					if err == nil {
+						break
+					}
+				}
+				if err != nil && failed.Add(1) <= 5 {
+					c.t.Errorf("load %s: %v", key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		c.t.Fatalf("load: %d of %d keys not written", failed.Load(), n)
+	}
+	c.t.Logf("loaded %d keys of %d bytes in %s", n, size, time.Since(start).Round(time.Millisecond))
+	return uint64(n) * uint64(len("k000000")+size)
+}
+
+// traffic is a writer of ack=2 PUTs and a reader of quorum GETs of prior keys, running
+// until stop.
+type traffic struct {
+	mu       sync.Mutex
+	acked    map[string]string
+	attempts int
+	writeErr map[string]int
+	reads    int
+	readErr  map[string]int
+	// wrong lists reads that returned a wrong value or NotFound for a key known to exist.
+	wrong []string
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// startTraffic runs writers and one reader through nodes (chosen round robin). prior is the
+// number of keys load wrote.
+func (c *tcluster) startTraffic(nodes []*proc, writers, prior, size int) *traffic {
+	ctx, stop := context.WithCancel(context.Background())
+	tr := &traffic{acked: map[string]string{}, writeErr: map[string]int{}, readErr: map[string]int{}, stop: stop}
+	run := c.runs.Add(1)
+	for w := range writers {
+		tr.wg.Go(func() {
+			for seq := 0; ctx.Err() == nil; seq++ {
+				key := fmt.Sprintf("w%d-%d-%d", run, w, seq)
+				val := "value-" + key
+				p := nodes[(seq+w)%len(nodes)]
+				rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				_, err := c.kv(p).Put(rctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte(val), Ack: 2})
+				cancel()
+				tr.mu.Lock()
+				tr.attempts++
+				if err == nil {
+					tr.acked[key] = val
+				} else if ctx.Err() == nil {
+					tr.writeErr[status.Code(err).String()]++
+				}
+				tr.mu.Unlock()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // do not spin on a node that is down
+				}
+			}
+		})
+	}
+	tr.wg.Go(func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for seq := 0; ctx.Err() == nil; seq++ {
+			key := fmt.Sprintf("k%06d", rng.IntN(prior))
+			p := nodes[seq%len(nodes)]
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			resp, err := c.kv(p).Get(rctx, &kvpb.GetRequest{Key: []byte(key)})
+			cancel()
+			tr.mu.Lock()
+			tr.reads++
+			switch {
+			case err == nil && !bytes.Equal(resp.GetValue(), valueOf(key, size)):
+				tr.wrong = append(tr.wrong, fmt.Sprintf("%s via %s: got %q", key, p.id, trunc(resp.GetValue())))
+			case status.Code(err) == codes.NotFound:
+				tr.wrong = append(tr.wrong, fmt.Sprintf("%s via %s: not found", key, p.id))
+			case err != nil && ctx.Err() == nil:
+				tr.readErr[status.Code(err).String()]++
+			}
+			tr.mu.Unlock()
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	return tr
+}
+
+func trunc(b []byte) string {
+	if len(b) > 16 {
+		return string(b[:16]) + "..."
+	}
+	return string(b)
+}
+
+// finish stops the traffic and returns a copy of the acknowledged writes.
+func (tr *traffic) finish(t *testing.T) map[string]string {
+	t.Helper()
+	tr.stop()
+	tr.wg.Wait()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	t.Logf("traffic: %d of %d ack=2 writes acknowledged (errors %v); %d quorum reads (errors %v, wrong %d)",
+		len(tr.acked), tr.attempts, tr.writeErr, tr.reads, tr.readErr, len(tr.wrong))
+	for i, w := range tr.wrong {
+		if i == 10 {
+			break
+		}
+		t.Errorf("read during the change: %s, want the loaded value", w)
+	}
+	out := make(map[string]string, len(tr.acked))
+	for k, v := range tr.acked {
+		out[k] = v
+	}
+	return out
+}
+
+func (tr *traffic) count() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.acked)
+}
+
+func (tr *traffic) errors() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, v := range tr.writeErr {
+		n += v
+	}
+	for _, v := range tr.readErr {
+		n += v
+	}
+	return n
+}
+
+// checkReads reads every prior key and every acknowledged write with the default quorum,
+// each through one node in turn, and a sample of sample prior keys through every node.
+func (c *tcluster) checkReads(nodes []*proc, prior, size int, acked map[string]string, sample int) {
+	c.t.Helper()
+	start := time.Now()
+	type job struct {
+		key  string
+		want []byte
+		via  *proc
+	}
+	jobs := make(chan job, 256)
+	var missing atomic.Int64
+	var mu sync.Mutex
+	var examples []string
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for j := range jobs {
+				var resp *kvpb.GetResponse
+				var err error
+				for range 3 { // a transient Unavailable is retried; a wrong answer is not
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					resp, err = c.kv(j.via).Get(ctx, &kvpb.GetRequest{Key: []byte(j.key)})
+					cancel()
+					if err == nil || status.Code(err) == codes.NotFound {
+						break
+					}
+				}
+				if err != nil || !bytes.Equal(resp.GetValue(), j.want) {
+					missing.Add(1)
+					mu.Lock()
+					if len(examples) < 10 {
+						examples = append(examples, fmt.Sprintf("GET %s via %s: got %q (err %v), want %q", j.key, j.via.id, trunc(resp.GetValue()), err, trunc(j.want)))
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	total := 0
+	for i := range prior {
+		key := fmt.Sprintf("k%06d", i)
+		jobs <- job{key, valueOf(key, size), nodes[i%len(nodes)]}
+		total++
+		if i < sample {
+			for k, p := range nodes {
+				if k != i%len(nodes) {
+					jobs <- job{key, valueOf(key, size), p}
+					total++
+				}
+			}
+		}
+	}
+	keys := make([]string, 0, len(acked))
+	for k := range acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		for j, p := range nodes {
+			if i < sample || j == i%len(nodes) {
+				jobs <- job{k, []byte(acked[k]), p}
+				total++
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	for _, e := range examples {
+		c.t.Error(e)
+	}
+	if n := missing.Load(); n > 0 {
+		c.t.Fatalf("%d of %d quorum reads did not return the written value", n, total)
+	}
+	c.t.Logf("checked %d quorum reads (%d prior keys, %d acknowledged writes, %d of each through every node) in %s",
+		total, prior, len(acked), sample, time.Since(start).Round(time.Millisecond))
+}
+
+// kvctlResult is one run of the kvctl binary.
+type kvctlResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// kvctl runs the kvctl binary against node p and waits for it.
+func (c *tcluster) kvctl(ctx context.Context, p *proc, args ...string) kvctlResult {
+	cmd := c.kvctlCmd(ctx, p, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("run kvctl %v: %v", args, err)
+	}
+	c.t.Logf("kvctl %s -> exit %d", strings.Join(args, " "), code)
+	return kvctlResult{out.String(), errOut.String(), code}
+}
+
+func (c *tcluster) kvctlCmd(ctx context.Context, p *proc, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, c.bins.kvctl, append([]string{"--addr", p.grpc}, args...)...)
+}
+
+// progressOf decodes kvctl's -o json result.
+func progressOf(t *testing.T, r kvctlResult) *kvpb.ChangeProgress {
+	t.Helper()
+	p := &kvpb.ChangeProgress{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(r.stdout), p); err != nil {
+		t.Fatalf("decode kvctl result %q: %v\nstderr:\n%s", r.stdout, err, r.stderr)
+	}
+	return p
+}
+
+// ringOf returns p's Ring with counts.
+func (c *tcluster) ringOf(p *proc) *kvpb.RingResponse {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.admin(p).Ring(ctx, &kvpb.RingRequest{WithCounts: true})
+	if err != nil {
+		c.t.Fatalf("ring of %s: %v", p.id, err)
+	}
+	return r
+}
+
+func ownershipOf(r *kvpb.RingResponse, id string) *kvpb.NodeOwnership {
+	for _, o := range r.GetOwnership() {
+		if o.GetId() == id {
+			return o
+		}
+	}
+	return nil
+}
+
+// streamedBytes sums what the receivers report having streamed for the last change (their
+// local progress, counted by each receiver's mover since it started).
+func (c *tcluster) streamedBytes(receivers []*proc) (keys, bytes uint64) {
+	c.t.Helper()
+	for _, p := range receivers {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		lp, err := c.admin(p).ChangeStatus(ctx, &kvpb.ChangeStatusRequest{Local: true})
+		cancel()
+		if err != nil {
+			c.t.Fatalf("local progress of %s: %v", p.id, err)
+		}
+		for _, r := range lp.GetRanges() {
+			keys += r.GetKeysDone()
+			bytes += r.GetBytesDone()
+		}
+	}
+	return keys, bytes
+}
+
+// waitEpochEverywhere waits until every node in nodes routes by epoch at least epoch.
+func (c *tcluster) waitEpochEverywhere(nodes []*proc, epoch uint64) {
+	c.t.Helper()
+	for _, p := range nodes {
+		waitFor(c.t, 30*time.Second, p.id+" at epoch", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
+			if err != nil {
+				return err
+			}
+			if info.GetEpoch() < epoch {
+				return fmt.Errorf("epoch %d, want %d", info.GetEpoch(), epoch)
+			}
+			return nil
+		})
+	}
+}
+
+// leader returns the founder that leads raft.
+func (c *tcluster) leader(among []*proc) *proc {
+	c.t.Helper()
+	var found *proc
+	waitFor(c.t, 20*time.Second, "a raft leader", func() error {
+		for _, p := range among {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
+			cancel()
+			if err == nil && info.GetRaftRole() == "leader" {
+				found = p
+				return nil
+			}
+		}
+		return errors.New("no node says leader")
+	})
+	return found
+}
+
+// changeStatus returns the change progress as p sees it.
+func (c *tcluster) changeStatus(p *proc) (*kvpb.ChangeProgress, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.admin(p).ChangeStatus(ctx, &kvpb.ChangeStatusRequest{})
+}
+
+func mkdirTemp() (string, error) { return os.MkdirTemp("", "ringkv-test-bins-") }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binsVal.kvnode != "" {
+		os.RemoveAll(filepath.Dir(binsVal.kvnode))
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,160 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"ringkv/proto/kvpb"
+)
+
+// latencySample is one client request: when it was meant to start and how long it took from
+// then (the open model: a late send counts against the request).
+type latencySample struct {
+	intended time.Time
+	latency  time.Duration
+	err      error
+}
+
+// openLoad issues rate requests per second (90% GET, 10% PUT with the default quorum) over
+// workers connections through nodes until ctx ends, each request at its intended time.
+func openLoad(ctx context.Context, c *tcluster, nodes []*proc, rate float64, workers, keys, size int) []latencySample {
+	var mu sync.Mutex
+	var out []latencySample
+	var wg sync.WaitGroup
+	start := time.Now()
+	every := time.Duration(float64(time.Second) * float64(workers) / rate)
+	for w := range workers {
+		wg.Go(func() {
+			kv := c.kv(nodes[w%len(nodes)])
+			var mine []latencySample
+			for i := 0; ; i++ {
+				intended := start.Add(time.Duration(i)*every + time.Duration(w)*every/time.Duration(workers))
+				if d := time.Until(intended); d > 0 {
+					select {
+					case <-ctx.Done():
+						mu.Lock()
+						out = append(out, mine...)
+						mu.Unlock()
+						return
+					case <-time.After(d):
+					}
+				} else if ctx.Err() != nil {
+					mu.Lock()
+					out = append(out, mine...)
+					mu.Unlock()
+					return
+				}
+				key := fmt.Sprintf("k%06d", (i*workers+w)*7919%keys)
+				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				var err error
+				if i%10 == 9 {
+					_, err = kv.Put(rctx, &kvpb.PutRequest{Key: []byte(key), Value: valueOf(key, size)})
+				} else {
+					_, err = kv.Get(rctx, &kvpb.GetRequest{Key: []byte(key)})
+				}
+				cancel()
+				mine = append(mine, latencySample{intended, time.Since(intended), err})
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// phase summarises the samples intended in [from, to).
+func phase(s []latencySample, from, to time.Time) (n, errs int, p50, p99, max time.Duration) {
+	var ls []time.Duration
+	for _, x := range s {
+		if x.intended.Before(from) || !x.intended.Before(to) {
+			continue
+		}
+		if x.err != nil {
+			errs++
+		}
+		ls = append(ls, x.latency)
+	}
+	if len(ls) == 0 {
+		return 0, errs, 0, 0, 0
+	}
+	slices.Sort(ls)
+	at := func(p float64) time.Duration { return ls[min(len(ls)-1, int(p*float64(len(ls))))] }
+	return len(ls), errs, at(0.50), at(0.99), ls[len(ls)-1]
+}
+
+// TestRingAddBench measures an add under client load: the streaming rate and the clients'
+// p99 before, during and after. Run with RINGKV_BENCH=1 (docs/bench.md, "Ring changes").
+// RINGKV_BENCH_RATE sets kvctl's --rate (default 0: unthrottled).
+func TestRingAddBench(t *testing.T) {
+	if os.Getenv("RINGKV_BENCH") == "" {
+		t.Skip("set RINGKV_BENCH=1 to run the ring-change benchmark")
+	}
+	rate := os.Getenv("RINGKV_BENCH_RATE")
+	if rate == "" {
+		rate = "0"
+	}
+	const keys, size, clientRate, phaseLen = 100_000, 1024, 1000.0, 10 * time.Second
+	c := startCluster(t, 3, 1)
+	founders, n4 := c.nodes[:3], c.nodes[3]
+	c.load(founders, keys, size, 32)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var samples []latencySample
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		samples = openLoad(ctx, c, founders, clientRate, 16, keys, size)
+	}()
+	// A warm-up first: badger compacts what the load wrote.
+	warm := time.Now()
+	waitFor(t, 3*phaseLen, "the warm-up", func() error {
+		if time.Since(warm) < 2*phaseLen {
+			return fmt.Errorf("%s of %s", time.Since(warm).Round(time.Second), 2*phaseLen)
+		}
+		return nil
+	})
+	t0 := time.Now()
+	waitFor(t, 2*phaseLen, "the before phase", func() error {
+		if time.Since(t0) < phaseLen {
+			return fmt.Errorf("%s of %s", time.Since(t0).Round(time.Second), phaseLen)
+		}
+		return nil
+	})
+	t1 := time.Now()
+	res := c.kvctl(context.Background(), founders[0], "ring", "add", n4.id+"="+n4.grpc, "--yes", "--rate", rate, "-o", "json")
+	t2 := time.Now()
+	if res.code != 0 {
+		stop()
+		<-done
+		t.Fatalf("kvctl ring add: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	waitFor(t, 2*phaseLen, "the after phase", func() error {
+		if time.Since(t2) < phaseLen {
+			return fmt.Errorf("%s of %s", time.Since(t2).Round(time.Second), phaseLen)
+		}
+		return nil
+	})
+	t3 := time.Now()
+	stop()
+	<-done
+
+	p := progressOf(t, res)
+	keysMoved, moved := c.streamedBytes([]*proc{n4})
+	secs := t2.Sub(t1).Seconds()
+	t.Logf("add with --rate %s: state %s; %d keys, %.1f MiB streamed into n4 in %.2fs (kvctl wall time, plan included): %.1f MiB/s",
+		rate, p.GetState(), keysMoved, float64(moved)/(1<<20), secs, float64(moved)/(1<<20)/secs)
+	if d := p.GetFinishedUnix() - p.GetStartedUnix(); d > 0 {
+		t.Logf("journaled start to commit: %ds (1s resolution): %.1f MiB/s", d, float64(moved)/(1<<20)/float64(d))
+	}
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+	}{{"before", t0, t1}, {"during", t1, t2}, {"after", t2, t3}} {
+		n, errs, p50, p99, mx := phase(samples, ph.from, ph.to)
+		t.Logf("%-6s %5d requests, %d errors, p50 %s, p99 %s, max %s", ph.name, n, errs, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
+	}
+}
