@@ -530,11 +530,16 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 	if _, err := admin.AbortChange(context.Background(), &kvpb.AbortChangeRequest{}); status.Code(err) != codes.NotFound {
 		t.Errorf("second abort: got %v, want NotFound", err)
 	}
-	for _, i := range []int{0, 1, 2} {
-		if v := c.Node(i).View(); v.Next != nil || v.Current.Epoch() != epoch || len(v.Current.Members()) != 3 {
-			t.Errorf("%s after the abort: epoch %d, %d members, changing %v; want epoch %d, 3 members", c.Config(i).ID, v.Current.Epoch(), len(v.Current.Members()), v.Changing(), epoch)
+	// The node that answered has applied the abort; the others apply it from the raft log
+	// within a heartbeat or so.
+	succeedsSoon(t, 5*time.Second, func() error {
+		for _, i := range []int{0, 1, 2} {
+			if v := c.Node(i).View(); v.Next != nil || v.Current.Epoch() != epoch || len(v.Current.Members()) != 3 {
+				return fmt.Errorf("%s after the abort: epoch %d, %d members, changing %v; want epoch %d, 3 members", c.Config(i).ID, v.Current.Epoch(), len(v.Current.Members()), v.Changing(), epoch)
+			}
 		}
-	}
+		return nil
+	})
 	for k, v := range acked {
 		want[k] = v
 	}

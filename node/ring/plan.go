@@ -35,10 +35,16 @@ func MovedFraction(moves []Move) float64 {
 
 // Plan diffs two rings. For every range between consecutive tokens of either ring it compares
 // the replica sets (Lookup with each ring's Replicas()) and, for each member that replicates the
-// range in next but not in old, emits a Move from a member of the old set: preferably one that
-// stays a replica, the one that has been given least to send so far (spreading the streaming
-// load), first in preference order among equals. Adjacent moves with the same source and target
-// are merged. Moves are sorted by Start, then Target. A nil ring gives no moves.
+// range in next but not in old, emits a Move from a member of the old set.
+//
+// The source is the replica the new member displaces (a member of the old set that is not in the
+// next one), paired in preference order: its copy is the one that leaves the replica set, so
+// streaming exactly that copy keeps every version the old set held, including a write that
+// reached only some replicas (ack < N) — Cassandra's "consistent range movement". Only where there
+// is no displaced replica left (the set grows, e.g. a cluster smaller than N gains a member) does
+// the source fall back to a staying replica, the one given least to send so far. The mover falls
+// back to the range's other replicas when the source does not answer. Adjacent moves with the same
+// source and target are merged. Moves are sorted by Start, then Target. A nil ring gives no moves.
 func Plan(old, next *Ring) []Move {
 	if old == nil || next == nil {
 		return nil
@@ -59,9 +65,12 @@ func Plan(old, next *Ring) []Move {
 			return
 		}
 		stay := make([]string, 0, len(gOld))
+		var leaving []string
 		for _, id := range gOld {
 			if slices.Contains(gNext, id) {
 				stay = append(stay, id)
+			} else {
+				leaving = append(leaving, id)
 			}
 		}
 		if len(stay) == 0 {
@@ -72,10 +81,15 @@ func Plan(old, next *Ring) []Move {
 			if slices.Contains(gOld, tgt) {
 				continue
 			}
-			src := stay[0]
-			for _, s := range stay[1:] {
-				if sent[s] < sent[src] {
-					src = s
+			var src string
+			if len(leaving) > 0 {
+				src, leaving = leaving[0], leaving[1:]
+			} else {
+				src = stay[0]
+				for _, s := range stay[1:] {
+					if sent[s] < sent[src] {
+						src = s
+					}
 				}
 			}
 			sent[src] += f

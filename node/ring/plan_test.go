@@ -28,7 +28,13 @@ func checkPlan(t *testing.T, old, next *Ring, moves []Move) {
 				want = append(want, id)
 			}
 		}
-		var got []string
+		displaced := 0
+		for _, id := range os {
+			if !slices.Contains(ns, id) {
+				displaced++
+			}
+		}
+		var got, sources []string
 		for _, m := range moves {
 			if !m.Contains(tok) {
 				continue
@@ -37,6 +43,12 @@ func checkPlan(t *testing.T, old, next *Ring, moves []Move) {
 			if !slices.Contains(os, m.Source) {
 				t.Fatalf("token %#x: move %v has source outside the old replicas %v", tok, m, os)
 			}
+			// Consistent range movement: while displaced replicas remain, each target streams
+			// from a distinct displaced one, never from a replica that stays.
+			if len(sources) < displaced && (slices.Contains(ns, m.Source) || slices.Contains(sources, m.Source)) {
+				t.Fatalf("token %#x: move %v streams from %s, want a displaced replica of old %v next %v", tok, m, m.Source, os, ns)
+			}
+			sources = append(sources, m.Source)
 		}
 		slices.Sort(got)
 		slices.Sort(want)
@@ -62,13 +74,16 @@ func TestPlanSmall(t *testing.T) {
 		want      []Move
 	}{
 		{"same ring", three, three, nil},
+		// The source is always the replica that leaves the set: (100,150] goes from {b,c} to
+		// {d,b}, so c's copy moves to d; (300,100] goes from {a,b} to {a,d}, so b's copy does.
 		{"add d at 150", three, four, []Move{
-			{Start: 100, End: 150, Source: "b", Target: "d"},
-			{Start: 300, End: 100, Source: "a", Target: "d"},
+			{Start: 100, End: 150, Source: "c", Target: "d"},
+			{Start: 300, End: 100, Source: "b", Target: "d"},
 		}},
+		// A removed member streams its own copies to the members that replace it.
 		{"remove d", four, three, []Move{
-			{Start: 100, End: 150, Source: "b", Target: "c"},
-			{Start: 300, End: 100, Source: "a", Target: "b"},
+			{Start: 100, End: 150, Source: "d", Target: "c"},
+			{Start: 300, End: 100, Source: "d", Target: "b"},
 		}},
 	}
 	for _, tt := range tests {
