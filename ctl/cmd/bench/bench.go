@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/cmd/pprof"
 	"ringkv/loadgen"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -43,6 +46,12 @@ type Options struct {
 	FindMax  bool
 	SLO      string
 	FindMaxC loadgen.FindMaxConfig
+	// Profile lists the profile kinds captured from every node during the measured phase
+	// (cpu, mutex, block, heap, allocs, goroutine, trace), written to ProfileDir.
+	Profile    []string
+	ProfileDir string
+	// Factory resolves the cluster's nodes and dials them for --profile.
+	Factory *cli.Factory
 
 	slo loadgen.SLO
 }
@@ -57,6 +66,7 @@ func NewCmdBench(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		JSON:     f.JSON,
 		Config:   loadgen.DefaultConfig(),
 		FindMaxC: loadgen.DefaultFindMaxConfig(),
+		Factory:  f,
 	}
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -98,6 +108,9 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
   # the highest rate whose p99 stays under 10 ms (ramp, then bisection)
   kvctl bench --find-max --slo p99=10ms,p999=50ms --step 5s
 
+  # CPU and mutex profiles from every node during the measured 30 s, files named after the run
+  kvctl bench --rate 5000 --duration 30s --profile cpu,mutex --profile-dir prof/
+
   # compare two runs
   kvctl bench --rate 5000 --json > before.json
   kvctl bench --rate 5000 --json > after.json
@@ -128,6 +141,8 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.StringVar(&o.Hlog, "hlog", "", "write an HdrHistogram interval log, one histogram per second, to `FILE`")
 	fl.BoolVar(&o.ByNode, "by-node", false, "break latency and errors down per operation and per primary node of the key")
 	fl.BoolVar(&o.Quiet, "quiet", false, "no live line on stderr")
+	fl.StringSliceVar(&o.Profile, "profile", nil, "capture these profiles from every node during the measured phase: cpu,mutex,block,heap,allocs,goroutine,trace")
+	fl.StringVar(&o.ProfileDir, "profile-dir", ".", "directory for --profile files (bench-<time>-<node>-<kind>.pb.gz)")
 	fl.BoolVar(&o.FindMax, "find-max", false, "search the highest rate that holds --slo")
 	fl.StringVar(&o.SLO, "slo", "p99=10ms", "objectives for --find-max: p50=, p99=, p999=, max= durations, comma-separated")
 	fl.DurationVar(&o.FindMaxC.Step, "step", o.FindMaxC.Step, "measured duration of each --find-max step")
@@ -180,6 +195,14 @@ func (o *Options) complete(cmd *cobra.Command) error {
 		if cmd.Flags().Changed("rate") {
 			return cli.UsageErrorf("--find-max chooses the rates: use --start, not --rate")
 		}
+	}
+	for _, k := range o.Profile {
+		if !slices.Contains(profileKinds, k) {
+			return cli.UsageErrorf("--profile %q: want some of %s", k, strings.Join(profileKinds, ","))
+		}
+	}
+	if len(o.Profile) > 0 && o.FindMax {
+		return cli.UsageErrorf("--profile goes with a constant-rate run, not --find-max")
 	}
 	if err := o.Config.Validate(); err != nil {
 		return cli.UsageErrorf("%s", err)
@@ -274,6 +297,9 @@ func (o *Options) endLive() {
 
 func fmtMs(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
 
+// profileKinds are the kinds --profile takes (those kvctl pprof captures).
+var profileKinds = []string{"cpu", "heap", "allocs", "mutex", "block", "goroutine", "trace"}
+
 // ErrInvalidResult marks a run whose generator could not keep its schedule.
 var ErrInvalidResult = errors.New("result invalid")
 
@@ -294,8 +320,10 @@ func (o *Options) run(ctx context.Context) error {
 	if o.FindMax {
 		return o.runFindMax(ctx, cfg, t, name)
 	}
+	profiled := o.startProfiles(ctx, cfg)
 	res, err := loadgen.Run(ctx, cfg, t)
 	o.endLive()
+	profiled()
 	if err != nil {
 		return cli.UsageErrorf("%s", err)
 	}
@@ -313,6 +341,42 @@ func (o *Options) run(ctx context.Context) error {
 		return fmt.Errorf("%w: %s", ErrInvalidResult, res.InvalidReason)
 	}
 	return nil
+}
+
+// startProfiles starts the --profile captures: when the warmup ends, every node profiles for
+// the measured duration. The returned func waits for them and reports the files on stderr.
+func (o *Options) startProfiles(ctx context.Context, cfg loadgen.Config) (wait func()) {
+	if len(o.Profile) == 0 {
+		return func() {}
+	}
+	prefix := "bench-" + time.Now().Format("20060102-150405")
+	seconds := max(int(cfg.Duration/time.Second), 1)
+	done := make(chan struct{})
+	var files []string
+	var err error
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		case <-time.After(cfg.Warmup):
+		}
+		var nodes []pprof.Node
+		if nodes, err = pprof.ResolveNodes(ctx, o.Factory, "", true); err != nil {
+			return
+		}
+		files, err = pprof.Capture(ctx, o.Factory, nodes, o.Profile, seconds, o.ProfileDir, prefix)
+	}()
+	return func() {
+		<-done
+		for _, f := range files {
+			fmt.Fprintf(o.IO.ErrOut, "profile: %s\n", f)
+		}
+		if err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "profile: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+	}
 }
 
 func (o *Options) writeFiles(res *loadgen.Result) error {

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"go.uber.org/goleak"
 
 	"ringkv/ctl/cli"
@@ -57,6 +59,13 @@ func TestNewCmdBenchFlags(t *testing.T) {
 			}
 		}},
 		{name: "closed loop", args: []string{"--rate", "0"}},
+		{name: "profiles", args: []string{"--profile", "cpu,mutex", "--profile-dir", "prof"}, check: func(t *testing.T, o *Options) {
+			if !slices.Equal(o.Profile, []string{"cpu", "mutex"}) || o.ProfileDir != "prof" {
+				t.Errorf("got profile %v dir %q, want [cpu mutex] prof", o.Profile, o.ProfileDir)
+			}
+		}},
+		{name: "bad profile", args: []string{"--profile", "flame"}, wantErr: cli.ErrUsage},
+		{name: "profile with find-max", args: []string{"--profile", "cpu", "--find-max"}, wantErr: cli.ErrUsage},
 		{name: "bad workload", args: []string{"--workload", "scan"}, wantErr: cli.ErrUsage},
 		{name: "bad dist", args: []string{"--key-dist", "zipf:0.5"}, wantErr: cli.ErrUsage},
 		{name: "bad size", args: []string{"--value-size", "9-1"}, wantErr: cli.ErrUsage},
@@ -156,6 +165,26 @@ func TestBenchCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// --profile: every node profiles during the measured phase; files named after the run.
+	// (heap and mutex: in-process nodes share one CPU profiler, which admits one capture.)
+	pdir := t.TempDir()
+	run(t, f, out, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--max-lag", "10s", "-c", "4",
+		"--keys", "300", "--quiet", "--profile", "heap,mutex", "--profile-dir", pdir)
+	profs, _ := filepath.Glob(filepath.Join(pdir, "bench-*.pb.gz"))
+	if len(profs) != 6 {
+		t.Errorf("--profile heap,mutex on 3 nodes wrote %v, want 6 bench-*.pb.gz files", profs)
+	}
+	for _, p := range profs {
+		fh, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := profile.Parse(fh); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+		fh.Close()
+	}
+
 	got = run(t, f, out, "diff", files["http"], files["grpc"])
 	for _, want := range []string{"rate achieved", "p99", "max"} {
 		if !strings.Contains(got, want) {
