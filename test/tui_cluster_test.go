@@ -2,8 +2,10 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"ringkv/node"
+	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 	"ringkv/tui"
 )
@@ -234,5 +237,98 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second))
 	if _, ok := fm.(tui.Model); !ok {
 		t.Fatalf("got final model %T, want tui.Model", fm)
+	}
+}
+
+// TestTUIHotRangeInOwnersRow writes one key over and over on a real cluster: every replica
+// counts the writes in its own per-vnode stats, and the console's heatmap shows the key's
+// range hot once — in the row of the node that owns the range, first in the hottest list
+// with the owner first among its replicas.
+func TestTUIHotRangeInOwnersRow(t *testing.T) {
+	tc := startTUICluster(t)
+	var model tea.Model = tui.New(tui.Options{Source: tc.src, Start: tui.ScreenHeatmap})
+	step := func(msg tea.Msg) { model, _ = model.Update(msg) }
+	step(tea.WindowSizeMsg{Width: 160, Height: 48})
+	render := func() string { return ansi.Strip(model.(tui.Model).Render()) }
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	rg, err := tc.src.Ring(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("ring: %v", err)
+	}
+	step(tui.RingMsg{Resp: rg})
+
+	// The key's range: the first token at or after the key's token (wrapping), its owner, and
+	// the token before it.
+	key := []byte("hot-key")
+	kt := ring.Token(key)
+	type tok struct {
+		t  uint64
+		id string
+	}
+	var toks []tok
+	for _, m := range rg.GetRing().GetMembers() {
+		for _, x := range m.GetTokens() {
+			toks = append(toks, tok{x, m.GetId()})
+		}
+	}
+	sort.Slice(toks, func(i, j int) bool { return toks[i].t < toks[j].t })
+	i := sort.Search(len(toks), func(i int) bool { return toks[i].t >= kt }) % len(toks)
+	end, owner := toks[i], toks[i].id
+	start := toks[(i+len(toks)-1)%len(toks)].t
+	wantRange := fmt.Sprintf("%08x…%08x", start>>32, end.t>>32)
+
+	kv, err := grpc.NewClient(tc.c.Node(0).Addrs().GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	wctx, stopWrites := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopWrites()
+	wg.Go(func() {
+		c := kvpb.NewKVClient(kv)
+		for wctx.Err() == nil {
+			_, _ = c.Put(wctx, &kvpb.PutRequest{Key: key, Value: []byte("v")})
+		}
+	})
+
+	// hottest returns the first line of the hottest list.
+	hottest := func(s string) string {
+		lines := strings.Split(s, "\n")
+		for j, l := range lines {
+			if strings.HasPrefix(l, "hottest vnodes") && j+2 < len(lines) {
+				return lines[j+2]
+			}
+		}
+		return ""
+	}
+	deadline := time.After(15 * time.Second)
+	for !strings.Contains(hottest(render()), wantRange) {
+		select {
+		case s, ok := <-tc.src.Stats():
+			if !ok {
+				t.Fatal("stats stream closed")
+			}
+			step(tui.StatsMsg{Stats: s})
+		case <-deadline:
+			t.Fatalf("range %s of %s (key token %016x) not the hottest within 15s:\n%s", wantRange, owner, kt, render())
+		}
+	}
+	s := render()
+	f := strings.Fields(hottest(s))
+	if len(f) < 3 || f[1] != owner || !strings.HasPrefix(f[2], owner+",") || strings.Count(f[2], ",") != 2 {
+		t.Errorf("hottest %q: want owner %s, then 3 replicas with %s first", hottest(s), owner, owner)
+	}
+	var marked []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "▲") && !strings.Contains(l, "hottest") {
+			marked = append(marked, l)
+		}
+	}
+	if len(marked) != 1 || !strings.HasPrefix(marked[0], owner+" ") {
+		t.Errorf("got the hot mark on %d lines %q, want one: %s's row", len(marked), marked, owner)
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // FakeSource is a Source with known numbers, for tests and screenshots: three nodes n1..n3
-// with FakeVnodes vnodes each, interleaved on the ring, one hot vnode on n2, and a script of
+// with FakeVnodes vnodes each, interleaved on the ring, one hot vnode owned by n2, and a script of
 // FakeSamples stats samples per node already queued on Stats. Send queues more.
 type FakeSource struct {
 	StatusResp *kvpb.StatusResponse
@@ -54,34 +54,39 @@ func NewFakeSource() *FakeSource {
 	}
 	f.changes <- fakeChange()
 	for s := 0; s < FakeSamples; s++ {
-		for i, m := range members {
-			f.stats <- fakeStats(m, i, s, step)
+		for i := range members {
+			f.stats <- fakeStats(members, i, s, step)
 		}
 	}
 	return f
 }
 
-// fakeStats is node i's sample number s: steady per-vnode load, n2's 10th vnode hot, and an
-// ops/s series that rises and falls so the sparkline has a shape.
-func fakeStats(m *kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
+// fakeStats is node i's sample number s. As a real node does, it reports every range it
+// replicates (with N=3 on three nodes: all of them): reads spread over the three replicas,
+// writes reach each. The load is steady per range, the 10th range n2 owns is hot, and the
+// node's ops/s rises and falls so the sparkline has a shape.
+func fakeStats(members []*kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
+	m := members[i]
 	ns := &kvpb.NodeStats{Id: m.Id, Epoch: 7, State: "UP"}
 	var ops float64
-	for k, t := range m.Tokens {
-		v := &kvpb.VnodeStats{
-			Token:     t,
-			Start:     t - step,
-			Reads_1S:  float64((k*37+i*11)%50 + 1),
-			Writes_1S: float64((k*13+i*7)%20 + 1),
-			Keys:      uint64(100 + k*3 + i),
-			Bytes:     uint64(100+k*3+i) * fakeBytesPerKey,
+	for k := range FakeNodes * FakeVnodes {
+		o, ko := k%FakeNodes, k/FakeNodes // owner and the owner's vnode number
+		reads, writes := float64((ko*37+o*11)%50+1), float64((ko*13+o*7)%20+1)
+		if o == 1 && ko == 9 {
+			reads, writes = 4000, 1000
 		}
-		if i == 1 && k == 9 {
-			v.Reads_1S, v.Writes_1S = 4000, 1000
+		t := uint64(k+1) * step
+		keys := uint64(100 + ko*3 + o)
+		ns.Vnodes = append(ns.Vnodes, &kvpb.VnodeStats{
+			Token: t, Start: t - step,
+			Reads_1S: reads / FakeNodes, Writes_1S: writes,
+			Keys: keys, Bytes: keys * fakeBytesPerKey,
+		})
+		if o == i {
+			ops += reads + writes
 		}
-		ops += v.Reads_1S + v.Writes_1S
-		ns.Vnodes = append(ns.Vnodes, v)
-		ns.Keys += v.Keys
-		ns.DiskBytes += v.Bytes * 3
+		ns.Keys += keys
+		ns.DiskBytes += keys * fakeBytesPerKey
 	}
 	ns.OpsPerSec = ops * (0.5 + 0.5*float64((s*7+i*3)%FakeSamples)/FakeSamples)
 	ns.P99Ms = 2.5 + float64(i)

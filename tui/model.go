@@ -40,6 +40,9 @@ type Options struct {
 	Readonly bool
 	// Hint is an optional line shown under the title (the demo explains itself there).
 	Hint string
+	// Warning is an optional line shown in red under the hint: what the operator must know
+	// before trusting the screen (the demo says so when its fill failed or a node is not up).
+	Warning string
 	// Start is the view the console opens on (default the overview).
 	Start Screen
 	// Now is the clock; nil = time.Now. Tests inject a fixed one.
@@ -205,6 +208,7 @@ type Model struct {
 	epoch    uint64
 	replicas uint32
 	ring     *kvpb.RingState
+	ringIdx  ringIdx // of ring
 	change   *kvpb.ChangeProgress
 	events   []event
 	lastErr  string
@@ -309,7 +313,7 @@ func (m *Model) node(id string) *node {
 
 func (m *Model) resize() {
 	m.help.SetWidth(m.width)
-	m.heat.SetSize(m.width, m.height-4)
+	m.heat.SetSize(m.width, m.bodyHeight())
 }
 
 // Update handles one message.
@@ -413,6 +417,7 @@ func (m *Model) onRing(msg RingMsg) {
 	}
 	r := msg.Resp
 	m.ring = r.GetRing()
+	m.ringIdx = ringIndex(m.ring)
 	m.setEpoch(m.ring.GetEpoch())
 	if m.ring.GetReplicas() != 0 {
 		m.replicas = m.ring.GetReplicas()
@@ -555,32 +560,58 @@ func (n *node) displayState() string {
 	return "UP"
 }
 
-// heatRows builds the heatmap's rows: a node's vnodes in token order from its stats, or from
-// the ring's tokens until stats arrive; replicas from the ring.
+// heatRows builds the heatmap's rows from the ring: a row per member with the vnodes it owns
+// (its tokens; the vnode ending at token t is the range (previous token, t]) in token order.
+// A cell's load combines what every node that answered reports for that range: reads and
+// writes summed over the replicas, keys and bytes from the owner (the largest report when the
+// owner is down or silent). So a hot range lights up once, in the row of the node that owns it.
 func (m Model) heatRows() []heatmap.Row {
-	owners := ringIndex(m.ring)
+	owners := m.ringIdx
+	if len(owners.tokens) == 0 {
+		return nil
+	}
+	type load struct {
+		reads, writes float64
+		keys, bytes   uint64 // the owner's
+		maxKeys       uint64 // the largest report
+		maxBytes      uint64
+		owner         bool
+	}
+	loads := make(map[uint64]*load, len(owners.tokens))
+	for _, id := range m.sortedIDs() {
+		n := m.nodes[id]
+		if n.down {
+			continue
+		}
+		for _, v := range n.stats.GetVnodes() {
+			l := loads[v.GetToken()]
+			if l == nil {
+				l = &load{}
+				loads[v.GetToken()] = l
+			}
+			l.reads += v.GetReads_1S()
+			l.writes += v.GetWrites_1S()
+			l.maxKeys = max(l.maxKeys, v.GetKeys())
+			l.maxBytes = max(l.maxBytes, v.GetBytes())
+			if owners.ownerOf(v.GetToken()) == id {
+				l.keys, l.bytes, l.owner = v.GetKeys(), v.GetBytes(), true
+			}
+		}
+	}
 	var rows []heatmap.Row
 	for _, id := range m.sortedIDs() {
 		n := m.nodes[id]
 		row := heatmap.Row{Node: id, Down: n.down}
-		if vs := n.stats.GetVnodes(); len(vs) > 0 {
-			sorted := append([]*kvpb.VnodeStats(nil), vs...)
-			sort.Slice(sorted, func(i, j int) bool { return sorted[i].GetToken() < sorted[j].GetToken() })
-			for _, v := range sorted {
-				row.Cells = append(row.Cells, heatmap.Cell{
-					Node: id, Start: v.GetStart(), End: v.GetToken(),
-					Replicas: owners.replicas(v.GetToken(), int(m.replicas)),
-					Reads:    v.GetReads_1S(), Writes: v.GetWrites_1S(),
-					Keys: v.GetKeys(), Bytes: v.GetBytes(),
-				})
+		for _, t := range owners.tokensOf(id) {
+			c := heatmap.Cell{Node: id, Start: owners.prev(t), End: t, Replicas: owners.replicas(t, int(m.replicas))}
+			if l := loads[t]; l != nil {
+				c.Reads, c.Writes = l.reads, l.writes
+				c.Keys, c.Bytes = l.keys, l.bytes
+				if !l.owner {
+					c.Keys, c.Bytes = l.maxKeys, l.maxBytes
+				}
 			}
-		} else {
-			for _, t := range owners.tokensOf(id) {
-				row.Cells = append(row.Cells, heatmap.Cell{
-					Node: id, Start: owners.prev(t), End: t,
-					Replicas: owners.replicas(t, int(m.replicas)),
-				})
-			}
+			row.Cells = append(row.Cells, c)
 		}
 		if len(row.Cells) > 0 {
 			rows = append(rows, row)

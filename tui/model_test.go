@@ -1,12 +1,14 @@
 package tui
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"ringkv/proto/kvpb"
 	"ringkv/tui/heatmap"
@@ -119,28 +121,110 @@ func TestGroupSize(t *testing.T) {
 	}
 }
 
-// TestHeatmapNeverWraps draws 96 vnodes a node at several widths: cells group, lines fit.
+// TestHeatmapNeverWraps draws 96 vnodes a node at several sizes: every vnode is drawn once
+// (on continuation lines or grouped), lines fit the width, and no line repeats the one above.
 func TestHeatmapNeverWraps(t *testing.T) {
 	m := loaded(t, func() time.Time { return fixedNow })
 	rows := m.heatRows()
-	for _, w := range []int{20, 40, 80, 101, 160} {
+	tests := []struct {
+		w, h      int
+		wantLines int // per node
+		wantGroup int
+	}{
+		{20, 24, 1, 7}, {40, 24, 3, 1}, {80, 24, 2, 1}, {80, 8, 1, 2}, {101, 24, 1, 1}, {160, 48, 1, 1}, {200, 48, 1, 1},
+	}
+	for _, tt := range tests {
 		h := heatmap.New(styles.DefaultStyles(), keys.DefaultKeyMap())
 		h.SetRows(rows)
-		h.SetSize(w, 24)
-		cols, g := h.Layout()
-		if cols > w-5 || cols*g < FakeVnodes {
-			t.Errorf("width %d: got %d columns of %d vnodes, want at most %d columns covering %d", w, cols, g, w-5, FakeVnodes)
+		h.SetSize(tt.w, tt.h)
+		lay := h.Layout()
+		if lay.Lines != tt.wantLines || lay.Group != tt.wantGroup {
+			t.Errorf("%dx%d: got %d lines a node of %d vnodes a cell, want %d of %d", tt.w, tt.h, lay.Lines, lay.Group, tt.wantLines, tt.wantGroup)
 		}
-		for i, l := range strings.Split(h.View(), "\n") {
-			if lw := lipgloss.Width(l); lw > w {
-				t.Errorf("width %d: line %d is %d wide", w, i, lw)
+		if lay.PerLine*lay.CellWidth > tt.w-5 || lay.PerLine*lay.Lines*lay.Group < FakeVnodes {
+			t.Errorf("%dx%d: got %d cells of %d wide on %d lines of %d vnodes, want them to cover %d within %d columns",
+				tt.w, tt.h, lay.PerLine, lay.CellWidth, lay.Lines, lay.Group, FakeVnodes, tt.w-5)
+		}
+		lines := strings.Split(h.View(), "\n")
+		for i, l := range lines {
+			if lw := lipgloss.Width(l); lw > tt.w {
+				t.Errorf("%dx%d: line %d is %d wide", tt.w, tt.h, i, lw)
+			}
+			if i > 0 && l != "" && l == lines[i-1] {
+				t.Errorf("%dx%d: line %d repeats the line above: %q", tt.w, tt.h, i, ansi.Strip(l))
 			}
 		}
 		mm := m
-		nm, _ := mm.Update(tea.WindowSizeMsg{Width: w, Height: 24})
+		nm, _ := mm.Update(tea.WindowSizeMsg{Width: tt.w, Height: tt.h})
 		for i, l := range strings.Split(nm.(Model).Render(), "\n") {
-			if lw := lipgloss.Width(l); lw > w {
-				t.Errorf("console width %d: line %d is %d wide", w, i, lw)
+			if lw := lipgloss.Width(l); lw > tt.w {
+				t.Errorf("console %dx%d: line %d is %d wide", tt.w, tt.h, i, lw)
+			}
+		}
+	}
+}
+
+// TestHeatRowsByOwner: every node reports all 288 ranges it replicates; the heatmap has one row
+// per node with the 96 vnodes it owns, and the hot range (owned by n2) is hot in n2's row only,
+// with its load summed over the replicas and its owner first among them.
+func TestHeatRowsByOwner(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	rows := m.heatRows()
+	if len(rows) != FakeNodes {
+		t.Fatalf("got %d rows, want %d", len(rows), FakeNodes)
+	}
+	seen := map[uint64]string{}
+	for _, r := range rows {
+		if len(r.Cells) != FakeVnodes {
+			t.Errorf("row %s: got %d cells, want %d", r.Node, len(r.Cells), FakeVnodes)
+		}
+		for i, c := range r.Cells {
+			if o, dup := seen[c.End]; dup {
+				t.Errorf("vnode %016x in rows %s and %s, want one", c.End, o, r.Node)
+			}
+			seen[c.End] = r.Node
+			if i > 0 && c.End <= r.Cells[i-1].End {
+				t.Errorf("row %s: cell %d not in token order", r.Node, i)
+			}
+			if len(c.Replicas) != 3 || c.Replicas[0] != r.Node {
+				t.Errorf("row %s cell %d: got replicas %v, want 3 with the owner first", r.Node, i, c.Replicas)
+			}
+			hot := c.Reads+c.Writes > 1000
+			if want := r.Node == "n2" && i == 9; hot != want {
+				t.Errorf("row %s cell %d: got %.0f ops/s, hot %v, want hot %v", r.Node, i, c.Reads+c.Writes, hot, want)
+			}
+			if hot && (c.Reads != 4000 || c.Writes != 3000) {
+				t.Errorf("hot cell: got %.0f r/s %.0f w/s, want 4000 r/s (spread) and 3000 w/s (1000 on each of 3 replicas)", c.Reads, c.Writes)
+			}
+		}
+	}
+	h := heatmap.New(styles.DefaultStyles(), keys.DefaultKeyMap())
+	h.SetRows(rows)
+	if hs := h.Hottest(5); len(hs) != 5 || hs[0].Node != "n2" || hs[0].Reads+hs[0].Writes != 7000 {
+		t.Errorf("got hottest %+v, want 5 with n2's 7000 ops/s vnode first", hs)
+	}
+}
+
+// TestHeatRowsNodeDown: a down node's reports no longer count, its row stays (marked down),
+// and the other replicas' reports still show the load of its ranges.
+func TestHeatRowsNodeDown(t *testing.T) {
+	now := fixedNow
+	m := loaded(t, func() time.Time { return now })
+	now = now.Add(time.Hour)
+	for _, id := range []string{"n1", "n3"} {
+		nm, _ := m.Update(StatsMsg{Stats: m.nodes[id].stats})
+		m = nm.(Model)
+	}
+	nm, _ := m.Update(TickMsg{})
+	m = nm.(Model)
+	for _, r := range m.heatRows() {
+		if r.Down != (r.Node == "n2") {
+			t.Errorf("row %s: got down %v", r.Node, r.Down)
+		}
+		if r.Node == "n2" {
+			want := 4000.0*2/3 + 2*1000
+			if c := r.Cells[9]; math.Abs(c.Reads+c.Writes-want) > 0.01 || c.Keys != 128 {
+				t.Errorf("n2's hot vnode with n2 down: got %.0f ops/s %d keys, want %.0f and 128 from the other two replicas", c.Reads+c.Writes, c.Keys, want)
 			}
 		}
 	}
@@ -174,6 +258,59 @@ func TestFakePlanFollowsRequest(t *testing.T) {
 		}
 		if sum < 0.999 || sum > 1.001 {
 			t.Errorf("drain %s: got shares summing to %.3f after, want 1", id, sum)
+		}
+	}
+}
+
+// TestWarningLine: a warning shows under the hint in every view and the screen keeps its height.
+func TestWarningLine(t *testing.T) {
+	src := NewFakeSource()
+	defer src.Close()
+	m := New(Options{Source: src, Hint: "hint", Warning: "fill: 900 errors: unavailable 900"})
+	nm, _ := m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = nm.(Model)
+	for _, k := range []string{"1", "2", "3"} {
+		nm, _ := m.Update(tea.KeyPressMsg{Code: rune(k[0]), Text: k})
+		lines := strings.Split(ansi.Strip(nm.(Model).Render()), "\n")
+		if len(lines) != 24 || lines[2] != "⚠ fill: 900 errors: unavailable 900" {
+			t.Errorf("view %s: got %d lines, line 3 %q; want 24 with the warning third", k, len(lines), lines[min(2, len(lines)-1)])
+		}
+	}
+}
+
+// TestHeatmapCursor moves over rows wrapped onto two lines (96 vnodes at 80 columns): down
+// goes to the continuation line first, then to the next node; up comes back the same way.
+func TestHeatmapCursor(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	h := heatmap.New(styles.DefaultStyles(), keys.DefaultKeyMap())
+	h.SetRows(m.heatRows())
+	h.SetSize(80, 20)
+	if lay := h.Layout(); lay.Lines != 2 || lay.PerLine != 48 {
+		t.Fatalf("got layout %+v, want 2 lines of 48", lay)
+	}
+	press := func(k string) {
+		h, _ = h.Update(tea.KeyPressMsg{Code: rune(k[0]), Text: k})
+	}
+	type rc struct{ row, col int }
+	tests := []struct {
+		keys string
+		want rc
+	}{
+		{"lll", rc{0, 3}},
+		{"j", rc{0, 51}},
+		{"j", rc{1, 3}},
+		{"k", rc{0, 51}},
+		{"k", rc{0, 3}},
+		{"k", rc{0, 3}}, // top: stays
+		{"jjjjjj", rc{2, 51}},
+		{"j", rc{2, 51}}, // bottom: stays
+	}
+	for _, tt := range tests {
+		for _, k := range tt.keys {
+			press(string(k))
+		}
+		if r, c := h.Cursor(); (rc{r, c}) != tt.want {
+			t.Errorf("after %q: got row %d col %d, want %d %d", tt.keys, r, c, tt.want.row, tt.want.col)
 		}
 	}
 }

@@ -51,6 +51,15 @@ func (x ringIdx) replicas(token uint64, n int) []string {
 	return out
 }
 
+// ownerOf returns the owner of the vnode ending exactly at token t, "" when t is no token.
+func (x ringIdx) ownerOf(t uint64) string {
+	i := sort.Search(len(x.tokens), func(i int) bool { return x.tokens[i] >= t })
+	if i < len(x.tokens) && x.tokens[i] == t {
+		return x.owner[i]
+	}
+	return ""
+}
+
 func (x ringIdx) tokensOf(id string) []uint64 {
 	var out []uint64
 	for i, o := range x.owner {

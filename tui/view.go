@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -24,12 +25,9 @@ func (m Model) View() tea.View {
 
 // Render returns the screen's content.
 func (m Model) Render() string {
-	head := []string{m.titleLine()}
-	if m.opts.Hint != "" {
-		head = append(head, m.st.Hint.Render(m.opts.Hint))
-	}
+	head := m.head()
 	foot := []string{m.footer()}
-	bodyH := max(1, m.height-len(head)-len(foot))
+	bodyH := m.bodyHeight()
 
 	var body string
 	switch {
@@ -57,6 +55,30 @@ func (m Model) Render() string {
 		lines[i] = clipLine(l, m.width)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// head is the lines above the body: the title, the hint and the warning.
+func (m Model) head() []string {
+	head := []string{m.titleLine()}
+	if m.opts.Hint != "" {
+		head = append(head, m.st.Hint.Render(m.opts.Hint))
+	}
+	if m.opts.Warning != "" {
+		head = append(head, m.st.Down.Render("⚠ "+m.opts.Warning))
+	}
+	return head
+}
+
+// bodyHeight is the height of the body: the screen less the head and the footer.
+func (m Model) bodyHeight() int {
+	n := 2 // title, footer
+	if m.opts.Hint != "" {
+		n++
+	}
+	if m.opts.Warning != "" {
+		n++
+	}
+	return max(1, m.height-n)
 }
 
 func clipLine(l string, w int) string {
@@ -116,7 +138,29 @@ func (m Model) footer() string {
 		left += "  "
 	}
 	h.SetWidth(max(0, m.width-lipgloss.Width(left)))
-	return left + h.ShortHelpView(m.km.ShortHelp())
+	return left + h.ShortHelpView(m.shortHelp())
+}
+
+// shortHelp is the footer's keys for the current view, with short texts so that "? help" and
+// "q quit" fit 80 columns.
+func (m Model) shortHelp() []key.Binding {
+	short := func(b key.Binding, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(b.Help().Key, desc))
+	}
+	tab := short(m.km.NextView, "view")
+	help, quit := short(m.km.Help, "help"), short(m.km.Quit, "quit")
+	if m.showHelp {
+		return []key.Binding{help, quit}
+	}
+	switch m.view {
+	case ScreenOverview:
+		sel := key.NewBinding(key.WithKeys("up", "down"), key.WithHelp("↑↓", "select node"))
+		return []key.Binding{tab, sel, short(m.km.Sort, "sort"), help, quit}
+	case ScreenHeatmap:
+		sel := key.NewBinding(key.WithKeys("up", "down", "left", "right"), key.WithHelp("←↑↓→", "select vnode"))
+		return []key.Binding{tab, sel, short(m.km.Metric, "metric"), help, quit}
+	}
+	return []key.Binding{tab, help, quit}
 }
 
 // Overview columns and widths; the sparkline takes what is left.
@@ -243,10 +287,42 @@ func (m Model) alerts() []string {
 			}
 		}
 	}
+	if a := m.hotVnodeAlert(); a != "" {
+		out = append(out, m.st.Warn.Render(a))
+	}
 	if c := m.change; inFlight(c) {
 		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState(), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
 	}
 	return out
+}
+
+// Thresholds of the hot-vnode alert: the hottest vnode carries hotVnodeFactor times the mean
+// vnode's load and at least hotVnodeMin ops/s.
+const (
+	hotVnodeFactor = 4
+	hotVnodeMin    = 10
+)
+
+// hotVnodeAlert names the hottest vnode when it stands out, "" otherwise.
+func (m Model) hotVnodeAlert() string {
+	var sum, top float64
+	var hot heatmap.Cell
+	n := 0
+	for _, r := range m.heat.Rows() {
+		for _, c := range r.Cells {
+			v := c.Value(heatmap.Ops)
+			sum += v
+			n++
+			if v > top {
+				top, hot = v, c
+			}
+		}
+	}
+	if n == 0 || top < hotVnodeMin || top < hotVnodeFactor*sum/float64(n) {
+		return ""
+	}
+	return fmt.Sprintf("▲ hot vnode %08x…%08x of %s: %s ops/s over replicas, %.0f× the mean",
+		hot.Start>>32, hot.End>>32, hot.Node, heatmap.FormatRate(top), top/(sum/float64(n)))
 }
 
 func inFlight(c *kvpb.ChangeProgress) bool {
@@ -422,22 +498,27 @@ func fmtMs(ms float64) string {
 	return fmt.Sprintf("%.1fs", ms/1000)
 }
 
-// breakers summarises a node's circuit breakers: ok, or how many are open / half-open.
+// breakers summarises a node's circuit breakers: ok, the peer whose breaker is open
+// ("open n1"), or how many are open / half-open.
 func breakers(bs []*kvpb.BreakerState) string {
-	open, half := 0, 0
+	var open, half []string
 	for _, b := range bs {
 		switch b.GetState() {
 		case "open":
-			open++
+			open = append(open, b.GetPeer())
 		case "half-open":
-			half++
+			half = append(half, b.GetPeer())
 		}
 	}
 	switch {
-	case open > 0:
-		return fmt.Sprintf("%d open", open)
-	case half > 0:
-		return fmt.Sprintf("%d half", half)
+	case len(open) == 1:
+		return "open " + open[0]
+	case len(open) > 1:
+		return fmt.Sprintf("%d open", len(open))
+	case len(half) == 1:
+		return "half " + half[0]
+	case len(half) > 1:
+		return fmt.Sprintf("%d half", len(half))
 	}
 	return "ok"
 }

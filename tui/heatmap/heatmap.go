@@ -1,5 +1,6 @@
-// Package heatmap draws every vnode of the ring as one cell, a row per node in token order,
-// coloured by a chosen metric on a legend scale, with a cursor that selects a vnode.
+// Package heatmap draws every vnode of the ring as one cell, a row per node holding the vnodes
+// that node owns in token order, coloured by a chosen metric on a legend scale, with a cursor
+// that selects a vnode and a list of the hottest vnodes.
 package heatmap
 
 import (
@@ -44,13 +45,16 @@ func (m Metric) String() string {
 	return "?"
 }
 
-// Cell is one vnode: the tokens t with Start < t <= End, owned by Node.
+// Cell is one vnode: the tokens t with Start < t <= End, owned by Node (its primary). The
+// load is the vnode's cluster-wide load: Reads and Writes are summed over every replica that
+// reported the range; Keys and Bytes are the owner's count (or the largest replica's when the
+// owner did not report).
 type Cell struct {
 	Node       string
 	Start, End uint64
-	Replicas   []string
-	Reads      float64 // per second
-	Writes     float64 // per second
+	Replicas   []string // owner first
+	Reads      float64  // per second, summed over replicas
+	Writes     float64  // per second, summed over replicas
 	Keys       uint64
 	Bytes      uint64
 }
@@ -70,7 +74,7 @@ func (c Cell) Value(m Metric) float64 {
 	return 0
 }
 
-// Row is one node's vnodes in token order.
+// Row is the vnodes one node owns, in token order.
 type Row struct {
 	Node  string
 	Down  bool
@@ -78,7 +82,7 @@ type Row struct {
 }
 
 // Group is what one drawn cell stands for: one vnode, or several consecutive ones when a row
-// has more vnodes than there are columns.
+// has more vnodes than the screen has room for.
 type Group struct {
 	Cells []Cell
 }
@@ -92,14 +96,30 @@ func (g Group) Value(m Metric) float64 {
 	return v
 }
 
-// Groups splits n cells into at most cols groups of equal size (the last may be shorter):
-// the group size is ceil(n/cols). It returns the group size.
+// GroupSize is the number of consecutive cells one drawn cell stands for when n cells share
+// cols columns: ceil(n/cols), at least 1.
 func GroupSize(n, cols int) int {
 	if cols <= 0 || n <= cols {
 		return 1
 	}
 	return (n + cols - 1) / cols
 }
+
+// Layout is how the rows are drawn: Group vnodes a drawn cell, CellWidth characters a cell,
+// PerLine cells a line, Lines lines a node (a row that does not fit the width continues on
+// the next line, when the height allows; otherwise cells group).
+type Layout struct {
+	CellWidth, PerLine, Lines, Group int
+}
+
+// maxWrap is the most lines one node's row is wrapped onto before cells group instead.
+const maxWrap = 4
+
+// fixedLines are the heatmap's lines besides the rows: legend, explanation, blank, selection (2).
+const fixedLines = 5
+
+// hottestRows is how many vnodes the hottest list shows when there is room.
+const hottestRows = 5
 
 // Model is the heatmap component. The zero value is not usable; use New.
 type Model struct {
@@ -125,6 +145,9 @@ func (m *Model) SetSize(w, h int) { m.width, m.height = w, h; m.clamp() }
 // SetRows replaces the data, keeping the cursor where it can.
 func (m *Model) SetRows(rows []Row) { m.rows = rows; m.clamp() }
 
+// Rows returns the data the heatmap draws (not a copy: read only).
+func (m Model) Rows() []Row { return m.rows }
+
 // Metric is the metric cells are coloured by.
 func (m Model) Metric() Metric { return m.metric }
 
@@ -142,17 +165,30 @@ func (m Model) SelectedNode() string {
 	return ""
 }
 
-// Update moves the cursor and switches the metric.
+// Update moves the cursor and switches the metric. Up and down move a line: within a node's
+// wrapped row first, then to the next node.
 func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	k, ok := msg.(tea.KeyPressMsg)
 	if !ok {
 		return m, nil
 	}
+	lay := m.Layout()
 	switch {
 	case key.Matches(k, m.km.Up):
-		m.row--
+		if m.col-lay.PerLine >= 0 {
+			m.col -= lay.PerLine
+		} else if m.row > 0 {
+			m.row--
+			last := (len(m.groups(m.row, lay.Group)) - 1) / lay.PerLine
+			m.col += last * lay.PerLine
+		}
 	case key.Matches(k, m.km.Down):
-		m.row++
+		if n := len(m.groups(m.row, lay.Group)); m.col/lay.PerLine < (n-1)/lay.PerLine {
+			m.col = min(m.col+lay.PerLine, n-1)
+		} else if m.row < len(m.rows)-1 {
+			m.row++
+			m.col %= lay.PerLine
+		}
 	case key.Matches(k, m.km.Left):
 		m.col--
 	case key.Matches(k, m.km.Right):
@@ -180,12 +216,23 @@ func (m Model) maxCells() int {
 	return n
 }
 
-// Layout returns the number of drawn columns and the vnodes per drawn cell.
-func (m Model) Layout() (cols, groupSize int) {
-	avail := max(1, m.width-m.labelWidth())
-	g := GroupSize(m.maxCells(), avail)
+// Layout returns how the rows are drawn at the current size.
+func (m Model) Layout() Layout {
 	n := m.maxCells()
-	return (n + g - 1) / g, g
+	avail := max(1, m.width-m.labelWidth())
+	switch {
+	case n == 0:
+		return Layout{CellWidth: 1, PerLine: 1, Lines: 1, Group: 1}
+	case 2*n <= avail:
+		return Layout{CellWidth: 2, PerLine: n, Lines: 1, Group: 1}
+	case n <= avail:
+		return Layout{CellWidth: 1, PerLine: n, Lines: 1, Group: 1}
+	}
+	if l := (n + avail - 1) / avail; l <= maxWrap && len(m.rows)*l <= m.height-fixedLines {
+		return Layout{CellWidth: 1, PerLine: (n + l - 1) / l, Lines: l, Group: 1}
+	}
+	g := GroupSize(n, avail)
+	return Layout{CellWidth: 1, PerLine: (n + g - 1) / g, Lines: 1, Group: g}
 }
 
 // groups returns row r cut into groups of size g.
@@ -204,8 +251,7 @@ func (m *Model) clamp() {
 		return
 	}
 	m.row = max(0, min(m.row, len(m.rows)-1))
-	_, g := m.Layout()
-	n := len(m.groups(m.row, g))
+	n := len(m.groups(m.row, m.Layout().Group))
 	m.col = max(0, min(m.col, n-1))
 }
 
@@ -214,12 +260,26 @@ func (m Model) Selected() (Group, bool) {
 	if len(m.rows) == 0 {
 		return Group{}, false
 	}
-	_, g := m.Layout()
-	gs := m.groups(m.row, g)
+	gs := m.groups(m.row, m.Layout().Group)
 	if m.col >= len(gs) {
 		return Group{}, false
 	}
 	return gs[m.col], true
+}
+
+// Hottest returns the n vnodes with the highest value of the metric, hottest first (ties in
+// row and token order); vnodes at zero are left out.
+func (m Model) Hottest(n int) []Cell {
+	var all []Cell
+	for _, r := range m.rows {
+		for _, c := range r.Cells {
+			if c.Value(m.metric) > 0 {
+				all = append(all, c)
+			}
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Value(m.metric) > all[j].Value(m.metric) })
+	return all[:min(n, len(all))]
 }
 
 // level maps v on [0, top] to 0..HeatLevels on a log scale (one hot spot must not flatten
@@ -232,11 +292,11 @@ func level(v, top float64) int {
 	return max(1, min(l, styles.HeatLevels))
 }
 
-// View draws the legend, one line per node and the selected vnode's details.
+// View draws the legend, the rows (one per node: the vnodes it owns), the selected vnode's
+// details and, where there is room, the hottest vnodes.
 func (m Model) View() string {
 	var b strings.Builder
-	cols, g := m.Layout()
-	_ = cols
+	lay := m.Layout()
 	lw := m.labelWidth()
 	type pos struct{ r, c int }
 	var top float64
@@ -246,7 +306,7 @@ func (m Model) View() string {
 	}
 	grid := make([][]Group, len(m.rows))
 	for r := range m.rows {
-		grid[r] = m.groups(r, g)
+		grid[r] = m.groups(r, lay.Group)
 		for c, gr := range grid[r] {
 			v := gr.Value(m.metric)
 			top = max(top, v)
@@ -264,7 +324,7 @@ func (m Model) View() string {
 		hot[all[i].p] = true
 	}
 
-	// Legend.
+	// Legend and what a row and a cell are.
 	legend := []string{fmt.Sprintf("metric %s (m)  log scale", m.metric)}
 	for l := 0; l <= styles.HeatLevels; l++ {
 		lo := math.Expm1(math.Log1p(top) * float64(l-1) / styles.HeatLevels)
@@ -275,43 +335,44 @@ func (m Model) View() string {
 		legend = append(legend, m.st.Heat[l].Render(m.st.HeatGlyph[l])+m.st.Dim.Render(label))
 	}
 	legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("hottest"))
-	if g > 1 {
-		legend = append(legend, m.st.Dim.Render(fmt.Sprintf("%d vnodes/cell", g)))
+	if lay.Group > 1 {
+		legend = append(legend, m.st.Dim.Render(fmt.Sprintf("%d vnodes/cell", lay.Group)))
 	}
 	b.WriteString(strings.Join(legend, " "))
 	b.WriteByte('\n')
+	b.WriteString(m.st.Dim.Render(m.explain()))
+	b.WriteByte('\n')
 
 	// Rows: keep the cursor row visible when there are more nodes than lines.
-	avail := max(1, m.height-5)
+	fit := max(1, (m.height-fixedLines)/lay.Lines)
 	first := 0
-	if m.row >= avail {
-		first = m.row - avail + 1
+	if m.row >= fit {
+		first = m.row - fit + 1
 	}
-	// With room to spare each node's row is drawn up to 3 lines tall, so the map fills the
-	// screen instead of leaving it empty; the label and a DOWN mark sit on the first line.
-	rh := 1
-	if n := len(m.rows); n > 0 && n <= avail {
-		rh = max(1, min(3, avail/n))
-	}
-	for r := first; r < len(m.rows) && r < first+avail; r++ {
+	drawn := 0
+	for r := first; r < len(m.rows) && r < first+fit; r++ {
 		name := m.rows[r].Node
 		if len(name) > lw-1 {
 			name = name[:lw-1]
 		}
-		for line := range rh {
+		for line := range lay.Lines {
 			label := fmt.Sprintf("%-*s", lw, "")
-			if line == 0 {
+			switch {
+			case line == 0:
 				label = fmt.Sprintf("%-*s", lw, name)
-			}
-			if line == 1 && m.rows[r].Down {
+			case line == 1 && m.rows[r].Down:
 				label = fmt.Sprintf("%-*s", lw, "DOWN")
 			}
 			if m.rows[r].Down {
 				label = m.st.Down.Render(label)
 			}
+			lo, hi := line*lay.PerLine, min((line+1)*lay.PerLine, len(grid[r]))
+			if lo >= hi && line > 0 {
+				break
+			}
 			b.WriteString(label)
-			for c, gr := range grid[r] {
-				l := level(gr.Value(m.metric), top)
+			for c := lo; c < hi; c++ {
+				l := level(grid[r][c].Value(m.metric), top)
 				glyph, st := m.st.HeatGlyph[l], m.st.Heat[l]
 				if hot[pos{r, c}] {
 					glyph, st = m.st.HotGlyph, m.st.Hot
@@ -319,14 +380,19 @@ func (m Model) View() string {
 				if r == m.row && c == m.col {
 					st = st.Inherit(m.st.Cursor).Reverse(true)
 				}
-				b.WriteString(st.Render(glyph))
+				b.WriteString(st.Render(strings.Repeat(glyph, lay.CellWidth)))
+			}
+			if line == 0 && m.rows[r].Down && lay.Lines == 1 {
+				b.WriteString(" " + m.st.Down.Render("DOWN"))
 			}
 			b.WriteByte('\n')
+			drawn++
 		}
 	}
 	if len(m.rows) == 0 {
 		b.WriteString(m.st.Dim.Render("waiting for ring and stats…"))
 		b.WriteByte('\n')
+		drawn++
 	}
 
 	// Details of the selection.
@@ -346,10 +412,43 @@ func (m Model) View() string {
 		}
 		b.WriteByte('\n')
 		b.WriteString(fmt.Sprintf("%s %s of %s  range (%016x, %016x]\n", m.st.Header.Render("selected"), what, first.Node, first.Start, last.End))
-		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s, %s w/s · %s keys, %s\n",
+		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s + %s w/s (all replicas) · %s keys, %s\n",
 			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), FormatCount(float64(ks)), FormatBytes(float64(bs))))
+		drawn += 3
+	}
+
+	// The hottest vnodes, as many as fit.
+	if room := m.height - (2 + drawn) - 3; room >= 1 {
+		if hs := m.Hottest(min(room, hottestRows)); len(hs) > 0 {
+			b.WriteByte('\n')
+			b.WriteString(m.st.Header.Render("hottest vnodes by "+m.metric.String()) + "\n")
+			b.WriteString(m.st.Dim.Render(fmt.Sprintf("  %-17s  %-*s %-*s %7s %7s %7s %8s", "range", lw-1, "owner", replicasWidth(hs), "replicas", "ops/s", "w/s", "keys", "size")) + "\n")
+			for _, c := range hs {
+				b.WriteString(fmt.Sprintf("  %08x…%08x  %-*s %-*s %7s %7s %7s %8s\n", c.Start>>32, c.End>>32,
+					lw-1, c.Node, replicasWidth(hs), strings.Join(c.Replicas, ","),
+					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), FormatCount(float64(c.Keys)), FormatBytes(float64(c.Bytes))))
+			}
+		}
 	}
 	return clip(b.String(), m.width)
+}
+
+// explain says what a row and a cell are.
+func (m Model) explain() string {
+	what := "load over all replicas"
+	switch m.metric {
+	case Keys, Bytes:
+		what = "owner's " + m.metric.String()
+	}
+	return "row = vnodes the node owns, in token order · cell = " + what
+}
+
+func replicasWidth(cs []Cell) int {
+	w := len("replicas")
+	for _, c := range cs {
+		w = max(w, len(strings.Join(c.Replicas, ",")))
+	}
+	return w
 }
 
 // clip truncates every line to w cells so nothing wraps.
@@ -374,8 +473,14 @@ func FormatValue(m Metric, v float64) string {
 	return FormatRate(v)
 }
 
-// FormatRate formats a per-second rate compactly: 950, 1.2k, 3.4M.
-func FormatRate(v float64) string { return FormatCount(v) }
+// FormatRate formats a per-second rate compactly: 0.4, 7.5, 950, 1.2k, 3.4M (one decimal
+// below 10, so a light load does not read as none).
+func FormatRate(v float64) string {
+	if v > 0 && v < 9.95 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return FormatCount(v)
+}
 
 // FormatCount formats a count compactly: 950, 1.2k, 3.4M.
 func FormatCount(v float64) string {

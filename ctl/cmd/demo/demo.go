@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
 	tuicmd "ringkv/ctl/cmd/tui"
@@ -49,9 +54,11 @@ func NewCmdDemo(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		Use:   "demo",
 		Short: "Try ringkv: a 3-node cluster in this process with a light load, opened in the console",
 		Long: `demo starts founders n1..n3 in this process on free 127.0.0.1 ports, with badger in a
-temporary directory that is removed on exit, writes --keys keys, runs a light zipf-skewed
-background load (--rate requests per second, so one vnode runs hot) and opens the console
-on the cluster. q quits: the load stops, the nodes stop and the data is removed.
+temporary directory that is removed on exit, writes --keys keys (for at most 3 seconds; it
+stops early when writes keep failing), runs a light zipf-skewed background load (--rate
+requests per second, so one vnode runs hot) and opens the console on the cluster. When the
+fill failed or a node is not up, the console says so in red under the hint. q quits: the
+load stops, the nodes stop and the data is removed.
 
 --headless (or a stdout that is not a terminal) prints the nodes' addresses instead and
 serves until Ctrl-C.`,
@@ -171,12 +178,28 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 	target := loadgen.NewGRPCTarget(clients, 0, 0)
 
 	keys := o.Keys
+	var warnings []string
 	if keys > 0 {
-		// ack=1: the fill waits for one replica, the other two catch up in the background.
-		var err error
-		if keys, err = fill(ctx, o, loadgen.NewGRPCTarget(clients, 1, 0)); err != nil {
+		fr, err := fill(ctx, o, clients)
+		if err != nil {
 			return err
 		}
+		keys = fr.Keys
+		if fr.Failed() {
+			warnings = append(warnings, "fill: "+fr.errorsByKind()+" ("+fr.FirstError()+")")
+		}
+	}
+	admin, err := f.Admin(addrs[0])
+	if err != nil {
+		return err
+	}
+	if w := health(ctx, admin); w != "" {
+		warnings = append(warnings, w)
+	}
+	warning := ""
+	if len(warnings) > 0 {
+		warning = strings.Join(warnings, " · ") + " — see overview (1)"
+		fmt.Fprintln(o.IO.ErrOut, "kvctl demo: warning: "+warning)
 	}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})
@@ -198,6 +221,7 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 	acts := tuicmd.NewActions(f, o.ProfileDir, bench)
 	defer acts.Close()
 	src := console.NewAdminSource(console.AdminConfig{Seeds: addrs, Dial: f.Admin})
+
 	if o.Ready != nil {
 		o.Ready(c)
 	}
@@ -207,8 +231,30 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 		Source:  src,
 		Actions: acts,
 		Hint:    hint(o.Nodes, keys, o.Rate),
+		Warning: warning,
 		Start:   console.ScreenHeatmap,
 	}, console.RunOptions{In: o.IO.In, Out: o.IO.Out})
+}
+
+// health asks the cluster for its status and names what is wrong: nodes that do not answer
+// or are not UP. "" = all well.
+func health(ctx context.Context, c kvpb.AdminClient) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx, &kvpb.StatusRequest{})
+	if err != nil {
+		return "cluster status: " + status.Convert(err).Message()
+	}
+	var bad []string
+	for _, n := range st.GetNodes() {
+		switch {
+		case n.GetError() != "":
+			bad = append(bad, n.GetId()+" not answering")
+		case n.GetState() != "UP":
+			bad = append(bad, n.GetId()+" "+n.GetState())
+		}
+	}
+	return strings.Join(bad, ", ")
 }
 
 // hint is the console's one-line explanation of the demo (it fits 80 columns).
@@ -249,17 +295,167 @@ func loadConfig(keys, rate int, dist loadgen.KeyDist, conns int) loadgen.Config 
 	return cfg
 }
 
-// fillBudget bounds the fill, so that the demo opens in seconds on a slow machine too.
-const fillBudget = 3 * time.Second
+// The fill's budgets: it stops after fillBudget (so that the demo opens in seconds on a slow
+// machine too) or once more than fillMaxErrors requests failed and they are over
+// fillMaxErrorShare of the answers (a cluster that fails its writes is not filled harder).
+// fillConns connections are enough to saturate three in-process nodes; more only queue up and
+// time out on a loaded machine.
+const (
+	fillBudget        = 3 * time.Second
+	fillMaxErrors     = 50
+	fillMaxErrorShare = 0.05
+	fillConns         = 16
+)
 
-// fill writes the keyspace's keys in order, as fast as the cluster takes them, for at most
-// fillBudget, with progress on stderr. It returns how many keys it wrote: the keyspace the
-// load then uses.
-func fill(ctx context.Context, o *Options, t loadgen.Target) (int, error) {
-	cfg := loadConfig(o.Keys, 0, loadgen.KeyDist{Kind: loadgen.DistSequential}, 64)
+// fillResult is what the fill did.
+type fillResult struct {
+	// Keys is the keyspace filled: the first Keys keys in order, failed writes among them.
+	Keys    int
+	Wanted  int
+	Elapsed time.Duration
+	Errors  map[loadgen.Kind]int64
+	// TimeBudget: stopped at fillBudget; ErrorBudget: stopped because too many writes failed.
+	TimeBudget, ErrorBudget bool
+	// First is the first error message of each kind.
+	First map[loadgen.Kind]string
+}
+
+// FirstError is the first message of the most frequent error kind, "" without errors.
+func (r fillResult) FirstError() string {
+	var top loadgen.Kind
+	for _, k := range loadgen.ErrorKinds() {
+		if r.Errors[k] > r.Errors[top] {
+			top = k
+		}
+	}
+	if r.Errors[top] == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", top, r.First[top])
+}
+
+// ErrorCount is the number of failed writes.
+func (r fillResult) ErrorCount() int64 {
+	var n int64
+	for _, c := range r.Errors {
+		n += c
+	}
+	return n
+}
+
+// errorsByKind writes "0 errors" or "1234 errors: timeout 1200, unavailable 34", kinds in
+// report order.
+func (r fillResult) errorsByKind() string {
+	n := r.ErrorCount()
+	if n == 0 {
+		return "0 errors"
+	}
+	var parts []string
+	for _, k := range loadgen.ErrorKinds() {
+		if c := r.Errors[k]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, c))
+		}
+	}
+	return fmt.Sprintf("%d errors: %s", n, strings.Join(parts, ", "))
+}
+
+// Line is the fill's one-line summary.
+func (r fillResult) Line() string {
+	note := ""
+	switch {
+	case r.ErrorBudget:
+		note = "; stopped: too many errors"
+	case r.TimeBudget:
+		note = fmt.Sprintf("; stopped at the %s budget", fillBudget)
+	}
+	written := r.Keys - int(r.ErrorCount())
+	rate := 0.0
+	if r.Elapsed > 0 {
+		rate = float64(written) / r.Elapsed.Seconds()
+	}
+	return fmt.Sprintf("filled %d of %d keys in %s (%.0f keys/s, %s%s)",
+		written, r.Wanted, r.Elapsed.Round(time.Millisecond), rate, r.errorsByKind(), note)
+}
+
+// Failed tells whether the fill's errors say the cluster is in trouble.
+func (r fillResult) Failed() bool {
+	n := r.ErrorCount()
+	return r.ErrorBudget || (n > 0 && float64(n) > fillMaxErrorShare*float64(r.Keys))
+}
+
+// fillTarget writes the fill's keys through the clients with ack=1, counts the answers, keeps
+// the first error message of each kind (to say why the fill failed) and calls stop once the
+// errors are over budget. Safe for concurrent use, as loadgen calls it.
+type fillTarget struct {
+	clients    []kvpb.KVClient
+	stop       func()
+	done, errs atomic.Int64
+	overBudget atomic.Bool
+
+	mu    sync.Mutex
+	first map[loadgen.Kind]string
+}
+
+var _ loadgen.Target = (*fillTarget)(nil)
+
+// Put implements loadgen.Target.
+func (f *fillTarget) Put(ctx context.Context, conn int, key string, value []byte) loadgen.Kind {
+	// ack=1: the fill waits for one replica, the other two catch up in the background.
+	_, err := f.clients[conn%len(f.clients)].Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: value, Ack: 1})
+	k := putKind(ctx, err)
+	d := f.done.Add(1)
+	if !k.IsError() {
+		return k
+	}
+	f.mu.Lock()
+	if _, ok := f.first[k]; !ok {
+		f.first[k] = status.Convert(err).Message()
+	}
+	f.mu.Unlock()
+	if e := f.errs.Add(1); e > fillMaxErrors && float64(e) > fillMaxErrorShare*float64(d) && !f.overBudget.Swap(true) {
+		f.stop()
+	}
+	return k
+}
+
+// Get implements loadgen.Target; the fill only writes.
+func (f *fillTarget) Get(context.Context, int, string) loadgen.Kind { return loadgen.KindOK }
+
+// Delete implements loadgen.Target; the fill only writes.
+func (f *fillTarget) Delete(context.Context, int, string) loadgen.Kind { return loadgen.KindOK }
+
+// putKind classifies a Put's error as loadgen's gRPC target does.
+func putKind(ctx context.Context, err error) loadgen.Kind {
+	switch {
+	case err == nil:
+		return loadgen.KindOK
+	case ctx.Err() != nil:
+		return loadgen.KindTimeout
+	}
+	switch s := status.Convert(err); s.Code() {
+	case codes.Unavailable:
+		if m := s.Message(); strings.Contains(m, "connection") || strings.Contains(m, "transport") || strings.Contains(m, "dial") {
+			return loadgen.KindConnection
+		}
+		return loadgen.KindUnavailable
+	case codes.DeadlineExceeded:
+		return loadgen.KindUnavailable
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:
+		return loadgen.KindClient
+	}
+	return loadgen.KindOther
+}
+
+// fill writes the keyspace's keys in order, as fast as the cluster takes them, within its
+// budgets, with progress on stderr. The keys written are the keyspace the load then uses.
+func fill(ctx context.Context, o *Options, clients []kvpb.KVClient) (fillResult, error) {
+	cfg := loadConfig(o.Keys, 0, loadgen.KeyDist{Kind: loadgen.DistSequential}, fillConns)
 	cfg.Workload = loadgen.Mix{Put: 1}
 	cfg.Requests = int64(o.Keys)
-	var done int64
+	// The run ends itself at the budget and lets the writes in flight finish; cancelling it
+	// instead would count them as failed.
+	cfg.Duration = fillBudget
+	var done, errs int64
 	progress := func(line string) {
 		if o.IO.ErrTTY {
 			fmt.Fprintf(o.IO.ErrOut, "\r\033[K%s", line)
@@ -270,27 +466,41 @@ func fill(ctx context.Context, o *Options, t loadgen.Target) (int, error) {
 	progress(fmt.Sprintf("kvctl demo: filling %d keys…", o.Keys))
 	cfg.OnInterval = func(iv loadgen.Interval) {
 		done += iv.Requests
-		progress(fmt.Sprintf("kvctl demo: filled %d/%d keys (%.0f%%), %.0f keys/s", done, o.Keys, 100*float64(done)/float64(o.Keys), iv.Rate))
+		errs += iv.Errors
+		progress(fmt.Sprintf("kvctl demo: filled %d/%d keys (%.0f%%), %.0f keys/s, %d errors",
+			done, o.Keys, 100*float64(done)/float64(o.Keys), iv.Rate, errs))
 	}
-	fctx, cancel := context.WithTimeout(ctx, fillBudget)
+	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ft := &fillTarget{clients: clients, stop: cancel, first: map[loadgen.Kind]string{}}
 	start := time.Now()
-	res, err := loadgen.Run(fctx, cfg, t)
+	res, err := loadgen.Run(fctx, cfg, ft)
 	if err != nil {
-		return 0, fmt.Errorf("fill: %w", err)
+		return fillResult{}, fmt.Errorf("fill: %w", err)
 	}
 	if ctx.Err() != nil {
-		return 0, fmt.Errorf("fill interrupted after %d of %d keys: %w", res.Requests, o.Keys, ctx.Err())
+		return fillResult{}, fmt.Errorf("fill interrupted after %d of %d keys: %w", res.Requests, o.Keys, ctx.Err())
 	}
-	el := time.Since(start)
 	if o.IO.ErrTTY {
 		fmt.Fprint(o.IO.ErrOut, "\r\033[K")
 	}
-	note := ""
-	if res.Interrupted {
-		note = fmt.Sprintf(", stopped at the %s budget", fillBudget)
+	r := fillResult{
+		Keys:        int(res.Requests),
+		Wanted:      o.Keys,
+		Elapsed:     time.Since(start),
+		Errors:      map[loadgen.Kind]int64{},
+		ErrorBudget: ft.overBudget.Load(),
+		First:       ft.first,
 	}
-	fmt.Fprintf(o.IO.ErrOut, "kvctl demo: filled %d keys in %s (%.0f keys/s, %d errors%s)\n",
-		res.Requests, el.Round(time.Millisecond), float64(res.Requests)/el.Seconds(), res.ErrorCount(), note)
-	return int(res.Requests), nil
+	r.TimeBudget = r.Keys < o.Keys && !r.ErrorBudget
+	for k, c := range res.Errors {
+		if k.IsError() && c > 0 {
+			r.Errors[k] = c
+		}
+	}
+	fmt.Fprintln(o.IO.ErrOut, "kvctl demo: "+r.Line())
+	if r.ErrorCount() > 0 {
+		fmt.Fprintln(o.IO.ErrOut, "kvctl demo: first error: "+r.FirstError())
+	}
+	return r, nil
 }

@@ -2,14 +2,18 @@ package demo
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"ringkv/ctl/cli"
+	"ringkv/loadgen"
 	"ringkv/node"
+	"ringkv/proto/kvpb"
 )
 
 func TestFlags(t *testing.T) {
@@ -94,5 +98,98 @@ func TestHintFits(t *testing.T) {
 		if h := hint(o.nodes, o.keys, o.rate); utf8.RuneCountInString(h) > 80 {
 			t.Errorf("hint %q: got %d columns, want at most 80", h, utf8.RuneCountInString(h))
 		}
+	}
+}
+
+func TestFillResultLine(t *testing.T) {
+	tests := []struct {
+		r          fillResult
+		wantLine   string
+		wantFailed bool
+	}{
+		{
+			r:        fillResult{Keys: 20000, Wanted: 20000, Elapsed: 2 * time.Second, Errors: map[loadgen.Kind]int64{}},
+			wantLine: "filled 20000 of 20000 keys in 2s (10000 keys/s, 0 errors)",
+		},
+		{
+			r: fillResult{Keys: 9000, Wanted: 20000, Elapsed: 3 * time.Second, TimeBudget: true,
+				Errors: map[loadgen.Kind]int64{loadgen.KindTimeout: 3}},
+			wantLine: "filled 8997 of 20000 keys in 3s (2999 keys/s, 3 errors: timeout 3; stopped at the 3s budget)",
+		},
+		{
+			r: fillResult{Keys: 4000, Wanted: 20000, Elapsed: time.Second, ErrorBudget: true,
+				Errors: map[loadgen.Kind]int64{loadgen.KindUnavailable: 1200, loadgen.KindTimeout: 34}},
+			wantLine:   "filled 2766 of 20000 keys in 1s (2766 keys/s, 1234 errors: timeout 34, unavailable 1200; stopped: too many errors)",
+			wantFailed: true,
+		},
+		{
+			// Over 5% of the writes failed, though under the absolute budget.
+			r:          fillResult{Keys: 400, Wanted: 400, Elapsed: time.Second, Errors: map[loadgen.Kind]int64{loadgen.KindOther: 40}},
+			wantLine:   "filled 360 of 400 keys in 1s (360 keys/s, 40 errors: other 40)",
+			wantFailed: true,
+		},
+	}
+	for _, tt := range tests {
+		if got := tt.r.Line(); got != tt.wantLine {
+			t.Errorf("got line %q, want %q", got, tt.wantLine)
+		}
+		if got := tt.r.Failed(); got != tt.wantFailed {
+			t.Errorf("%s: got failed %v, want %v", tt.wantLine, got, tt.wantFailed)
+		}
+	}
+}
+
+// TestFillStopsOnErrors fills through a node that does not listen: the fill stops at its error
+// budget instead of its time budget, and says why.
+func TestFillStopsOnErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	ios, _, _, errOut := cli.Test()
+	f := &cli.Factory{IO: ios}
+	defer f.Close()
+	kv, err := f.KV(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fill(t.Context(), &Options{IO: ios, Keys: 100_000}, []kvpb.KVClient{kv})
+	if err != nil {
+		t.Fatalf("fill: %v", err)
+	}
+	if !r.ErrorBudget || !r.Failed() || r.Errors[loadgen.KindConnection] == 0 {
+		t.Errorf("got %s (errors %v), want it stopped by connection errors", r.Line(), r.Errors)
+	}
+	if !strings.Contains(errOut.String(), "stopped: too many errors") || !strings.Contains(errOut.String(), "first error: connection") {
+		t.Errorf("stderr %q: want the summary and the first error", errOut)
+	}
+}
+
+// TestHealth names the node that does not answer.
+func TestHealth(t *testing.T) {
+	base := node.DefaultConfig()
+	base.VNodes = 8
+	c, err := node.StartLocalCluster(t.Context(), 3, base, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	defer c.Close()
+	ios, _, _, _ := cli.Test()
+	f := &cli.Factory{IO: ios}
+	defer f.Close()
+	admin, err := f.Admin(c.Node(0).Addrs().GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := health(t.Context(), admin); got != "" {
+		t.Errorf("all up: got %q, want no warning", got)
+	}
+	if err := c.Stop(2); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if got := health(t.Context(), admin); got != "n3 not answering" {
+		t.Errorf("n3 stopped: got %q, want %q", got, "n3 not answering")
 	}
 }

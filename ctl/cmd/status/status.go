@@ -4,6 +4,8 @@ package status
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +34,11 @@ func NewCmdStatus(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Every node as the contacted node sees it: state, ops/s, p99, keys, disk, ring epoch",
+		Short: "Every node as the contacted node sees it: state, ops/s, p99, keys, disk, breakers, ring epoch",
+		Long: `status asks one node (--addr) for the cluster: the ring epoch, a ring change in flight,
+and for every member its state, raft role, ops/s, p99 latency, keys, disk used and free, and
+its circuit breakers towards the other nodes ("ok", or the peers whose breaker is open).
+-o json prints the Admin Status response as is (proto field names, every field present).`,
 		Example: `  kvctl status
   kvctl status --addr 10.0.0.2:9090 -o json`,
 		Args: cobra.NoArgs,
@@ -67,7 +73,8 @@ func run(ctx context.Context, o *Options) error {
 	return Print(o.IO, resp)
 }
 
-// Print renders a StatusResponse as the status table.
+// Print renders a StatusResponse as the status table: a summary line (ring epoch, replicas,
+// nodes answering), the ring change in flight if any, then one row per node.
 func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 	up := 0
 	for _, n := range resp.GetNodes() {
@@ -76,21 +83,88 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 		}
 	}
 	fmt.Fprintf(ios.Out, "ring epoch %d, replicas %d, %d/%d nodes answering\n", resp.GetEpoch(), resp.GetReplicas(), up, len(resp.GetNodes()))
-	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "EPOCH", "KEYS", "DISK", "OPS/S", "P99", "NOTE")
+	if l := changeLine(resp.GetChange()); l != "" {
+		fmt.Fprintln(ios.Out, l)
+	}
+	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "BREAKERS", "NOTE")
 	for _, n := range resp.GetNodes() {
 		info := n.GetInfo()
 		if info == nil {
-			t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), "-", "-", "-", "-", "-", n.GetError())
+			t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), "-", "-", "-", "-", "-", "-", "-", "-", n.GetError())
 			continue
 		}
 		note := n.GetError()
 		if note == "" && info.GetEpoch() != resp.GetEpoch() {
 			note = fmt.Sprintf("epoch behind (%d)", info.GetEpoch())
 		}
-		t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), info.GetEpoch(), info.GetKeys(),
-			cli.Humanize(info.GetDiskBytes()), fmt.Sprintf("%.1f", info.GetOpsPerSec()), p99(info.GetP99Ms()), note)
+		t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), dash(info.GetRaftRole()), info.GetEpoch(),
+			fmt.Sprintf("%.1f", info.GetOpsPerSec()), p99(info.GetP99Ms()), info.GetKeys(),
+			cli.Humanize(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), breakers(info.GetBreakers()), note)
 	}
 	return t.Render()
+}
+
+// breakers summarises a node's circuit breakers in one cell: "ok" when every breaker is
+// closed (or the node has none), else the peers by state: "open: n2", "open: n2,n3 half-open: n1".
+func breakers(bs []*kvpb.BreakerState) string {
+	var open, half []string
+	for _, b := range bs {
+		switch b.GetState() {
+		case "open":
+			open = append(open, b.GetPeer())
+		case "half-open":
+			half = append(half, b.GetPeer())
+		}
+	}
+	sort.Strings(open)
+	sort.Strings(half)
+	var parts []string
+	if len(open) > 0 {
+		parts = append(parts, "open: "+strings.Join(open, ","))
+	}
+	if len(half) > 0 {
+		parts = append(parts, "half-open: "+strings.Join(half, ","))
+	}
+	if len(parts) == 0 {
+		return "ok"
+	}
+	return strings.Join(parts, " ")
+}
+
+// changeLine describes the ring change in flight: "change #3 in flight: rebalance, streaming,
+// 44% (224.0 KiB of 512.0 KiB) at 50.0 KiB/s, ETA 6s". "" when none is.
+func changeLine(c *kvpb.ChangeProgress) string {
+	switch c.GetState() {
+	case "", "none", "done", "aborted", "failed":
+		return ""
+	}
+	l := fmt.Sprintf("change #%d in flight: %s, %s", c.GetId(), describe(c.GetPlan().GetRequest()), c.GetState())
+	if total := c.GetBytesTotal(); total > 0 {
+		l += fmt.Sprintf(", %.0f%% (%s of %s)", min(100, 100*float64(c.GetBytesDone())/float64(total)),
+			cli.Humanize(c.GetBytesDone()), cli.Humanize(total))
+	}
+	if r := c.GetRateBytesPerSec(); r > 0 {
+		l += fmt.Sprintf(" at %s/s", cli.Humanize(uint64(r)))
+	}
+	if e := c.GetEtaSeconds(); e > 0 {
+		l += ", ETA " + (time.Duration(e * float64(time.Second))).Round(time.Second).String()
+	}
+	if msg := c.GetError(); msg != "" {
+		l += " (" + msg + ")"
+	}
+	return l
+}
+
+func describe(r *kvpb.ChangeRequest) string {
+	switch r.GetKind() {
+	case kvpb.ChangeRequest_ADD:
+		return fmt.Sprintf("add %s (%s)", r.GetNodeId(), r.GetGrpcAddr())
+	case kvpb.ChangeRequest_REMOVE:
+		return "remove " + r.GetNodeId()
+	case kvpb.ChangeRequest_REBALANCE:
+		return "rebalance"
+	}
+	return "change"
 }
 
 func p99(ms float64) string {
@@ -98,4 +172,19 @@ func p99(ms float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fms", ms)
+}
+
+// free is the free disk of a node's data directory; "-" for in-memory nodes (0).
+func free(n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return cli.Humanize(n)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

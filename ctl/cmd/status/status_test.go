@@ -8,6 +8,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/node"
+	"ringkv/proto/kvpb"
 )
 
 func TestFlags(t *testing.T) {
@@ -70,8 +71,95 @@ func TestStatusOfCluster(t *testing.T) {
 			}
 			continue
 		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			f := strings.Split(l, "\t")
+			if f[0] != "n1" && f[0] != "n2" {
+				continue
+			}
+			// NODE ADDR STATE ROLE EPOCH OPS/S P99 KEYS DISK FREE BREAKERS NOTE
+			if len(f) != 12 || f[2] != "UP" || (f[3] != "leader" && f[3] != "follower") || f[10] == "-" {
+				t.Errorf("row %q: want 12 columns, UP, a raft role and a breaker summary", l)
+			}
+		}
 		if !strings.Contains(out.String(), "2/3 nodes answering") || !strings.Contains(out.String(), "DOWN") {
 			t.Errorf("table:\n%s\nwant 2/3 answering and a DOWN row", out)
+		}
+	}
+}
+
+func TestBreakers(t *testing.T) {
+	b := func(peer, state string) *kvpb.BreakerState { return &kvpb.BreakerState{Peer: peer, State: state} }
+	tests := []struct {
+		in   []*kvpb.BreakerState
+		want string
+	}{
+		{nil, "ok"},
+		{[]*kvpb.BreakerState{b("n2", "closed"), b("n3", "closed")}, "ok"},
+		{[]*kvpb.BreakerState{b("n2", "open"), b("n3", "closed")}, "open: n2"},
+		{[]*kvpb.BreakerState{b("n3", "open"), b("n2", "open")}, "open: n2,n3"},
+		{[]*kvpb.BreakerState{b("n3", "half-open"), b("n2", "open")}, "open: n2 half-open: n3"},
+	}
+	for _, tt := range tests {
+		if got := breakers(tt.in); got != tt.want {
+			t.Errorf("breakers(%v): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestChangeLine(t *testing.T) {
+	tests := []struct {
+		in   *kvpb.ChangeProgress
+		want string
+	}{
+		{nil, ""},
+		{&kvpb.ChangeProgress{State: "none"}, ""},
+		{&kvpb.ChangeProgress{Id: 2, State: "done"}, ""},
+		{&kvpb.ChangeProgress{Id: 3, State: "streaming",
+			Plan:      &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}},
+			BytesDone: 256 << 10, BytesTotal: 1 << 20, RateBytesPerSec: 64 << 10, EtaSeconds: 12.4},
+			"change #3 in flight: remove n2, streaming, 25% (256.0 KiB of 1.0 MiB) at 64.0 KiB/s, ETA 12s"},
+		{&kvpb.ChangeProgress{Id: 4, State: "handing-over",
+			Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: "127.0.0.1:9094"}}},
+			"change #4 in flight: add n4 (127.0.0.1:9094), handing-over"},
+	}
+	for _, tt := range tests {
+		if got := changeLine(tt.in); got != tt.want {
+			t.Errorf("changeLine(%v): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestPrint: piped output is one tab-separated row per node with every column, and the
+// change in flight under the summary line.
+func TestPrint(t *testing.T) {
+	resp := &kvpb.StatusResponse{Epoch: 9, Replicas: 3,
+		Change: &kvpb.ChangeProgress{Id: 5, State: "streaming", Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}}},
+		Nodes: []*kvpb.NodeStatus{
+			{Id: "n1", GrpcAddr: "127.0.0.1:9091", State: "UP", Info: &kvpb.NodeInfoResponse{
+				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: "leader",
+				Breakers: []*kvpb.BreakerState{{Peer: "n2", State: "closed"}, {Peer: "n3", State: "open"}}}},
+			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: "UP", Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: "follower"}},
+			{Id: "n3", GrpcAddr: "127.0.0.1:9093", State: "DOWN", Error: "connection refused"},
+		}}
+	ios, _, out, _ := cli.Test()
+	if err := Print(ios, resp); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ring epoch 9, replicas 3, 2/3 nodes answering",
+		"change #5 in flight: rebalance, streaming",
+		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tBREAKERS\tNOTE",
+		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\topen: n3\t",
+		"n2\t127.0.0.1:9092\tUP\tfollower\t8\t0.0\t-\t0\t0 B\t-\tok\tepoch behind (8)",
+		"n3\t127.0.0.1:9093\tDOWN\t-\t-\t-\t-\t-\t-\t-\t-\tconnection refused",
+	}
+	got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), out)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: got %q, want %q", i, got[i], want[i])
 		}
 	}
 }
