@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,8 +100,11 @@ func BenchmarkClusterKV(b *testing.B) {
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(8)
+		var goroutines atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
-			i := 0
+			// Each goroutine walks the keys from its own offset, so that they do not
+			// write the same key at the same moment.
+			i := int(goroutines.Add(1)) * 613
 			for pb.Next() {
 				k := keys[i%len(keys)]
 				i += 7

@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# bench/run.sh: builds kvnode and kvctl, starts 1 or 3 kvnode processes on loopback with
+# badger in fresh temp data dirs, runs a load, prints the figures, and tears everything down.
+#
+#   bench/run.sh [options] wrk              wrk -s bench/SCRIPT.lua against node 1's HTTP API, ROUNDS rounds
+#   bench/run.sh [options] ratio            a 1-node and a 3-node cluster side by side: alternate wrk between
+#                                           them, ROUNDS rounds; per-round and median 3-node/1-node rate ratio
+#   bench/run.sh [options] agree            1 node: alternate wrk and kvctl bench --target http --rate 0
+#                                           (same connections, GET of pre-filled keys), ROUNDS rounds
+#   bench/run.sh [options] cpu              1 node: CPU time (perf stat task-clock; needs perf) per request of wrk and
+#                                           of kvctl bench --target http --rate 0, generator pinned, ROUNDS rounds
+#   bench/run.sh [options] kvctl -- ARGS    kvctl --addr <node 1> bench ARGS (e.g. --rate 2000 --workload ...)
+#   bench/run.sh [options] shell            start the cluster, print its addresses, wait for Ctrl-C
+#
+# Options:
+#   -n NODES     1 or 3 kvnode processes (default 3; agree always uses 1); --replicas 3 capped by NODES
+#   -s SCRIPT    wrk script: put, get or mixed (default mixed)
+#   -c CONNS     connections of wrk and kvctl (default 16)
+#   -t THREADS   wrk threads (default 1: one generator CPU)
+#   -d DURATION  measured duration of each round (default 10s); a 2 s warm-up precedes every round
+#   -r ROUNDS    rounds (default 3); the summary prints the median of each figure
+#   -k KEYS      keyspace key0..key<KEYS-1>, filled before GET and mixed runs (default 100000)
+#   -P           do not pin (default: nodes on NODE_CPUS, generator on LOAD_CPUS via taskset)
+# Env: NODE_CPUS (default 0), LOAD_CPUS (default 1), BASE_PORT (default 23000), KEEP=1 keeps the temp dir.
+set -euo pipefail
+
+nodes=3 script=mixed conns=16 threads=1 duration=10s rounds=3 keys=100000 pin=1
+usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
+while getopts "n:s:c:t:d:r:k:Ph" opt; do
+	case $opt in
+	n) nodes=$OPTARG ;;
+	s) script=$OPTARG ;;
+	c) conns=$OPTARG ;;
+	t) threads=$OPTARG ;;
+	d) duration=$OPTARG ;;
+	r) rounds=$OPTARG ;;
+	k) keys=$OPTARG ;;
+	P) pin=0 ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+mode=${1:-}
+[[ $mode =~ ^(wrk|ratio|agree|cpu|kvctl|shell)$ ]] || { usage >&2; exit 2; }
+shift
+[[ ${1:-} == -- ]] && shift
+[[ $mode == agree || $mode == cpu ]] && nodes=1
+[[ $nodes == 1 || $nodes == 3 ]] || { echo "run.sh: -n must be 1 or 3" >&2; exit 2; }
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+node_cpus=${NODE_CPUS:-0} load_cpus=${LOAD_CPUS:-1} base=${BASE_PORT:-23000}
+tmp=$(mktemp -d /tmp/ringkv-bench.XXXXXX)
+pids=()
+
+teardown() {
+	local p
+	for p in "${pids[@]}"; do
+		if ! kill -0 "$p" 2>/dev/null; then
+			echo "run.sh: kvnode pid $p had exited before the teardown; last log lines:" >&2
+			tail -n 5 "$tmp"/*.log >&2
+		fi
+	done
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [[ ${KEEP:-0} == 1 ]]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+# onnode runs in a background subshell (cmd &): exec, so that $! is the kvnode process itself.
+onnode() { if ((pin)); then exec taskset -c "$node_cpus" "$@"; else exec "$@"; fi; }
+onload() { if ((pin)); then taskset -c "$load_cpus" "$@"; else "$@"; fi; }
+
+echo "# build" >&2
+(cd "$root" && go build -o "$tmp/bin/kvnode" ./cmd/kvnode && go build -o "$tmp/bin/kvctl" ./cmd/kvctl)
+kvnode=$tmp/bin/kvnode kvctl=$tmp/bin/kvctl
+
+# start_cluster NAME NODES BASE: NODES founders with ports BASE+11.., BASE+21.., BASE+31..;
+# sets NAME_grpc and NAME_http to node 1's addresses and waits until a write reaches every replica.
+start_cluster() {
+	local name=$1 n=$2 b=$3 peers="" i
+	for i in $(seq 1 "$n"); do peers+="${peers:+,}n$i=127.0.0.1:$((b + 10 + i))"; done
+	for i in $(seq 1 "$n"); do
+		onnode "$kvnode" --id "n$i" --data "$tmp/$name/n$i" --replicas 3 --peers "$peers" \
+			--grpc "127.0.0.1:$((b + 10 + i))" --http "127.0.0.1:$((b + 20 + i))" \
+			--admin "127.0.0.1:$((b + 30 + i))" >"$tmp/$name.n$i.log" 2>&1 &
+		pids+=($!)
+	done
+	printf -v "${name}_grpc" '%s' "127.0.0.1:$((b + 11))"
+	printf -v "${name}_http" '%s' "127.0.0.1:$((b + 21))"
+	local deadline=$((SECONDS + 30)) p
+	until curl -fs -o /dev/null -X PUT --data x "http://127.0.0.1:$((b + 21))/v0/entity?id=settle&ack=$n&from=$n"; do
+		if ((SECONDS > deadline)); then
+			echo "run.sh: $name not ready after 30 s; logs:" >&2; tail -n 20 "$tmp/$name".n*.log >&2; exit 1
+		fi
+		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -n 20 "$tmp"/*.log >&2; exit 1; }; done
+		sleep 0.2
+	done
+	local where
+	if ((pin)); then where="pinned: nodes on CPU $node_cpus, load on CPU $load_cpus"; else where="not pinned"; fi
+	echo "# $name: $n node(s) up, grpc 127.0.0.1:$((b + 11)) http 127.0.0.1:$((b + 21)); $where" >&2
+}
+
+if [[ $mode == ratio ]]; then
+	start_cluster one 1 "$base"
+	start_cluster three 3 "$((base + 100))"
+else
+	start_cluster main "$nodes" "$base"
+	grpc=$main_grpc http=$main_http
+fi
+
+fill() { # [grpc-addr]
+	echo "# fill key0..key$((keys - 1)) at ${1:-$grpc}" >&2
+	"$kvctl" --addr "${1:-$grpc}" bench fill --keys "$keys" --key-prefix key >&2
+}
+
+# median of the numbers on stdin
+median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+# field NAME of the RESULT lines in FILE
+field() { grep '^RESULT' "$2" | sed -E "s/.* $1=([^ ]+).*/\1/"; }
+
+run_wrk() { # out-file script duration [http-addr]
+	KEYS=$keys onload wrk -t"$threads" -c"$conns" -d"$3" --latency -s "$root/bench/$2.lua" "http://${4:-$http}" >"$1"
+}
+
+run_kvctl_get() { # out-file
+	onload "$kvctl" --addr "$grpc" bench --target http --http "$http" --rate 0 -c "$conns" \
+		--workload get --keys "$keys" --key-prefix key --duration "$duration" --warmup 2s --quiet --json --hgrm "$1.hgrm" >"$1"
+}
+
+# kvctl JSON (+ its .hgrm) -> a RESULT line like wrk's. The wrk_* fields apply to kvctl's histogram
+# the correction wrk 4.x applies to its own before printing (stats_correct in wrk.c: with
+# interval = runtime / (requests / connections), each sample of v >= 2*interval adds phantom
+# samples v - interval, v - 2*interval, ... > interval), so the two tools' figures can be compared
+# on the same footing. The histogram is rebuilt from the .hgrm rows (5 ticks per half distance):
+# counts sit at each row's value, an approximation.
+kvctl_result() {
+	python3 - "$1" "$conns" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+conns = int(sys.argv[2])
+p = {x["p"]: x["ms"] * 1000 for x in r["latency"]["percentiles"]}
+rows = []
+for line in open(sys.argv[1] + ".hgrm"):
+    f = line.split()
+    if len(f) >= 3 and f[0][0].isdigit():
+        rows.append((float(f[0]) * 1000, int(f[2])))
+hist, prev = {}, 0
+for v, total in rows:
+    if total > prev:
+        hist[int(v)] = hist.get(int(v), 0) + total - prev
+        prev = total
+interval = r["duration_seconds"] * 1e6 / (r["requests"] / conns)
+corr = dict(hist)
+for v, c in hist.items():
+    if v >= 2 * interval:
+        m = v - interval
+        while m > interval:
+            corr[int(m)] = corr.get(int(m), 0) + c
+            m -= interval
+def pct(h, q):
+    n, acc = sum(h.values()), 0
+    for v in sorted(h):
+        acc += h[v]
+        if acc >= q / 100 * n:
+            return v
+print("RESULT rps=%.0f requests=%d p50_us=%.0f p75_us=%.0f p90_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f mean_us=%.0f cpu=%.2f errors=%d not_found=%d invalid=%s wrk_p50_us=%d wrk_p99_us=%d wrk_added=%d" % (
+    r["rate_achieved"], r["requests"], p[50], p[75], p[90], p[99], p[99.9], r["latency"]["max_ms"] * 1000,
+    r["latency"]["mean_ms"] * 1000, r["generator_cpu"]["cores"], sum(r["errors"].values()), r["not_found"], r["invalid"],
+    pct(corr, 50), pct(corr, 99), sum(corr.values()) - sum(hist.values())))
+EOF2
+}
+
+summary() { # label file
+	printf '%-8s median of %d: rps=%s p50_us=%s p90_us=%s p99_us=%s p999_us=%s\n' "$1" "$(grep -c '^RESULT' "$2")" \
+		"$(field rps "$2" | median)" "$(field p50_us "$2" | median)" "$(field p90_us "$2" | median)" \
+		"$(field p99_us "$2" | median)" "$(field p999_us "$2" | median)"
+}
+
+case $mode in
+ratio)
+	if [[ $script != put ]]; then fill "$one_grpc"; fill "$three_grpc"; fi
+	for r in $(seq 1 "$rounds"); do
+		order=(one three)
+		((r % 2)) || order=(three one)
+		for c in "${order[@]}"; do
+			addr=${c}_http
+			echo "# round $r $c: $(uptime)" >&2
+			run_wrk "$tmp/warm" "$script" 2s "${!addr}"
+			run_wrk "$tmp/wrk.$c.$r" "$script" "$duration" "${!addr}"
+			line=$(grep '^RESULT' "$tmp/wrk.$c.$r")
+			echo "$line" >>"$tmp/wrk.$c.all"
+			echo "round $r $c $line"
+		done
+		one_rps=$(field rps "$tmp/wrk.one.$r") three_rps=$(field rps "$tmp/wrk.three.$r")
+		echo "round $r ratio rps 3n/1n = $(awk -v a="$three_rps" -v b="$one_rps" 'BEGIN {printf "%.3f", a / b}')" | tee -a "$tmp/ratio"
+		if [[ $r == 1 ]]; then
+			for c in one three; do echo "--- wrk output, round 1, $c:"; cat "$tmp/wrk.$c.1"; done
+		fi
+	done
+	summary "1-node" "$tmp/wrk.one.all"
+	summary "3-node" "$tmp/wrk.three.all"
+	echo "median ratio rps 3n/1n = $(sed 's/.*= //' "$tmp/ratio" | median)"
+	;;
+shell)
+	echo "grpc $grpc  http $http  (Ctrl-C stops)"
+	sleep infinity &
+	pids+=($!)
+	wait $!
+	;;
+wrk)
+	[[ $script == put ]] || fill
+	for r in $(seq 1 "$rounds"); do
+		run_wrk "$tmp/warm" "$script" 2s
+		echo "# round $r: $(uptime)" >&2
+		run_wrk "$tmp/wrk.$r" "$script" "$duration"
+		cat "$tmp/wrk.$r"
+		grep '^RESULT' "$tmp/wrk.$r" >>"$tmp/wrk.all"
+	done
+	summary "wrk-$script-${nodes}n" "$tmp/wrk.all"
+	;;
+agree)
+	fill
+	for r in $(seq 1 "$rounds"); do
+		# Alternate which tool goes first.
+		order=(wrk kvctl)
+		((r % 2)) || order=(kvctl wrk)
+		for tool in "${order[@]}"; do
+			echo "# round $r $tool: $(uptime)" >&2
+			if [[ $tool == wrk ]]; then
+				run_wrk "$tmp/warm" get 2s
+				run_wrk "$tmp/wrk.$r" get "$duration"
+				line=$(grep '^RESULT' "$tmp/wrk.$r")
+				echo "$line" >>"$tmp/wrk.all"
+			else
+				run_kvctl_get "$tmp/kvctl.$r.json"
+				line=$(kvctl_result "$tmp/kvctl.$r.json")
+				echo "$line" >>"$tmp/kvctl.all"
+			fi
+			echo "round $r $tool $line"
+		done
+	done
+	summary wrk "$tmp/wrk.all"
+	summary kvctl "$tmp/kvctl.all"
+	echo "kvctl with wrk's correction: median p50_us=$(field wrk_p50_us "$tmp/kvctl.all" | median) p99_us=$(field wrk_p99_us "$tmp/kvctl.all" | median)"
+	;;
+cpu)
+	# CPU each generator spends per request: perf stat task-clock of the whole process over a
+	# closed-loop GET run (no warm-up for either, so every request it sent is in its count).
+	fill
+	for r in $(seq 1 "$rounds"); do
+		for tool in wrk kvctl; do
+			if [[ $tool == wrk ]]; then
+				KEYS=$keys perf stat -x, -e task-clock,context-switches -o "$tmp/perf" -- taskset -c "$load_cpus" \
+					wrk -t"$threads" -c"$conns" -d"$duration" -s "$root/bench/get.lua" "http://$http" >"$tmp/out"
+				reqs=$(field requests "$tmp/out")
+			else
+				perf stat -x, -e task-clock,context-switches -o "$tmp/perf" -- taskset -c "$load_cpus" \
+					"$kvctl" --addr "$grpc" bench --target http --http "$http" --rate 0 -c "$conns" --workload get \
+					--keys "$keys" --key-prefix key --duration "$duration" --warmup 0s --quiet --json >"$tmp/out.json"
+				reqs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$tmp/out.json")
+			fi
+			ms=$(grep task-clock "$tmp/perf" | cut -d, -f1)
+			cs=$(grep context-switches "$tmp/perf" | cut -d, -f1)
+			line=$(awk -v t="$tool" -v ms="$ms" -v cs="$cs" -v n="$reqs" -v d="$duration" \
+				'BEGIN {printf "RESULT tool=%s requests=%d cpu_ms=%.0f cpu_us_per_req=%.2f cs_per_req=%.3f rps=%.0f", t, n, ms, ms * 1000 / n, cs / n, n / (d + 0)}')
+			echo "round $r $line ($(uptime | sed 's/.*load/load/'))"
+			echo "$line" >>"$tmp/cpu.$tool"
+		done
+	done
+	for tool in wrk kvctl; do
+		echo "$tool median: CPU µs/request $(field cpu_us_per_req "$tmp/cpu.$tool" | median), context switches/request $(field cs_per_req "$tmp/cpu.$tool" | median), rps $(field rps "$tmp/cpu.$tool" | median)"
+	done
+	;;
+kvctl)
+	fill
+	echo "# kvctl --addr $grpc bench $*: $(uptime)" >&2
+	onload "$kvctl" --addr "$grpc" bench --key-prefix key --keys "$keys" "$@"
+	;;
+esac
