@@ -197,8 +197,8 @@ func (o *Options) complete(cmd *cobra.Command) error {
 		}
 	}
 	for _, k := range o.Profile {
-		if !slices.Contains(profileKinds, k) {
-			return cli.UsageErrorf("--profile %q: want some of %s", k, strings.Join(profileKinds, ","))
+		if !slices.Contains(pprof.Kinds, k) {
+			return cli.UsageErrorf("--profile %q: want some of %s", k, strings.Join(pprof.Kinds, ","))
 		}
 	}
 	if len(o.Profile) > 0 && o.FindMax {
@@ -296,9 +296,6 @@ func (o *Options) endLive() {
 }
 
 func fmtMs(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
-
-// profileKinds are the kinds --profile takes (those kvctl pprof captures).
-var profileKinds = []string{"cpu", "heap", "allocs", "mutex", "block", "goroutine", "trace"}
 
 // ErrInvalidResult marks a run whose generator could not keep its schedule.
 var ErrInvalidResult = errors.New("result invalid")

@@ -18,11 +18,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/node/metrics"
 	"ringkv/proto/kvpb"
 )
 
 // Kinds are the profile kinds a node captures.
-var Kinds = []string{"cpu", "heap", "allocs", "mutex", "block", "goroutine", "trace"}
+var Kinds = metrics.Kinds[:]
 
 // Node is one node to capture from.
 type Node struct {
@@ -121,7 +122,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 	secs := o.Seconds
 	if secs == 0 {
-		secs = defaultSeconds(o.Kind)
+		secs = metrics.DefaultSeconds(o.Kind)
 	}
 	if secs > 0 {
 		fmt.Fprintf(o.IO.ErrOut, "capturing %s on %d node(s) for %ds...\n", o.Kind, len(nodes), secs)
@@ -208,16 +209,6 @@ func formatValue(v int64, unit string) string {
 		return cli.Humanize(uint64(max(v, 0)))
 	}
 	return fmt.Sprint(v)
-}
-
-func defaultSeconds(kind string) int {
-	switch kind {
-	case "cpu", "mutex", "block":
-		return 5
-	case "trace":
-		return 1
-	}
-	return 0
 }
 
 // ResolveNodes picks the nodes to capture from: the one named id, every answering node of
@@ -308,7 +299,7 @@ func capture(ctx context.Context, f *cli.Factory, nodes []Node, kinds []string, 
 		wg.Go(func() {
 			secs := seconds
 			if secs == 0 {
-				secs = defaultSeconds(c.kind)
+				secs = metrics.DefaultSeconds(c.kind)
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+slack)
 			defer cancel()
