@@ -438,7 +438,8 @@ func TestRingDrainUnderLoad(t *testing.T) {
 // forced); a change in flight refuses another; an aborted add returns to the old ring with
 // nothing lost and the newcomer emptied.
 func TestRingRefusalsAndAbort(t *testing.T) {
-	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ChangeRate = 64 << 10 })
+	// 4 KiB/s per receiver: n4 receives ~20 KB, which then takes seconds, time to abort.
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ChangeRate = 4 << 10 })
 	want := loadKeys(t, c, "a", 1000)
 	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
 	n4, err := c.StartEmpty("n4")
@@ -519,12 +520,27 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 		}
 		return nil
 	})
-	p, err := admin.AbortChange(context.Background(), &kvpb.AbortChangeRequest{})
+	// Abort through a follower: it answers once it has applied the abort itself.
+	follower := 0
+	for i := range 3 {
+		if !c.Node(i).Cluster().IsLeader() {
+			follower = i
+			break
+		}
+	}
+	fadmin := kvpb.NewAdminClient(dialNode(t, c.Config(follower).GRPCAddr))
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer acancel()
+	p, err := fadmin.AbortChange(actx, &kvpb.AbortChangeRequest{})
 	if err != nil {
 		t.Fatalf("abort: %v", err)
 	}
 	if p.GetState() != "aborted" {
 		t.Errorf("abort: got state %q, want aborted", p.GetState())
+	}
+	if v := c.Node(follower).View(); v.Next != nil || v.Current.Epoch() != epoch {
+		t.Errorf("%s (follower) right after its abort answered: epoch %d, changing %v; want epoch %d, no change",
+			c.Config(follower).ID, v.Current.Epoch(), v.Changing(), epoch)
 	}
 	acked := tr.finish(t)
 	if _, err := admin.AbortChange(context.Background(), &kvpb.AbortChangeRequest{}); status.Code(err) != codes.NotFound {

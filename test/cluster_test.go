@@ -237,13 +237,16 @@ func (c *tcluster) load(nodes []*proc, n, size, workers int) uint64 {
 				}
 				key := fmt.Sprintf("k%06d", i)
 				var err error
-				for range 5 {
+				// Retry with a backoff: on a loaded machine a peer's circuit breaker may open
+				// for a moment.
+				for a := range 8 {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_, err = kv.Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: valueOf(key, size), Ack: 3})
+					_, err = kv.Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: valueOf(key, size)}) // the default quorum
 					cancel()
 					if err == nil {
 						break
 					}
+					time.Sleep(min(50*time.Millisecond<<a, time.Second))
 				}
 				if err != nil && failed.Add(1) <= 5 {
 					c.t.Errorf("load %s: %v", key, err)

@@ -3,8 +3,12 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,8 +129,10 @@ func TestRingAddBench(t *testing.T) {
 		return nil
 	})
 	t1 := time.Now()
+	profiled := profileDuringAdd(t, []*proc{founders[0], n4})
 	res := c.kvctl(context.Background(), founders[0], "ring", "add", n4.id+"="+n4.grpc, "--yes", "--rate", rate, "-o", "json")
 	t2 := time.Now()
+	profiled()
 	if res.code != 0 {
 		stop()
 		<-done
@@ -143,6 +149,7 @@ func TestRingAddBench(t *testing.T) {
 	<-done
 
 	p := progressOf(t, res)
+	logMover(t, c, n4)
 	keysMoved, moved := c.streamedBytes([]*proc{n4})
 	secs := t2.Sub(t1).Seconds()
 	t.Logf("add with --rate %s: state %s; %d keys, %.1f MiB streamed into n4 in %.2fs (kvctl wall time, plan included): %.1f MiB/s",
@@ -156,5 +163,58 @@ func TestRingAddBench(t *testing.T) {
 	}{{"before", t0, t1}, {"during", t1, t2}, {"after", t2, t3}} {
 		n, errs, p50, p99, mx := phase(samples, ph.from, ph.to)
 		t.Logf("%-6s %5d requests, %d errors, p50 %s, p99 %s, max %s", ph.name, n, errs, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
+	}
+}
+
+// profileDuringAdd, when RINGKV_BENCH_PROFILE names a directory, captures a 5 s CPU profile of
+// each of nodes from their admin /debug/pprof while the add runs, into <dir>/<id>.pprof. The
+// returned func waits for the captures.
+func profileDuringAdd(t *testing.T, nodes []*proc) (wait func()) {
+	dir := os.Getenv("RINGKV_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for _, p := range nodes {
+		wg.Go(func() {
+			resp, err := http.Get("http://" + p.admin + "/debug/pprof/profile?seconds=5")
+			if err != nil {
+				t.Logf("profile %s: %v", p.id, err)
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, p.id+".pprof"), b, 0o644)
+			}
+			if err != nil {
+				t.Logf("profile %s: %v", p.id, err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// logMover logs how p's mover went: the number of ranges received and the span of time
+// between the first and the last (from the node's log tail).
+func logMover(t *testing.T, c *tcluster, p *proc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lt, err := c.admin(p).LogTail(ctx, &kvpb.LogTailRequest{Lines: 1000})
+	if err != nil {
+		t.Logf("log tail of %s: %v", p.id, err)
+		return
+	}
+	var received []string
+	for _, l := range lt.GetLines() {
+		if strings.Contains(l, "range received") || strings.Contains(l, "ring change") || strings.Contains(l, "pull range") {
+			received = append(received, l)
+		}
+	}
+	t.Logf("%s: %d mover lines", p.id, len(received))
+	if os.Getenv("RINGKV_BENCH_LOG") != "" {
+		for _, l := range received {
+			t.Log(l)
+		}
 	}
 }

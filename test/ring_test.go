@@ -369,7 +369,8 @@ func TestRingRefusals(t *testing.T) {
 	}
 
 	// A slow change, watched, then left with Ctrl-C: it goes on.
-	cmd, out, errOut, done := startAdd(t, c, n1, n4, "0.05")
+	// 10 KiB/s for the receiver: the ~450 KB it receives take long enough for what follows.
+	cmd, out, errOut, done := startAdd(t, c, n1, n4, "10KB/s")
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatalf("SIGINT kvctl: %v", err)
 	}
@@ -385,7 +386,7 @@ func TestRingRefusals(t *testing.T) {
 	if second.code != 3 || !strings.Contains(second.stderr+second.stdout, "in flight") {
 		t.Errorf("second change: got exit %d, want 3 naming the change in flight\nstdout:\n%s\nstderr:\n%s", second.code, second.stdout, second.stderr)
 	}
-	if r := c.kvctl(context.Background(), n1, "ring", "rate", "0.1"); r.code != 0 || !strings.Contains(r.stdout, "0.1 MB/s") {
+	if r := c.kvctl(context.Background(), n1, "ring", "rate", "20KB/s"); r.code != 0 || !strings.Contains(r.stdout, "throttle now") {
 		t.Errorf("ring rate: got exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r := c.kvctl(context.Background(), n1, "ring", "status", "--once"); r.code != 0 || !strings.Contains(r.stdout, "add n4") {

@@ -142,9 +142,13 @@ func (c *Cluster) beginLocal(req ChangeRequest) (uint64, error) {
 }
 
 // Abort cancels the change in flight (changeID 0: whichever it is); the ring stays at its
-// current epoch. Forwards to the leader. ErrNoChange when none (or another) is in flight.
+// current epoch. Forwards to the leader. It returns once this node has applied the abort.
+// ErrNoChange when none (or another) is in flight.
 func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
 	var applied uint64
+	// The last change this node had finished before the call: the leader aborts a later one,
+	// which this node may not even have seen begin yet.
+	lastBefore := lastID(c.fsm.load().last)
 	err := c.onLeader(ctx, func() error {
 		res, err := c.apply(command{Op: opAbort, ChangeID: changeID, Unix: time.Now().Unix()})
 		applied = res.changeID
@@ -152,18 +156,19 @@ func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
 		_, err := cl.AbortChange(ctx, &kvpb.AbortClusterChangeRequest{ChangeId: changeID})
 		applied = changeID
-		if applied == 0 {
-			// Wait for the change this node has in flight (the leader aborted it).
-			if ch := c.Change(); ch != nil {
-				applied = ch.ID
-			}
-		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return c.waitDone(ctx, applied)
+	if applied != 0 {
+		return c.waitDone(ctx, applied)
+	}
+	// Aborted on the leader, id unknown here: wait until this node has finished a change
+	// later than lastBefore and has none of its own in flight up to it.
+	return c.waitFor(ctx, func(p *published) bool {
+		return p.last != nil && p.last.ID > lastBefore && (p.change == nil || p.change.ID > p.last.ID)
+	})
 }
 
 // MoveDone records that move index move of change changeID has reached its target. Idempotent.

@@ -17,20 +17,21 @@ import (
 // RangeSource pulls a token range from another node's copy; node/server implements it over
 // Replica.StreamRange. Safe for concurrent use.
 type RangeSource interface {
-	// StreamRange calls fn, from one goroutine and in store-key order, for every record source
-	// holds with token t in start < t <= end (wrapping when start >= end), beginning after the
-	// store key resumeAfter (nil: from the start), throttled to rateBytes per second (0: none).
-	// An error from fn stops the stream and is returned.
+	// StreamRange calls fn, from one goroutine and in store-key order, with batches of the
+	// records source holds with token t in start < t <= end (wrapping when start >= end),
+	// beginning after the store key resumeAfter (nil: from the start), throttled to rateBytes
+	// per second (0: none) for all of this source's concurrent pulls together. fn must not
+	// keep the batch after it returns. An error from fn stops the stream and is returned.
 	StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rateBytes uint64,
-		fn func(token uint64, key []byte, rec store.Record) error) error
+		fn func(batch []store.Entry) error) error
 }
 
 // RangeSink is the local store as the mover writes it; *store.Store implements it. Safe for
 // concurrent use.
 type RangeSink interface {
-	// Apply stores rec unless a version at least as new is held (last-write-wins), so a range
-	// pulled twice is harmless.
-	Apply(token uint64, key []byte, rec store.Record) (applied bool, err error)
+	// ApplyBatch stores each record unless a version at least as new is held (last-write-wins
+	// per key), so a range pulled twice is harmless.
+	ApplyBatch(batch []store.Entry) (applied int, err error)
 	// DeleteRange deletes every key with token t in start < t <= end.
 	DeleteRange(start, end uint64) error
 }
@@ -145,9 +146,28 @@ func (m *Mover) Run(ctx context.Context) error {
 
 	type running struct {
 		cancel context.CancelFunc
+		// streaming is true until the pull's data is in; reporting it done in raft does not
+		// take one of the Parallel slots.
+		streaming bool
 	}
-	active := map[moveKey]running{}
-	doneCh := make(chan moveKey, m.cfg.Parallel)
+	active := map[moveKey]*running{}
+	streamingCount := func() int {
+		n := 0
+		for _, r := range active {
+			if r.streaming {
+				n++
+			}
+		}
+		return n
+	}
+	doneCh := make(chan moveKey)
+	streamedCh := make(chan moveKey)
+	send := func(c chan<- moveKey, k moveKey) {
+		select {
+		case c <- k:
+		case <-ctx.Done():
+		}
+	}
 	retry := time.NewTicker(m.cfg.RetryInterval)
 	defer retry.Stop()
 	var cleaned string // the state last cleaned up after
@@ -170,23 +190,30 @@ func (m *Mover) Run(ctx context.Context) error {
 			self := m.c.cfg.ID
 			for i, mv := range ch.Moves {
 				k := moveKey{ch.ID, i}
-				if mv.Target != self || mv.Done || len(active) >= m.cfg.Parallel {
+				if mv.Target != self || mv.Done || streamingCount() >= m.cfg.Parallel {
 					continue
 				}
 				if _, ok := active[k]; ok {
 					continue
 				}
-				if pr := m.get(k); pr != nil && pr.State == MoveFailed && time.Since(pr.Finished) < m.cfg.RetryInterval {
-					continue
+				if pr := m.get(k); pr != nil {
+					// Reported done: raft has it, this node's FSM applies it shortly. Pulling it
+					// again meanwhile would only repeat the move.
+					if pr.State == MoveDone {
+						continue
+					}
+					if pr.State == MoveFailed && time.Since(pr.Finished) < m.cfg.RetryInterval {
+						continue
+					}
 				}
 				pctx, pcancel := context.WithCancel(ctx)
-				active[k] = running{pcancel}
+				active[k] = &running{cancel: pcancel, streaming: true}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer pcancel()
-					m.pull(pctx, p.view.Current, ch, i)
-					doneCh <- k
+					m.pull(pctx, p.view.Current, ch, i, func() { send(streamedCh, k) })
+					send(doneCh, k)
 				}()
 			}
 		}
@@ -207,6 +234,10 @@ func (m *Mover) Run(ctx context.Context) error {
 			return nil
 		case k := <-doneCh:
 			delete(active, k)
+		case k := <-streamedCh:
+			if r := active[k]; r != nil {
+				r.streaming = false
+			}
 		case <-watch:
 		case <-retry.C:
 		}
@@ -246,9 +277,16 @@ func (m *Mover) update(k moveKey, fn func(p *MoveProgress)) {
 	fn(p)
 }
 
-// pull streams one move into the local store, trying its source first and then the range's
-// other current replicas, and reports it done.
-func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int) {
+// fallbackAttempts is the attempt of a move from which, when its source fails, the mover
+// pulls from all of the range's other replicas instead of waiting for the source: a source
+// that restarts within a few retry intervals is waited for (pulling from all the others
+// costs their data twice over).
+const fallbackAttempts = 3
+
+// pull streams one move into the local store from its source or, if that keeps failing, from
+// all of the range's other current replicas, calls streamed once the data is in (or the pull failed), and
+// reports the move done.
+func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, streamed func()) {
 	k := moveKey{ch.ID, i}
 	mv := ch.Moves[i]
 	// Forget the progress of older changes.
@@ -260,46 +298,74 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int) {
 	}
 	m.mu.Unlock()
 
-	var sources []ring.Member
-	if s, ok := cur.Member(mv.Source); ok {
-		sources = append(sources, s)
-	}
+	primary, hasPrimary := cur.Member(mv.Source)
+	var others []ring.Member
 	for _, r := range cur.Lookup(mv.End, cur.ReplicationFactor()) {
 		if r.ID != mv.Source && r.ID != m.c.cfg.ID {
-			sources = append(sources, r)
+			others = append(others, r)
 		}
 	}
 	var resume []byte
+	attempts := 0
 	m.update(k, func(p *MoveProgress) {
 		p.Move, p.State, p.Started, p.Err = mv, MoveStreaming, time.Now(), ""
 		p.Attempts++
-		resume = p.resumeKey
+		resume, attempts = p.resumeKey, p.Attempts
 	})
-	err := fmt.Errorf("move %d: no source in the current ring: %w", i, ErrUnknownMember)
-	for _, src := range sources {
+	rate := ch.RateBytes
+	if cur := m.c.Change(); cur != nil && cur.ID == ch.ID {
+		rate = cur.RateBytes
+	}
+	// stream pulls the range from src after from; advance records the position reached as
+	// where a retry resumes (only the move's own source's position means anything there).
+	stream := func(src ring.Member, from []byte, advance bool) error {
 		m.update(k, func(p *MoveProgress) { p.Source = src.ID })
-		rate := ch.RateBytes
-		if cur := m.c.Change(); cur != nil && cur.ID == ch.ID {
-			rate = cur.RateBytes
-		}
-		err = m.src.StreamRange(ctx, src, mv.Start, mv.End, resume, rate, func(token uint64, key []byte, rec store.Record) error {
-			if _, err := m.sink.Apply(token, key, rec); err != nil {
+		return m.src.StreamRange(ctx, src, mv.Start, mv.End, from, rate, func(batch []store.Entry) error {
+			if _, err := m.sink.ApplyBatch(batch); err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
-			sk := store.StoreKey(token, key)
+			var n uint64
+			for _, e := range batch {
+				n += uint64(len(e.Key) + len(e.Record.Value))
+			}
+			last := batch[len(batch)-1]
+			sk := store.StoreKey(last.Token, last.Key)
 			m.update(k, func(p *MoveProgress) {
-				p.Keys++
-				p.Bytes += uint64(len(key) + len(rec.Value))
-				p.resumeKey = sk
+				p.Keys += uint64(len(batch))
+				p.Bytes += n
+				if advance {
+					p.resumeKey = sk
+				}
 			})
-			resume = sk
+			if advance {
+				resume = sk
+			}
 			return nil
 		})
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", src.ID, "err", err)
 	}
+	err := fmt.Errorf("move %d: no source in the current ring: %w", i, ErrUnknownMember)
+	if hasPrimary {
+		err = stream(primary, resume, true)
+		if err != nil && ctx.Err() == nil {
+			m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", primary.ID, "err", err)
+		}
+	}
+	if err != nil && ctx.Err() == nil && len(others) > 0 && (!hasPrimary || attempts >= fallbackAttempts) {
+		// The source (the replica this node displaces) stays unreachable. One other replica
+		// may lack a write the source holds (acknowledged by a quorum without it); the
+		// union of all the others holds every such write. Pull each of them, from where the
+		// source stopped; if one fails, the move fails and is retried from the source.
+		err = nil
+		for _, r := range others {
+			if err = stream(r, resume, false); err != nil {
+				if ctx.Err() == nil {
+					m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", r.ID, "err", err)
+				}
+				break
+			}
+		}
+	}
+	streamed()
 	if err == nil {
 		err = m.c.MoveDone(ctx, ch.ID, i)
 		if err != nil && m.recorded(ch.ID, i) {

@@ -21,15 +21,26 @@ import (
 type storeSource map[string]*store.Store
 
 func (s storeSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, _ uint64,
-	fn func(token uint64, key []byte, rec store.Record) error) error {
+	fn func(batch []store.Entry) error) error {
 	st, ok := s[source.ID]
 	if !ok {
 		return fmt.Errorf("no store for %s", source.ID)
 	}
-	return st.Scan(ctx, start, end, resumeAfter, func(sk, key []byte, rec store.Record) error {
+	var batch []store.Entry
+	err := st.Scan(ctx, start, end, resumeAfter, func(sk, key []byte, rec store.Record) error {
 		token, _ := store.SplitStoreKey(sk)
-		return fn(token, key, rec)
+		batch = append(batch, store.Entry{Token: token, Key: key, Record: rec})
+		if len(batch) < 100 {
+			return nil
+		}
+		err := fn(batch)
+		batch = batch[:0]
+		return err
 	})
+	if err != nil || len(batch) == 0 {
+		return err
+	}
+	return fn(batch)
 }
 
 func openStore(t *testing.T, dir string) *store.Store {
@@ -126,8 +137,9 @@ func TestMoverAddThenDrain(t *testing.T) {
 		}
 	}
 	movers := map[string]*Mover{}
+	counting := &countingSource{src: stores, calls: map[[2]uint64]int{}}
 	for _, n := range all {
-		movers[n.id], _ = startMover(t, n, stores, stores[n.id])
+		movers[n.id], _ = startMover(t, n, counting, stores[n.id])
 	}
 
 	ch, err := nodes[0].c.Begin(ctx, ChangeRequest{Kind: KindAdd, NodeID: "n4", Addr: newcomer.addr})
@@ -145,6 +157,13 @@ func TestMoverAddThenDrain(t *testing.T) {
 	if got != len(ch.Moves) {
 		t.Errorf("newcomer progress: got %d moves done, want %d", got, len(ch.Moves))
 	}
+	// Each move is pulled once: a move reported done is not pulled again while this node's
+	// FSM has yet to apply its move_done.
+	for _, mv := range ch.Moves {
+		if got := counting.count(mv.Start, mv.End); got != 1 {
+			t.Errorf("move (%d, %d]: got %d pulls, want 1", mv.Start, mv.End, got)
+		}
+	}
 
 	// Drain n1: its ranges stream to the new owners, then it deletes everything.
 	if _, err := newcomer.c.Begin(ctx, ChangeRequest{Kind: KindRemove, NodeID: "n1"}); err != nil {
@@ -158,6 +177,27 @@ func TestMoverAddThenDrain(t *testing.T) {
 	checkPlacement(t, r, stores, keys)
 }
 
+// countingSource counts the pulls of each range.
+type countingSource struct {
+	src   RangeSource
+	mu    sync.Mutex
+	calls map[[2]uint64]int
+}
+
+func (s *countingSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rate uint64,
+	fn func(batch []store.Entry) error) error {
+	s.mu.Lock()
+	s.calls[[2]uint64{start, end}]++
+	s.mu.Unlock()
+	return s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, fn)
+}
+
+func (s *countingSource) count(start, end uint64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[[2]uint64{start, end}]
+}
+
 // stallingSource passes limit records of each range, then blocks until its context ends: a
 // receiver that is killed mid-stream.
 type stallingSource struct {
@@ -167,18 +207,22 @@ type stallingSource struct {
 }
 
 func (s *stallingSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rate uint64,
-	fn func(token uint64, key []byte, rec store.Record) error) error {
+	fn func(batch []store.Entry) error) error {
 	n := 0
-	err := s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, func(token uint64, key []byte, rec store.Record) error {
-		if n == s.limit {
-			<-ctx.Done()
-			return ctx.Err()
+	return s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, func(batch []store.Entry) error {
+		for _, e := range batch {
+			if n == s.limit {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			n++
+			s.received.Add(1)
+			if err := fn([]store.Entry{e}); err != nil {
+				return err
+			}
 		}
-		n++
-		s.received.Add(1)
-		return fn(token, key, rec)
+		return nil
 	})
-	return err
 }
 
 func TestMoverReceiverRestartsMidStream(t *testing.T) {
@@ -227,4 +271,71 @@ func TestMoverReceiverRestartsMidStream(t *testing.T) {
 	startMover(t, newcomer, stores, stores["n4"])
 	waitEpoch(t, append(nodes, newcomer), 2, false)
 	checkPlacement(t, nodes[0].c.View().Current, stores, keys)
+}
+
+// deadSource fails every pull from the members in dead: a source that is down.
+type deadSource struct {
+	src  RangeSource
+	dead map[string]bool
+}
+
+func (s deadSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rate uint64,
+	fn func(batch []store.Entry) error) error {
+	if s.dead[source.ID] {
+		return fmt.Errorf("%s: connection refused", source.ID)
+	}
+	return s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, fn)
+}
+
+// When a move's source stays down, the receiver pulls from all of the range's other replicas:
+// a write that reached only two of three replicas (a quorum) keeps two copies among the new
+// replicas whichever of the others lacks it.
+func TestMoverFallsBackToAllOtherReplicas(t *testing.T) {
+	nodes := startFounders(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
+	all := append(nodes, newcomer)
+	stores := storeSource{}
+	for _, n := range all {
+		stores[n.id] = openStore(t, filepath.Join(t.TempDir(), "store-"+n.id))
+	}
+	const keys = 1500
+	r := nodes[0].c.View().Current
+	for i := range keys {
+		key := fmt.Appendf(nil, "key-%05d", i)
+		tok := ring.Token(key)
+		for j, m := range r.Lookup(tok, r.ReplicationFactor()) {
+			if j == i%3 {
+				continue // this replica missed the write
+			}
+			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
+				t.Fatalf("seed: %v", err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		startMover(t, n, stores, stores[n.id])
+	}
+	startMover(t, newcomer, deadSource{src: stores, dead: map[string]bool{"n1": true}}, stores["n4"])
+	if _, err := nodes[0].c.Begin(ctx, ChangeRequest{Kind: KindAdd, NodeID: "n4", Addr: newcomer.addr}); err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	waitEpoch(t, all, 2, false)
+	next := nodes[0].c.View().Current
+	for i := range keys {
+		key := fmt.Appendf(nil, "key-%05d", i)
+		tok := ring.Token(key)
+		held := 0
+		for _, m := range next.Lookup(tok, next.ReplicationFactor()) {
+			if _, found, err := stores[m.ID].Get(tok, key); err != nil {
+				t.Fatalf("get: %v", err)
+			} else if found {
+				held++
+			}
+		}
+		if held < 2 {
+			t.Errorf("%s: got %d copies on its new replicas, want at least 2", key, held)
+		}
+	}
 }

@@ -198,17 +198,26 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 // (store.Record.MarshalBinary). Receivers recompute it to verify a chunk.
 func ChunkChecksum(records []*kvpb.KeyRecord) uint64 {
 	d := xxhash.New()
-	var n [8]byte
+	var hdr [10]byte
 	for _, kr := range records {
-		binary.BigEndian.PutUint64(n[:], uint64(len(kr.GetKey())))
-		d.Write(n[:])
+		binary.BigEndian.PutUint64(hdr[:8], uint64(len(kr.GetKey())))
+		d.Write(hdr[:8])
 		d.Write(kr.GetKey())
-		b, err := replica.RecordFromProto(kr.GetRecord()).MarshalBinary()
-		if err != nil {
+		// The record's MarshalBinary, written in place: version, flags, timestamp, value.
+		r := kr.GetRecord()
+		switch {
+		case r.GetTombstone() && len(r.GetValue()) != 0:
 			// An invalid record (a tombstone with a value) still gets a checksum of its parts.
-			b = append([]byte{0xff}, kr.GetRecord().GetValue()...)
+			d.Write([]byte{0xff})
+		default:
+			hdr[0], hdr[1] = 1, 0
+			if r.GetTombstone() {
+				hdr[1] = 1
+			}
+			binary.BigEndian.PutUint64(hdr[2:], r.GetTimestamp())
+			d.Write(hdr[:])
 		}
-		d.Write(b)
+		d.Write(r.GetValue())
 	}
 	return d.Sum64()
 }

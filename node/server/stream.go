@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -25,8 +26,9 @@ const checksumRetries = 3
 
 // RangeClient pulls token ranges from other nodes over Replica.StreamRange: the mover's
 // cluster.RangeSource. It verifies every chunk (ChunkChecksum) and, on a mismatch, pulls the
-// range again from the last good key. It throttles on the receiving side, reading the rate
-// before every chunk so that a rate changed while a range streams takes effect at once.
+// range again from the last good key. It throttles on the receiving side with one byte budget
+// shared by all of its concurrent pulls (one RangeClient per node: a per-receiver rate), reading
+// the rate after every chunk so that a rate changed while ranges stream takes effect at once.
 // Safe for concurrent use.
 type RangeClient struct {
 	// Conn returns the connection to a member's gRPC address (with the cluster secret).
@@ -38,27 +40,30 @@ type RangeClient struct {
 	Rate func() uint64
 	// Sleep waits d or until ctx ends; nil = a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	lim limiter
 }
 
 var _ cluster.RangeSource = (*RangeClient)(nil)
 
-// StreamRange implements cluster.RangeSource.
+// StreamRange implements cluster.RangeSource. fn gets one chunk's records at a time; the
+// batch and its keys and values are not used by RangeClient after fn returns.
 func (c *RangeClient) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rateBytes uint64,
-	fn func(token uint64, key []byte, rec store.Record) error) error {
+	fn func(batch []store.Entry) error) error {
 	conn, err := c.Conn(source.Addr)
 	if err != nil {
 		return fmt.Errorf("stream range from %s: %w", source.ID, err)
 	}
 	rc := kvpb.NewReplicaClient(conn)
-	th := throttle{start: time.Now(), sleep: c.Sleep}
+	rate := func() uint64 {
+		if c.Rate != nil {
+			return c.Rate()
+		}
+		return rateBytes
+	}
 	resume := resumeAfter
 	for attempt := 0; ; attempt++ {
-		err := c.pull(ctx, rc, start, end, &resume, func() uint64 {
-			if c.Rate != nil {
-				return c.Rate()
-			}
-			return rateBytes
-		}, &th, fn)
+		err := c.pull(ctx, rc, start, end, &resume, rate, fn)
 		if !errors.Is(err, ErrChecksum) || attempt >= checksumRetries {
 			if err != nil {
 				return fmt.Errorf("stream range (%d, %d] from %s: %w", start, end, source.ID, err)
@@ -68,9 +73,9 @@ func (c *RangeClient) StreamRange(ctx context.Context, source ring.Member, start
 	}
 }
 
-// pull runs one StreamRange call, advancing *resume past every record handed to fn.
+// pull runs one StreamRange call, advancing *resume past every batch handed to fn.
 func (c *RangeClient) pull(ctx context.Context, rc kvpb.ReplicaClient, start, end uint64, resume *[]byte, rate func() uint64,
-	th *throttle, fn func(token uint64, key []byte, rec store.Record) error) error {
+	fn func(batch []store.Entry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var epoch uint64
@@ -81,6 +86,7 @@ func (c *RangeClient) pull(ctx context.Context, rc kvpb.ReplicaClient, start, en
 	if err != nil {
 		return replica.FromStatus(err)
 	}
+	var batch []store.Entry
 	for {
 		chunk, err := s.Recv()
 		if err == io.EOF {
@@ -92,32 +98,88 @@ func (c *RangeClient) pull(ctx context.Context, rc kvpb.ReplicaClient, start, en
 		if got := ChunkChecksum(chunk.GetRecords()); got != chunk.GetChecksum() {
 			return fmt.Errorf("%w: got %x, want %x", ErrChecksum, got, chunk.GetChecksum())
 		}
+		batch = batch[:0]
 		n := 0
 		for _, kr := range chunk.GetRecords() {
-			tok := ring.Token(kr.GetKey())
 			rec := replica.RecordFromProto(kr.GetRecord())
-			if err := fn(tok, kr.GetKey(), rec); err != nil {
+			batch = append(batch, store.Entry{Token: ring.Token(kr.GetKey()), Key: kr.GetKey(), Record: rec})
+			n += len(kr.GetKey()) + len(rec.Value)
+		}
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
 				return err
 			}
-			*resume = store.StoreKey(tok, kr.GetKey())
-			n += len(kr.GetKey()) + len(rec.Value)
+			last := batch[len(batch)-1]
+			*resume = store.StoreKey(last.Token, last.Key)
+		}
+		// Every chunk pays, the last one too: a range of one chunk is common (many small moves).
+		if err := c.lim.wait(ctx, n, rate, c.Sleep); err != nil {
+			return err
 		}
 		if chunk.GetLast() {
 			return nil
 		}
-		if err := th.wait(ctx, n, rate()); err != nil {
-			return err
-		}
 	}
 }
 
-// throttle paces a stream to a byte rate: after each chunk it sleeps until the bytes so far
-// fit the rate. A changed rate restarts the accounting.
+// limiter paces the pulls of one RangeClient together to a byte rate: each chunk received
+// books its bytes at the rate after those booked before it (by any pull), and its pull
+// sleeps until its booking ends. A changed rate restarts the booking from now.
+type limiter struct {
+	mu   sync.Mutex
+	rate uint64
+	next time.Time // when the bytes booked so far have been paid for
+}
+
+// limiterSlice bounds one sleep, so that a pull notices a changed rate soon.
+const limiterSlice = 250 * time.Millisecond
+
+func (l *limiter) book(n int, rate uint64, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rate != l.rate || l.next.Before(now) {
+		l.rate, l.next = rate, now
+	}
+	if rate == 0 {
+		return 0
+	}
+	l.next = l.next.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	return l.next.Sub(now)
+}
+
+// wait books n bytes and sleeps until they are paid for, or until the rate changes.
+func (l *limiter) wait(ctx context.Context, n int, rate func() uint64, sleep func(ctx context.Context, d time.Duration) error) error {
+	r := rate()
+	d := l.book(n, r, time.Now())
+	for d > 0 {
+		step := min(d, limiterSlice)
+		if sleep != nil {
+			if err := sleep(ctx, step); err != nil {
+				return err
+			}
+		} else {
+			tm := time.NewTimer(step)
+			select {
+			case <-ctx.Done():
+				tm.Stop()
+				return ctx.Err()
+			case <-tm.C:
+			}
+		}
+		d -= step
+		if rate() != r {
+			return nil // booked again at the new rate from the next chunk on
+		}
+	}
+	return nil
+}
+
+// throttle paces one server-side stream to a byte rate: after each chunk it sleeps until the
+// bytes so far fit the rate. A changed rate restarts the accounting.
 type throttle struct {
 	start time.Time
 	rate  uint64
 	bytes uint64
-	sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (t *throttle) wait(ctx context.Context, n int, rate uint64) error {
@@ -132,9 +194,6 @@ func (t *throttle) wait(ctx context.Context, n int, rate uint64) error {
 	d := time.Until(due)
 	if d <= 0 {
 		return nil
-	}
-	if t.sleep != nil {
-		return t.sleep(ctx, d)
 	}
 	tm := time.NewTimer(d)
 	defer tm.Stop()
