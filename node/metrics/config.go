@@ -38,7 +38,7 @@ type Config struct {
 	// LatencyWindow is how far back the latency quantiles look (they are kept in two halves
 	// rotated every LatencyWindow/2). Default 10s.
 	LatencyWindow time.Duration
-	// CountInterval is how often Run refreshes the per-vnode key counts. Default 10s.
+	// CountInterval is how often Run refreshes the per-vnode key counts. Default 30s.
 	// The node's total key count does not wait for it: it comes from Store.KeyCount.
 	CountInterval time.Duration
 	// VnodeMetrics exports one Prometheus series per vnode (reads, writes, keys, bytes).
@@ -51,7 +51,7 @@ func DefaultConfig() Config {
 	return Config{
 		Tick:          time.Second,
 		LatencyWindow: 10 * time.Second,
-		CountInterval: 10 * time.Second,
+		CountInterval: 30 * time.Second,
 	}
 }
 

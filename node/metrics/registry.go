@@ -290,6 +290,12 @@ func buildTable(rg *ring.Ring, self string, old *vnodeTable) *vnodeTable {
 	return t
 }
 
+// recountAfterChange is the least time between key recounts when the ring's epoch changes.
+const recountAfterChange = 5 * time.Second
+
+// countPause separates the ranges of a recount.
+const countPause = time.Millisecond
+
 // Run decays the rates every Tick, rotates the latency windows and refreshes the per-vnode
 // key counts every CountInterval (and soon after the ring changes). It blocks until ctx ends
 // and returns nil then.
@@ -299,11 +305,19 @@ func (r *Registry) Run(ctx context.Context) error {
 	last := time.Now()
 	lastRotate := last
 	var counted *vnodeTable
+	var countedEpoch uint64
 	var lastCount time.Time
 	for {
-		if t := r.table(); t != nil && (t != counted || time.Since(lastCount) >= r.cfg.CountInterval) {
-			r.refreshCounts(ctx, t)
-			counted, lastCount = t, time.Now()
+		// Recount every CountInterval, and soon after the ring's epoch changes (ranges moved) —
+		// not on every new ring value: a change in flight republishes the ring as its moves
+		// finish, and a full recount per move would compete with the clients for the disk.
+		if t := r.table(); t != nil {
+			since := time.Since(lastCount)
+			moved := counted == nil || t.ring.Epoch() != countedEpoch
+			if since >= r.cfg.CountInterval || (moved && since >= recountAfterChange) {
+				r.refreshCounts(ctx, t)
+				counted, countedEpoch, lastCount = t, t.ring.Epoch(), time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -349,9 +363,16 @@ func (r *Registry) refreshCounts(ctx context.Context, t *vnodeTable) {
 	if r.cfg.Store == nil {
 		return
 	}
+	pause := time.NewTimer(0)
+	defer pause.Stop()
 	for i := range t.v {
-		if ctx.Err() != nil {
+		// Pace the scan: a short pause between ranges spreads a large store's recount so
+		// the clients' requests keep the disk and CPU between ranges.
+		pause.Reset(countPause)
+		select {
+		case <-ctx.Done():
 			return
+		case <-pause.C:
 		}
 		keys, bytes, err := r.cfg.Store.CountRange(t.starts[i], t.ends[i])
 		if err != nil {
