@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/cmd/pprof"
+	"ringkv/loadgen"
 	"ringkv/proto/kvpb"
 	console "ringkv/tui"
 )
@@ -22,6 +24,8 @@ type Options struct {
 	Seeds      []string
 	Readonly   bool
 	ProfileDir string
+	// BenchKeys is the keyspace of the background bench (the keys `kvctl bench fill` writes).
+	BenchKeys int64
 }
 
 // NewCmdTUI returns `kvctl tui`. runF replaces the run step in flag tests.
@@ -47,6 +51,7 @@ bench) each ask for confirmation; --readonly disables them. Press ? for every ke
 	cmd.Flags().BoolVar(&o.Readonly, "readonly", false, "disable every action")
 	cmd.Flags().StringSliceVar(&o.Seeds, "seeds", nil, "more node addresses to ask when --addr is down")
 	cmd.Flags().StringVar(&o.ProfileDir, "profile-dir", ".", "directory CPU profiles are written to")
+	cmd.Flags().Int64Var(&o.BenchKeys, "bench-keys", 100_000, "keyspace of the background bench (b): bench:0.. as `kvctl bench fill` writes")
 	return cmd
 }
 
@@ -54,7 +59,7 @@ func run(cmd *cobra.Command, o *Options) error {
 	f := o.Factory
 	seeds := append([]string{f.Addr}, o.Seeds...)
 	src := console.NewAdminSource(console.AdminConfig{Seeds: seeds, Dial: f.Admin})
-	acts := NewActions(f, o.ProfileDir, nil)
+	acts := NewActions(f, o.ProfileDir, backgroundBench(f.Addr, o.BenchKeys))
 	defer acts.Close()
 	return console.Run(cmd.Context(), console.Options{
 		Source:   src,
@@ -62,6 +67,27 @@ func run(cmd *cobra.Command, o *Options) error {
 		Readonly: o.Readonly,
 		Hint:     "cluster at " + strings.Join(seeds, ", ") + " · press ? for keys",
 	})
+}
+
+// backgroundBench runs the console's bench action: 90% GET / 10% PUT at the chosen rate over
+// keys bench:0..keys-1 through the node at addr, until the console stops it.
+func backgroundBench(addr string, keys int64) console.BenchFunc {
+	return func(ctx context.Context, rate int) error {
+		t, err := loadgen.DialGRPCTarget(addr, 16, 0, 0)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		cfg := loadgen.DefaultConfig()
+		cfg.Rate = float64(rate)
+		cfg.Warmup = 0
+		cfg.Duration = 365 * 24 * time.Hour // until the console stops it
+		cfg.Workload = loadgen.Mix{Get: 9, Put: 1}
+		cfg.Keys = max(keys, 1)
+		cfg.MaxLag = time.Hour // a background load, not a measurement
+		_, err = loadgen.Run(ctx, cfg, t)
+		return err
+	}
 }
 
 // NewActions returns the console's actions over f's connections: ring changes through the
