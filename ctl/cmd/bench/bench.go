@@ -177,16 +177,8 @@ func (o *Options) complete(cmd *cobra.Command) error {
 	if o.Config.KeyDist, err = loadgen.ParseKeyDist(o.KeyDist); err != nil {
 		return cli.UsageErrorf("--key-dist: %s", err)
 	}
-	if o.Config.ValueSize, err = loadgen.ParseSize(o.ValueSize); err != nil {
-		return cli.UsageErrorf("--value-size: %s", err)
-	}
-	switch o.Target {
-	case "grpc", "http":
-	default:
-		return cli.UsageErrorf("--target %q: want grpc or http", o.Target)
-	}
-	if o.Ack < 0 || o.From < 0 || (o.From > 0 && o.Ack > o.From) {
-		return cli.UsageErrorf("--ack %d --from %d: want 0 <= ack <= from", o.Ack, o.From)
+	if err := o.completeLoadFlags(); err != nil {
+		return err
 	}
 	if o.FindMax {
 		if o.slo, err = loadgen.ParseSLO(o.SLO); err != nil {
@@ -206,6 +198,23 @@ func (o *Options) complete(cmd *cobra.Command) error {
 	}
 	if err := o.Config.Validate(); err != nil {
 		return cli.UsageErrorf("%s", err)
+	}
+	return nil
+}
+
+// completeLoadFlags checks the flags addLoadFlags defines (shared by bench and bench fill).
+func (o *Options) completeLoadFlags() error {
+	var err error
+	if o.Config.ValueSize, err = loadgen.ParseSize(o.ValueSize); err != nil {
+		return cli.UsageErrorf("--value-size: %s", err)
+	}
+	switch o.Target {
+	case "grpc", "http":
+	default:
+		return cli.UsageErrorf("--target %q: want grpc or http", o.Target)
+	}
+	if o.Ack < 0 || o.From < 0 || (o.From > 0 && o.Ack > o.From) {
+		return cli.UsageErrorf("--ack %d --from %d: want 0 <= ack <= from", o.Ack, o.From)
 	}
 	return nil
 }

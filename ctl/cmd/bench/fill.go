@@ -47,17 +47,8 @@ and the ETA on stderr every second. Use the same --keys and --key-prefix as the 
 }
 
 func (o *Options) completeFill() error {
-	var err error
-	if o.Config.ValueSize, err = loadgen.ParseSize(o.ValueSize); err != nil {
-		return cli.UsageErrorf("--value-size: %s", err)
-	}
-	switch o.Target {
-	case "grpc", "http":
-	default:
-		return cli.UsageErrorf("--target %q: want grpc or http", o.Target)
-	}
-	if o.Ack < 0 || o.From < 0 || (o.From > 0 && o.Ack > o.From) {
-		return cli.UsageErrorf("--ack %d --from %d: want 0 <= ack <= from", o.Ack, o.From)
+	if err := o.completeLoadFlags(); err != nil {
+		return err
 	}
 	c := &o.Config
 	c.Rate, c.Warmup, c.Requests = 0, 0, c.Keys
