@@ -123,7 +123,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		conns:   map[string]*grpc.ClientConn{},
 		remotes: map[string]*replica.Remote{},
 	}
-	n.dial = dialOptions(secret)
+	n.dial = dialOptions(secret, msgLimit(cfg))
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	var closers []func() error
 	defer func() {
@@ -171,6 +171,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if n.lnAdmin, err = listen(o.admin, cfg.AdminAddr, "--admin"); err != nil {
 		return nil, err
 	}
+	closers = append(closers, n.lnAdmin.Close)
 	o = options{} // owned by n from here on
 
 	n.cl, err = cluster.New(n.clusterConfig())
@@ -199,7 +200,9 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	n.grpcSrv, n.health = server.NewGRPC(server.GRPCConfig{
 		Logger: logger, Secret: secret,
-		Options: []grpc.ServerOption{grpc.MaxRecvMsgSize(int(max(cfg.MaxValueSize, 4<<20)) + 64<<10)},
+		// WaitForHandlers: Stop (after DrainTimeout) waits for handlers to return, so none
+		// runs against the store once it is closed.
+		Options: []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit(cfg)), grpc.MaxSendMsgSize(msgLimit(cfg)), grpc.WaitForHandlers(true)},
 	})
 	data := server.Data{Coordinator: n.coord, View: n.View, Ready: n.ready, MaxValueSize: cfg.MaxValueSize, Logger: logger}
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
@@ -378,9 +381,15 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
 
 // dialOptions are the options of every connection to a peer: reconnect within ~2s, and the
 // cluster secret on every call when one is configured.
-func dialOptions(secret string) []grpc.DialOption {
+// msgLimit is the largest gRPC message a node sends or receives: a value at the limit plus room
+// for the key and the envelope. Peers' client side uses it too, or a Replica.Read or a
+// StreamRange chunk of a large value would fail at gRPC's default 4 MiB.
+func msgLimit(cfg Config) int { return int(max(cfg.MaxValueSize, 4<<20)) + 64<<10 }
+
+func dialOptions(secret string, limit int) []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
 		// Reconnect to a restarted peer within ~2s rather than gRPC's default backoff of up to 2m.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},

@@ -272,6 +272,10 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 		}
 	case c.base.Err() != nil:
 		t.p.br.abandon() // cancelled by Close: says nothing about the peer
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted):
+		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
+		// on a ring change): it is alive, and its breaker must not open on a healthy node.
+		t.p.br.success()
 	default:
 		t.p.br.failure(c.cfg.Now())
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -18,12 +18,20 @@ func (v *View) ReadSet(token uint64, from int) []Member {
 
 // WriteSet returns the first from replicas of the token in the current ring (natural) and the
 // members among the first from replicas in the next ring that are not natural ones (pending).
+// A from that asks for every replica the current ring has (its Replicas(), capped by its size)
+// asks for every replica of the next ring too: when a cluster smaller than N grows, the next
+// ring has more replicas per key, and the newcomer must receive writes for all the keys it will
+// hold after the change.
 func (v *View) WriteSet(token uint64, from int) (natural, pending []Member) {
 	natural = v.Current.Lookup(token, from)
 	if v.Next == nil {
 		return natural, nil
 	}
-	for _, m := range v.Next.Lookup(token, from) {
+	nextFrom := from
+	if from >= v.Current.Replicas() {
+		nextFrom = max(from, v.Next.Replicas())
+	}
+	for _, m := range v.Next.Lookup(token, nextFrom) {
 		if !isIn(natural, m.ID) {
 			pending = append(pending, m)
 		}

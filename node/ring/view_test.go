@@ -47,3 +47,32 @@ func TestView(t *testing.T) {
 		t.Errorf("no token had a pending replica, want some (the newcomer)")
 	}
 }
+
+// TestViewWriteSetGrowingCluster: N=3 on two nodes grows to three. With the full from, every
+// key's pending set includes the newcomer, which will replicate every key after the change.
+func TestViewWriteSetGrowingCluster(t *testing.T) {
+	two, err := New(1, 3, []Member{{ID: "a", Tokens: []uint64{100}}, {ID: "b", Tokens: []uint64{200}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := two.WithMember(Member{ID: "c", Tokens: []uint64{300}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &View{Current: two, Next: three}
+	for _, tok := range []uint64{50, 150, 250, 350} {
+		nat, pend := v.WriteSet(tok, two.Replicas())
+		if len(nat) != 2 || len(pend) != 1 || pend[0].ID != "c" {
+			t.Errorf("WriteSet(%d, %d) = %v, %v; want both founders natural and c pending", tok, two.Replicas(), ids(nat), ids(pend))
+		}
+		// A smaller from stays a prefix: only the newcomer's place among the first one counts.
+		_, pend = v.WriteSet(tok, 1)
+		want := 0
+		if three.Lookup(tok, 1)[0].ID == "c" {
+			want = 1
+		}
+		if len(pend) != want {
+			t.Errorf("WriteSet(%d, 1) pending = %v, want %d members", tok, ids(pend), want)
+		}
+	}
+}
