@@ -125,6 +125,17 @@ type Mix struct{ Get, Put, Delete int }
 
 func (m Mix) total() int { return m.Get + m.Put + m.Delete }
 
+// ops counts the operations with a weight.
+func (m Mix) ops() int {
+	n := 0
+	for _, v := range []int{m.Get, m.Put, m.Delete} {
+		if v > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // pick maps n in [0, total) to an operation.
 func (m Mix) pick(n int) Op {
 	switch {

@@ -10,3 +10,6 @@ var (
 	// ErrBadReport marks a JSON report that cannot be read back.
 	ErrBadReport = errors.New("bad report")
 )
+
+// errBadResponse: an HTTP answer that is not HTTP/1.x as readResponse understands it.
+var errBadResponse = errors.New("malformed http response")

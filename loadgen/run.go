@@ -85,6 +85,11 @@ type worker struct {
 	lastLag           time.Duration
 	sent              int64
 
+	// Hot-path shortcuts, fixed for the run. intervals: someone reads the interval
+	// counters. closedLoop: uncorrected and send lag are derived from corr at the end.
+	// oneCell: a single operation and no Classify, so the only cell's histogram is corr.
+	intervals, closedLoop, oneCell bool
+
 	mu         sync.Mutex
 	ival       *hdr.PackedHistogram
 	ivalReqs   int64
@@ -104,6 +109,10 @@ func newWorker(id int, cfg *Config) *worker {
 		cells:  map[cellKey]*cell{},
 		ival:   newPacked(),
 		val:    make([]byte, cfg.ValueSize.Max),
+
+		intervals:  cfg.OnInterval != nil || cfg.KeepIntervals,
+		closedLoop: cfg.Rate <= 0,
+		oneCell:    cfg.Classify == nil && cfg.Workload.ops() == 1,
 	}
 	for i := range w.val {
 		w.val[i] = byte('a' + w.rng.IntN(26))
@@ -146,19 +155,23 @@ func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, 
 	if op == OpPut {
 		val = w.value()
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
-	sent := time.Now()
 	var kind Kind
-	switch op {
-	case OpGet:
-		kind = t.Get(rctx, w.id, key)
-	case OpPut:
-		kind = t.Put(rctx, w.id, key, val)
-	default:
-		kind = t.Delete(rctx, w.id, key)
+	sent := time.Now()
+	if dt, ok := t.(deadlineTarget); ok {
+		kind = dt.request(ctx, w.id, op, key, val, sent.Add(w.cfg.Timeout))
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+		switch op {
+		case OpGet:
+			kind = t.Get(rctx, w.id, key)
+		case OpPut:
+			kind = t.Put(rctx, w.id, key, val)
+		default:
+			kind = t.Delete(rctx, w.id, key)
+		}
+		cancel()
 	}
 	done := time.Now()
-	cancel()
 	if kind == kindCanceled || (ctx.Err() != nil && kind != KindOK && kind != KindNotFound) {
 		return // the run ended under the request
 	}
@@ -169,21 +182,26 @@ func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, 
 	w.lastLag = lag
 	corrected := done.Sub(intended)
 
-	w.mu.Lock()
-	record(w.ival, corrected)
-	w.ivalReqs++
-	if kind.IsError() {
-		w.ivalErrs++
+	if w.intervals {
+		w.mu.Lock()
+		record(w.ival, corrected)
+		w.ivalReqs++
+		if kind.IsError() {
+			w.ivalErrs++
+		}
+		w.ivalLagMax = max(w.ivalLagMax, lag)
+		w.mu.Unlock()
 	}
-	w.ivalLagMax = max(w.ivalLagMax, lag)
-	w.mu.Unlock()
 
 	if intended.Before(measureFrom) {
 		return // warmup
 	}
 	record(w.corr, corrected)
-	record(w.uncorr, done.Sub(sent))
-	record(w.lag, lag)
+	if !w.closedLoop {
+		// Closed loop: uncorrected = corrected and lag = 0; Run fills them in at the end.
+		record(w.uncorr, done.Sub(sent))
+		record(w.lag, lag)
+	}
 	w.requests++
 	var class string
 	if w.cfg.Classify != nil {
@@ -191,10 +209,15 @@ func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, 
 	}
 	c := w.cells[cellKey{op, class}]
 	if c == nil {
-		c = &cell{hist: newPacked(), errs: map[Kind]int64{}}
+		c = &cell{errs: map[Kind]int64{}}
+		if !w.oneCell {
+			c.hist = newPacked()
+		}
 		w.cells[cellKey{op, class}] = c
 	}
-	record(c.hist, corrected)
+	if c.hist != nil {
+		record(c.hist, corrected)
+	}
 	c.requests++
 	switch {
 	case kind == KindNotFound:
@@ -366,8 +389,15 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 	var lastLags []time.Duration
 	for _, w := range workers {
 		w.corr.MergeInto(res.Corrected)
-		w.uncorr.MergeInto(res.Uncorrected)
-		w.lag.MergeInto(res.SendLag)
+		if w.closedLoop {
+			w.corr.MergeInto(res.Uncorrected)
+			if w.requests > 0 {
+				_ = res.SendLag.RecordValues(0, w.requests) // 0 is within the trackable range
+			}
+		} else {
+			w.uncorr.MergeInto(res.Uncorrected)
+			w.lag.MergeInto(res.SendLag)
+		}
 		res.Requests += w.requests
 		res.NotFound += w.notFound
 		for k, n := range w.errs {
@@ -379,7 +409,11 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 				b = &Breakdown{Op: k.op.String(), Class: k.class, Latency: NewHistogram(), Errors: map[Kind]int64{}}
 				cells[k] = b
 			}
-			c.hist.MergeInto(b.Latency)
+			if c.hist != nil {
+				c.hist.MergeInto(b.Latency)
+			} else {
+				w.corr.MergeInto(b.Latency) // oneCell: c is the worker's only cell
+			}
 			b.Requests += c.requests
 			b.NotFound += c.notFound
 			for kind, n := range c.errs {

@@ -1,6 +1,9 @@
 package loadgen
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Kind is the outcome of one request: KindOK, KindNotFound (a normal answer of a GET on an
 // absent key, counted apart but not as an error), or one kind of error.
@@ -43,4 +46,11 @@ type Target interface {
 	Get(ctx context.Context, conn int, key string) Kind
 	Put(ctx context.Context, conn int, key string, value []byte) Kind
 	Delete(ctx context.Context, conn int, key string) Kind
+}
+
+// deadlineTarget is a Target that enforces a request's deadline itself, which saves Run a
+// context (a timer and a cancel registration) per request. ctx is the run's context, the same
+// for every request of a run: when it ends, a request in flight returns.
+type deadlineTarget interface {
+	request(ctx context.Context, conn int, op Op, key string, value []byte, deadline time.Time) Kind
 }
