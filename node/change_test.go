@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/node/ring"
 	"ringkv/node/server"
@@ -56,22 +57,6 @@ func dialNode(t *testing.T, addr string) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
-}
-
-// succeedsSoon polls fn until it returns nil or the deadline passes.
-func succeedsSoon(t *testing.T, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // loadKeys writes count keys prefix0.. through the cluster's nodes with 8 writers (each put
@@ -202,7 +187,7 @@ func (tr *traffic) finish(t *testing.T) map[string]string {
 func startChange(t *testing.T, admin kvpb.AdminClient, req *kvpb.ChangeRequest) *kvpb.ChangePlan {
 	t.Helper()
 	var plan *kvpb.ChangePlan
-	succeedsSoon(t, 15*time.Second, func() error {
+	eventually.Succeeds(t, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var err error
@@ -294,7 +279,7 @@ func checkOnlyReplicated(t *testing.T, c *node.LocalCluster, nodes []int, r *rin
 	t.Helper()
 	for _, i := range nodes {
 		id := c.Config(i).ID
-		succeedsSoon(t, 15*time.Second, func() error {
+		eventually.Succeeds(t, 15*time.Second, func() error {
 			foreign, total := 0, 0
 			err := c.Node(i).Store().Scan(context.Background(), 0, 0, nil, func(_, key []byte, _ store.Record) error {
 				total++
@@ -356,7 +341,7 @@ func TestRingAddUnderLoad(t *testing.T) {
 	}
 
 	all := []int{0, 1, 2, n4}
-	succeedsSoon(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for _, i := range all {
 			if v := c.Node(i).View(); v == nil || v.Next != nil || v.Current.Epoch() != plan.GetToEpoch() {
 				return fmt.Errorf("%s: view %v, want epoch %d and no change", c.Config(i).ID, v, plan.GetToEpoch())
@@ -408,7 +393,7 @@ func TestRingDrainUnderLoad(t *testing.T) {
 		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
 	}
 	rest := []int{0, 1, 2}
-	succeedsSoon(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for _, i := range rest {
 			v := c.Node(i).View()
 			if v.Next != nil || v.Current.Epoch() != plan.GetToEpoch() {
@@ -426,7 +411,7 @@ func TestRingDrainUnderLoad(t *testing.T) {
 	}
 	checkReadBack(t, c, rest, want)
 	checkOnlyReplicated(t, c, rest, r)
-	succeedsSoon(t, 15*time.Second, func() error {
+	eventually.Succeeds(t, 15*time.Second, func() error {
 		if n := c.Node(3).Store().KeyCount(); n != 0 {
 			return fmt.Errorf("drained n4 still stores %d keys", n)
 		}
@@ -502,7 +487,7 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 	})
 
 	// Abort once bytes are moving.
-	succeedsSoon(t, 20*time.Second, func() error {
+	eventually.Succeeds(t, 20*time.Second, func() error {
 		p, err := admin.ChangeStatus(context.Background(), &kvpb.ChangeStatusRequest{})
 		if err != nil {
 			return err
@@ -514,7 +499,7 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 	})
 	tr := startTraffic(t, c.Config(0).GRPCAddr, want)
 	// Let the traffic see the change in flight, then abort.
-	succeedsSoon(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		if tr.writes.Load() < 20 || tr.reads.Load() < 20 {
 			return fmt.Errorf("traffic: %d writes, %d reads", tr.writes.Load(), tr.reads.Load())
 		}
@@ -548,7 +533,7 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 	}
 	// The node that answered has applied the abort; the others apply it from the raft log
 	// within a heartbeat or so.
-	succeedsSoon(t, 5*time.Second, func() error {
+	eventually.Succeeds(t, 5*time.Second, func() error {
 		for _, i := range []int{0, 1, 2} {
 			if v := c.Node(i).View(); v.Next != nil || v.Current.Epoch() != epoch || len(v.Current.Members()) != 3 {
 				return fmt.Errorf("%s after the abort: epoch %d, %d members, changing %v; want epoch %d, 3 members", c.Config(i).ID, v.Current.Epoch(), len(v.Current.Members()), v.Changing(), epoch)
@@ -560,7 +545,7 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 		want[k] = v
 	}
 	checkReadBack(t, c, []int{0, 1, 2}, want)
-	succeedsSoon(t, 15*time.Second, func() error {
+	eventually.Succeeds(t, 15*time.Second, func() error {
 		if n := c.Node(n4).Store().KeyCount(); n != 0 {
 			return fmt.Errorf("n4 still stores %d keys after the abort", n)
 		}
@@ -578,7 +563,7 @@ func TestSecretCluster(t *testing.T) {
 		t.Fatalf("write secret: %v", err)
 	}
 	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ClusterSecretFile = secret })
-	succeedsSoon(t, 15*time.Second, func() error {
+	eventually.Succeeds(t, 15*time.Second, func() error {
 		for i := range c.Len() {
 			if c.Node(i).Cluster().IsLeader() {
 				return nil

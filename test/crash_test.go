@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"ringkv/internal/eventually"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,20 +75,15 @@ func request(method, url string, body []byte) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// waitFor polls cond every 50ms until it holds or the deadline passes.
+// waitFor polls cond until it holds or d passes; a failure names what was awaited.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	eventually.Succeeds(t, d, func() error {
+		if err := cond(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestKillNineUnderWrites: three kvnode processes under a steady stream of ack=2 PUTs;

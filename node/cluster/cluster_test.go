@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"ringkv/internal/eventually"
 	"ringkv/node/ring"
 )
 
@@ -54,7 +55,7 @@ func listen(t *testing.T, addr string) net.Listener {
 	}
 	var lis net.Listener
 	var err error
-	waitFor(t, 5*time.Second, func() error {
+	eventually.Succeeds(t, 5*time.Second, func() error {
 		lis, err = net.Listen("tcp", addr)
 		return err
 	})
@@ -119,7 +120,7 @@ func startFounders(t *testing.T, count int) []*testNode {
 	for i, p := range peers {
 		nodes = append(nodes, startNode(t, p.ID, lis[i], filepath.Join(base, p.ID), peers))
 	}
-	waitFor(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for _, n := range nodes {
 			if !n.c.fsm.load().journaled {
 				return fmt.Errorf("%s: ring not journaled yet", n.id)
@@ -130,25 +131,9 @@ func startFounders(t *testing.T, count int) []*testNode {
 	return nodes
 }
 
-// waitFor polls fn until it returns nil or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func leaderOf(t *testing.T, nodes []*testNode) (leader *testNode, followers []*testNode) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		leader, followers = nil, nil
 		for _, n := range nodes {
 			if n.c == nil {
@@ -183,7 +168,7 @@ func memberIDs(r *ring.Ring) []string {
 
 func waitEpoch(t *testing.T, nodes []*testNode, epoch uint64, inFlight bool) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for _, n := range nodes {
 			if got := n.c.Epoch(); got != epoch {
 				return fmt.Errorf("%s: got epoch %d, want %d", n.id, got, epoch)
@@ -326,7 +311,7 @@ func TestAddCommitFlipsEpochEverywhere(t *testing.T) {
 		}
 	}
 	// Committed members become voters (4 < MaxVoters).
-	waitFor(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		if got := newcomer.c.Role(); got != "follower" && got != "leader" {
 			return fmt.Errorf("newcomer: got role %q, want a voter", got)
 		}
@@ -392,7 +377,7 @@ func TestLeaderKilledMidChange(t *testing.T) {
 			}
 			newLeader, _ := leaderOf(t, rest)
 			var got *Change
-			waitFor(t, 10*time.Second, func() error {
+			eventually.Succeeds(t, 10*time.Second, func() error {
 				got = newLeader.c.Change()
 				if got == nil || got.ID != ch.ID {
 					return fmt.Errorf("new leader %s: got change %+v, want %d in flight", newLeader.id, got, ch.ID)

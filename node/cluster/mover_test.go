@@ -12,6 +12,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"ringkv/internal/eventually"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 )
@@ -88,7 +89,7 @@ func startMover(t *testing.T, n *testNode, src RangeSource, sink RangeSink) (m *
 // checkPlacement checks that every key is stored on exactly its replicas in r.
 func checkPlacement(t *testing.T, r *ring.Ring, stores storeSource, keys int) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for i := range keys {
 			key := fmt.Appendf(nil, "key-%05d", i)
 			tok := ring.Token(key)
@@ -256,7 +257,7 @@ func TestMoverReceiverRestartsMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("add: %v", err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		if got := stalling.received.Load(); got < 5 {
 			return fmt.Errorf("got %d records streamed, want at least 5", got)
 		}

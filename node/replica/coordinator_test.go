@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"ringkv/internal/eventually"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 )
@@ -46,7 +47,7 @@ func TestPutGetDelete(t *testing.T) {
 		t.Fatalf("Delete absent: %v", err)
 	}
 	// A default-quorum write reached every replica.
-	succeedsSoon(t, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for id, n := range c.nodes {
 			if rec, ok := n.has(t, "empty"); !ok || rec.Tombstone {
 				return fmt.Errorf("%s lacks the value", id)
@@ -210,7 +211,7 @@ func TestWriteDoesNotWaitForSlowReplica(t *testing.T) {
 		t.Fatalf("hanging replica already has the key")
 	}
 	c.nodes["n2"].set(modeOK)
-	succeedsSoon(t, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		if _, ok := c.nodes["n2"].has(t, "k"); !ok {
 			return errNotYet
 		}
@@ -232,7 +233,7 @@ func TestReadRepair(t *testing.T) {
 	if err != nil || !found || !sameRecord(rec, newest) {
 		t.Fatalf("Get = %+v found=%v err=%v, want %+v", rec, found, err, newest)
 	}
-	succeedsSoon(t, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		for _, id := range []string{"n1", "n2"} {
 			if got, ok := c.nodes[id].has(t, "k"); !ok || !sameRecord(got, newest) {
 				return fmt.Errorf("%s has %+v (found %v), want %+v", id, got, ok, newest)
@@ -249,7 +250,7 @@ func TestReadRepair(t *testing.T) {
 	if _, found, err := co.Get(ctx, []byte("k"), 3, 3); err != nil || found {
 		t.Fatalf("Get = found %v err %v, want not found", found, err)
 	}
-	succeedsSoon(t, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		if got, _ := c.nodes["n1"].has(t, "k"); !got.Tombstone {
 			return fmt.Errorf("n1 has %+v, want tombstone", got)
 		}
@@ -275,7 +276,7 @@ func TestReadRepairFromLateReply(t *testing.T) {
 		t.Fatalf("n2 repaired before it answered")
 	}
 	c.nodes["n2"].set(modeOK) // the late reply arrives now
-	succeedsSoon(t, func() error {
+	eventually.Succeeds(t, 10*time.Second, func() error {
 		if got, _ := c.nodes["n2"].has(t, "k"); !sameRecord(got, newest) {
 			return fmt.Errorf("n2 has %+v, want %+v", got, newest)
 		}

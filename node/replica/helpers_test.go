@@ -199,22 +199,6 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// succeedsSoon polls fn until it returns nil or the deadline passes.
-func succeedsSoon(t testing.TB, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within 10s: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // countingObserver counts read repairs and operations.
 type countingObserver struct {
 	repairs atomic.Int64
