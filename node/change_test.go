@@ -497,6 +497,34 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 		}
 		return nil
 	})
+	t.Run("writes routed without the change are refused", func(t *testing.T) {
+		v := c.Node(0).View()
+		if !v.Changing() {
+			t.Fatalf("%s: no change in flight", c.Config(0).ID)
+		}
+		var key []byte
+		for i := 0; key == nil; i++ {
+			k := fmt.Appendf(nil, "stale-%d", i)
+			for _, m := range v.Current.Lookup(ring.Token(k), v.Current.ReplicationFactor()) {
+				if m.ID == c.Config(0).ID {
+					key = k
+				}
+			}
+		}
+		rc := kvpb.NewReplicaClient(dialNode(t, c.Config(0).GRPCAddr))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec := &kvpb.Record{Timestamp: 1, Value: []byte("x")}
+		_, err := rc.Write(ctx, &kvpb.WriteRequest{Key: key, Record: rec, Epoch: epoch, ChangeId: v.Change - 1})
+		if got := status.Code(err); got != codes.FailedPrecondition {
+			t.Errorf("write routed by the view before the change: got %v (%v), want FailedPrecondition", got, err)
+		}
+		id := v.ID()
+		if _, err := rc.Write(ctx, &kvpb.WriteRequest{Key: key, Record: rec, Epoch: id.Epoch, ChangeId: id.Change, ChangeInFlight: id.InFlight}); err != nil {
+			t.Errorf("write routed by the change's view: %v", err)
+		}
+	})
+
 	tr := startTraffic(t, c.Config(0).GRPCAddr, want)
 	// Let the traffic see the change in flight, then abort.
 	eventually.Succeeds(t, 10*time.Second, func() error {

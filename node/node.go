@@ -74,7 +74,10 @@ type Node struct {
 	catchingUp atomic.Bool
 	bgCtx      context.Context
 	bgCancel   context.CancelFunc
-	bg         sync.WaitGroup
+	// bgMu is held shared while a background goroutine is added to bg and exclusively while
+	// bgCtx is cancelled: no bg.Go can race with the bg.Wait of the shutdown.
+	bgMu sync.RWMutex
+	bg   sync.WaitGroup
 
 	connsMu sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -152,8 +155,11 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	mcfg.Breakers = func() []replica.Breaker { return n.coord.Breakers() }
 	n.metrics = metrics.New(mcfg)
 
-	n.local = replica.NewLocal(n.st, n.metrics)
+	n.local = replica.NewLocal(n.st, n.metrics, replica.LocalView(cfg.ID, n.View, func(ctx context.Context, vid ring.ViewID) error {
+		return n.cl.WaitView(ctx, vid)
+	}))
 	rcfg := replica.DefaultConfig()
+	rcfg.CatchUp = n.catchUp
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
 	rcfg.MaxKeyBytes = server.MaxKeySize
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
@@ -180,8 +186,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	closers = append(closers, n.cl.Close)
 	rangeClient := &server.RangeClient{
-		Conn:  func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
-		Epoch: n.epoch,
+		Conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
+		View: func() ring.ViewID { return n.View().ID() },
 		Rate: func() uint64 {
 			if ch := n.cl.Change(); ch != nil {
 				return ch.RateBytes
@@ -207,7 +213,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	data := server.Data{Coordinator: n.coord, View: n.View, Ready: n.ready, MaxValueSize: cfg.MaxValueSize, Logger: logger}
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(server.ReplicaDeps{
-		Local: n.local, Store: n.st, Clock: n.clock, View: n.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Self: cfg.ID,
+		Local: n.local, Store: n.st, Clock: n.clock, View: n.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
 	}))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		ID: cfg.ID, Info: n.nodeInfo, View: n.View, PeerAdmin: n.peerAdmin,
@@ -338,6 +344,8 @@ func (n *Node) sawEpoch(e uint64) {
 			break
 		}
 	}
+	n.bgMu.RLock()
+	defer n.bgMu.RUnlock()
 	if n.bgCtx.Err() != nil || !n.catchingUp.CompareAndSwap(false, true) {
 		return
 	}
@@ -350,6 +358,22 @@ func (n *Node) sawEpoch(e uint64) {
 			n.logger.Warn("behind the cluster's ring epoch", "epoch", n.cl.Epoch(), "seen", target, "err", err)
 		}
 	})
+}
+
+// catchUp waits until this node's view is newer than stale: raft brings it (the coordinator's
+// retry after a replica refused a write as routed by a stale view).
+func (n *Node) catchUp(ctx context.Context, stale ring.ViewID) error {
+	for {
+		ch := n.cl.Watch()
+		if stale.Less(n.View().ID()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("view still at epoch %d change %d: %w", stale.Epoch, stale.Change, ctx.Err())
+		}
+	}
 }
 
 func (n *Node) setHealth() {
@@ -520,7 +544,9 @@ func (n *Node) Run(ctx context.Context) error {
 	n.setHealth()
 	ccancel()
 	cwg.Wait()
+	n.bgMu.Lock()
 	n.bgCancel()
+	n.bgMu.Unlock()
 	n.bg.Wait()
 	var errs []error
 	errs = append(errs, err)

@@ -336,6 +336,15 @@ func (c *Cluster) WaitEpoch(ctx context.Context, epoch uint64) error {
 	})
 }
 
+// WaitView waits until this node's view is vid or newer (ring.ViewID orders views): what a
+// replica does before it serves a range for a change, and what a coordinator does when a
+// replica refuses its view as stale.
+func (c *Cluster) WaitView(ctx context.Context, vid ring.ViewID) error {
+	return c.waitFor(ctx, func(p *published) bool {
+		return p.view != nil && p.view.Current != nil && !p.view.ID().Less(vid)
+	})
+}
+
 // Change is a copy of the change in flight, nil when none is.
 func (c *Cluster) Change() *Change { return c.fsm.load().change.clone() }
 

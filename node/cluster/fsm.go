@@ -348,7 +348,7 @@ func (f *fsm) publishLocked(persist bool) {
 			f.logger.Error("journaled ring does not build; keeping the previous view", "err", err)
 			return
 		}
-		v := &ring.View{Current: cur}
+		v := &ring.View{Current: cur, Change: f.state.LastChangeID}
 		if f.state.Change != nil {
 			if next, err := f.state.Change.Next.build(); err == nil {
 				v.Next = next

@@ -95,7 +95,7 @@ func TestVnodeAttribution(t *testing.T) {
 		}
 	}
 	for i, k := range keys {
-		if _, err := local.Write(ctx, k, store.Record{TS: uint64(i + 1), Value: []byte("v")}); err != nil {
+		if _, err := local.Write(ctx, k, store.Record{TS: uint64(i + 1), Value: []byte("v")}, ring.ViewID{}); err != nil {
 			t.Fatalf("write %s: %v", k, err)
 		}
 	}
@@ -250,7 +250,7 @@ func TestRunAndWatch(t *testing.T) {
 	reg := New(Config{ID: "n1", Ring: func() *ring.Ring { return rg }, Store: st, Tick: 5 * time.Millisecond})
 	local := replica.NewLocal(st, reg)
 	for i := range 10 {
-		if _, err := local.Write(context.Background(), fmt.Appendf(nil, "k%d", i), store.Record{TS: 1}); err != nil {
+		if _, err := local.Write(context.Background(), fmt.Appendf(nil, "k%d", i), store.Record{TS: 1}, ring.ViewID{}); err != nil {
 			t.Fatal(err)
 		}
 	}

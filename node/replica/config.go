@@ -1,8 +1,11 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"ringkv/node/ring"
 )
 
 // Config tunes a Coordinator. A zero field means its default (DefaultConfig).
@@ -30,6 +33,11 @@ type Config struct {
 	MaxKeyBytes, MaxValueBytes int
 	// Now is the clock of the breakers; nil means time.Now. Tests inject one.
 	Now func() time.Time
+	// CatchUp, when set, waits until this node's ring view is newer than stale
+	// (cluster.Cluster.WaitView of the next view). A write refused by a replica
+	// with ErrStaleView waits for it, bounded by ReplicaTimeout, and is sent
+	// once more by the newer view. Nil: such a write fails.
+	CatchUp func(ctx context.Context, stale ring.ViewID) error
 }
 
 // DefaultConfig returns the defaults.

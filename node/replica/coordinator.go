@@ -59,6 +59,7 @@ type repairJob struct {
 	t   target
 	key []byte
 	rec store.Record
+	vid ring.ViewID // the view the read was routed by
 }
 
 // New returns a Coordinator for the node self. view returns the current ring
@@ -272,7 +273,7 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 		}
 	case c.base.Err() != nil:
 		t.p.br.abandon() // cancelled by Close: says nothing about the peer
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted):
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView):
 		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
 		// on a ring change): it is alive, and its breaker must not open on a healthy node.
 		t.p.br.success()
@@ -316,7 +317,7 @@ type writeReply struct {
 }
 
 func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bool, ack, from int) (uint64, error) {
-	v, ack, from, err := c.prepare(key, value, ack, from)
+	v, nack, nfrom, err := c.prepare(key, value, ack, from)
 	if err != nil {
 		return 0, err
 	}
@@ -325,10 +326,37 @@ func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bo
 	if !tombstone {
 		value = bytes.Clone(value)
 	}
+	rec := store.Record{TS: c.clock.Now(), Tombstone: tombstone, Value: value}
+	err = c.writeIn(ctx, v, key, rec, nack, nfrom)
+	if err == nil || !errors.Is(err, ErrStaleView) || c.cfg.CatchUp == nil {
+		return rec.TS, err
+	}
+	// A replica has begun a ring change this node has not applied yet (or has left the key's
+	// replicas at a newer epoch): wait for raft to bring the newer view, then send the same
+	// record again by it. Same timestamp, so replicas that took it the first time take it as
+	// a no-op.
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.ReplicaTimeout)
+	cerr := c.cfg.CatchUp(wctx, v.ID())
+	cancel()
+	if cerr != nil {
+		return 0, fmt.Errorf("%w (catching up: %w)", err, cerr)
+	}
+	v, nack, nfrom, err = c.prepare(key, value, ack, from)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.writeIn(ctx, v, key, rec, nack, nfrom); err != nil {
+		return 0, err
+	}
+	return rec.TS, nil
+}
+
+// writeIn sends rec to the key's write set in view v and waits for ack + pending acks.
+func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec store.Record, ack, from int) error {
 	natural, pending := v.WriteSet(ring.Token(key), from)
 	need := ack + len(pending)
 	ts := c.targets(append(slices.Clip(natural), pending...))
-	rec := store.Record{TS: c.clock.Now(), Tombstone: tombstone, Value: value}
+	vid := v.ID()
 
 	replies := make(chan writeReply, len(ts))
 	inflight, ok := 0, 0
@@ -340,20 +368,20 @@ func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bo
 			continue
 		}
 		cc.acquire()
-		if !c.spawn(func() { c.callWrite(cc, t, key, rec, replies) }) {
+		if !c.spawn(func() { c.callWrite(cc, t, key, rec, vid, replies) }) {
 			cc.release()
 			cc.release()
-			return 0, ErrClosed
+			return ErrClosed
 		}
 		inflight++
 	}
 	cc.release()
 	for {
 		if ok >= need {
-			return rec.TS, nil
+			return nil
 		}
 		if ok+inflight < need {
-			return 0, fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
+			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
 				ErrNotEnoughReplicas, ok, len(ts), need, errors.Join(errs...))
 		}
 		select {
@@ -365,15 +393,15 @@ func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bo
 				ok++
 			}
 		case <-ctx.Done():
-			return 0, fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
+			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
 				ErrNotEnoughReplicas, ok, len(ts), need, ctx.Err())
 		}
 	}
 }
 
-func (c *Coordinator) callWrite(cc *callCtx, t target, key []byte, rec store.Record, replies chan<- writeReply) {
+func (c *Coordinator) callWrite(cc *callCtx, t target, key []byte, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
 	start := time.Now()
-	_, err := t.r.Write(cc.ctx, key, rec)
+	_, err := t.r.Write(cc.ctx, key, rec, vid)
 	cc.release()
 	c.account(t, time.Since(start), err, false)
 	if err != nil {
@@ -405,6 +433,7 @@ type readReply struct {
 // the answer, then the finisher that waits for late replies.
 type readOp struct {
 	key      []byte
+	vid      ring.ViewID
 	ts       []target
 	replies  chan readReply
 	got      []*readReply // by target; nil until answered
@@ -423,7 +452,7 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 		return store.Record{}, false, err
 	}
 	key = bytes.Clone(key) // calls and repairs outlive the answer
-	op := &readOp{key: key, ts: c.order(c.targets(v.ReadSet(ring.Token(key), from)))}
+	op := &readOp{key: key, vid: v.ID(), ts: c.order(c.targets(v.ReadSet(ring.Token(key), from)))}
 	op.replies = make(chan readReply, len(op.ts))
 	op.got = make([]*readReply, len(op.ts))
 	op.cc = c.newCallCtx()
@@ -589,7 +618,7 @@ func (c *Coordinator) repair(op *readOp) {
 			continue
 		}
 		select {
-		case c.repairs <- repairJob{t: op.ts[i], key: op.key, rec: op.newest}:
+		case c.repairs <- repairJob{t: op.ts[i], key: op.key, rec: op.newest, vid: op.vid}:
 		default: // queue full: a later read repairs it
 		}
 	}
@@ -613,7 +642,7 @@ func (c *Coordinator) repairOne(job repairJob) {
 	}
 	ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
 	start := time.Now()
-	_, err := job.t.r.Write(ctx, job.key, job.rec)
+	_, err := job.t.r.Write(ctx, job.key, job.rec, job.vid)
 	cancel()
 	c.account(job.t, time.Since(start), err, false)
 	if err == nil && c.obs != nil {

@@ -24,6 +24,13 @@ var (
 	// ErrBreakerOpen is the error recorded for a replica whose circuit breaker
 	// is open: the call was not attempted.
 	ErrBreakerOpen = errors.New("circuit breaker open")
+	// ErrStaleView is a replica's refusal of a write routed by an older view
+	// than its own: a ring change the sender has not applied yet (the write
+	// did not also go to the change's pending replicas), or a ring in which
+	// this node no longer replicates the key. The sender catches up and
+	// retries. gRPC FailedPrecondition on the Replica service; a refusal, so
+	// it does not count against the peer's breaker.
+	ErrStaleView = errors.New("stale ring view")
 	// ErrClosed is returned by a Coordinator after Close.
 	ErrClosed = errors.New("coordinator closed")
 )

@@ -103,12 +103,12 @@ func (f *faulty) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 	return f.Local.Read(ctx, key)
 }
 
-func (f *faulty) Write(ctx context.Context, key []byte, rec store.Record) (bool, error) {
+func (f *faulty) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
 	f.writes.Add(1)
 	if err := f.gate(ctx); err != nil {
 		return false, err
 	}
-	return f.Local.Write(ctx, key, rec)
+	return f.Local.Write(ctx, key, rec, vid)
 }
 
 // has reports the record the node's store holds for key.

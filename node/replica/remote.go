@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 )
@@ -70,8 +71,8 @@ func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 }
 
 // Write calls Replica.Write.
-func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record) (bool, error) {
-	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: r.myEpoch()})
+func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
+	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight})
 	if err != nil {
 		return false, fmt.Errorf("remote write: %w", FromStatus(err))
 	}
@@ -98,7 +99,7 @@ func RecordFromProto(p *kvpb.Record) store.Record {
 // Unavailable, ResourceExhausted, Aborted, Unauthenticated and
 // PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
 // to the context errors, InvalidArgument to ErrInvalidArgument,
-// FailedPrecondition to ErrNotAdmitted. Other codes keep the status error.
+// FailedPrecondition to ErrStaleView. Other codes keep the status error.
 // The status message is kept in the text.
 func FromStatus(err error) error {
 	st, ok := status.FromError(err)
@@ -116,7 +117,7 @@ func FromStatus(err error) error {
 	case codes.InvalidArgument:
 		sentinel = ErrInvalidArgument
 	case codes.FailedPrecondition:
-		sentinel = ErrNotAdmitted
+		sentinel = ErrStaleView
 	default:
 		return err
 	}

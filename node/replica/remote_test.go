@@ -49,7 +49,7 @@ func (s *replicaServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvp
 	if c := codes.Code(s.fail.Load()); c != codes.OK {
 		return nil, status.Error(c, "injected")
 	}
-	applied, err := s.local.Write(ctx, req.GetKey(), RecordFromProto(req.GetRecord()))
+	applied, err := s.local.Write(ctx, req.GetKey(), RecordFromProto(req.GetRecord()), ring.ViewID{Epoch: req.GetEpoch()})
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -105,7 +105,7 @@ func TestRemote(t *testing.T) {
 		{store.Record{TS: 5, Value: []byte("older")}, false},
 		{store.Record{TS: 20, Tombstone: true}, true},
 	} {
-		applied, err := r.Write(ctx, []byte("k"), tt.rec)
+		applied, err := r.Write(ctx, []byte("k"), tt.rec, ring.ViewID{Epoch: 5})
 		if err != nil || applied != tt.wantApplied {
 			t.Fatalf("Write(%+v) = %v, %v, want %v", tt.rec, applied, err, tt.wantApplied)
 		}
@@ -122,7 +122,7 @@ func TestRemote(t *testing.T) {
 		{codes.Unavailable, ErrReplicaUnavailable},
 		{codes.DeadlineExceeded, context.DeadlineExceeded},
 		{codes.InvalidArgument, ErrInvalidArgument},
-		{codes.FailedPrecondition, ErrNotAdmitted},
+		{codes.FailedPrecondition, ErrStaleView},
 	}
 	for _, tt := range tests {
 		srv.fail.Store(int32(tt.code))

@@ -36,6 +36,7 @@ import (
 	"context"
 	"time"
 
+	"ringkv/node/ring"
 	"ringkv/node/store"
 )
 
@@ -48,7 +49,9 @@ type Replica interface {
 	Read(ctx context.Context, key []byte) (rec store.Record, found bool, err error)
 	// Write stores rec unless the replica holds a version at least as new;
 	// applied reports which. Either way the replica now holds rec or newer.
-	Write(ctx context.Context, key []byte, rec store.Record) (applied bool, err error)
+	// vid is the view the write was routed by; a replica with a newer view
+	// that makes the routing wrong refuses with ErrStaleView.
+	Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (applied bool, err error)
 }
 
 // Observer receives the coordinator's metrics. Safe for concurrent use; it

@@ -6,6 +6,40 @@ package ring
 // A View is immutable once published: swap the pointer, never the fields.
 type View struct {
 	Current, Next *Ring
+	// Change is the id of the newest ring change begun (in flight when Next is set, committed
+	// or aborted otherwise); 0 before the first change, and for a view not from the raft journal.
+	Change uint64
+}
+
+// ViewID names the view a request was routed by. Views follow the raft journal: a change
+// begins (its id, in flight), then either aborts (same epoch and id, settled) or commits (next
+// epoch, settled); ids grow with every change begun. So ViewIDs are ordered, and a replica that
+// has begun change 7 at epoch 4 knows that a write routed by {4, 6, settled} was not also sent
+// to change 7's pending replicas.
+type ViewID struct {
+	Epoch, Change uint64
+	// InFlight: change Change is in flight in this view.
+	InFlight bool
+}
+
+// Less reports whether a is an older view than b.
+func (a ViewID) Less(b ViewID) bool {
+	switch {
+	case a.Epoch != b.Epoch:
+		return a.Epoch < b.Epoch
+	case a.Change != b.Change:
+		return a.Change < b.Change
+	default:
+		return a.InFlight && !b.InFlight // an abort follows its begin
+	}
+}
+
+// ID is v's ViewID; the zero ViewID for a nil view or one without a current ring.
+func (v *View) ID() ViewID {
+	if v == nil || v.Current == nil {
+		return ViewID{}
+	}
+	return ViewID{Epoch: v.Current.Epoch(), Change: v.Change, InFlight: v.Next != nil}
 }
 
 // Changing reports whether a ring change is in flight.

@@ -51,7 +51,7 @@ var errorTable = []errorCode{
 	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
 	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented},
 	{ErrRefused, codes.FailedPrecondition, http.StatusConflict},
-	{ErrNotReplica, codes.FailedPrecondition, http.StatusConflict},
+	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable},
 	{ErrChecksum, codes.DataLoss, http.StatusBadGateway},
 	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict},
 	{cluster.ErrChangeInFlight, codes.FailedPrecondition, http.StatusConflict},

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -47,14 +46,11 @@ type ReplicaDeps struct {
 	OnEpoch func(epoch uint64)
 	// Observer, when set, is told about every Read and Write (role "replica").
 	Observer replica.Observer
-	// Self is this node's id. When set, a Write for a key this node does not replicate in its
-	// ring (no change in flight) is refused with ErrNotReplica: a sender still routing by an
-	// older ring must not leave copies on a node that has handed its ranges over.
-	Self string
+	// Fence, when set, runs before StreamRange serves a range for a change (replica.Local.Fence):
+	// it waits until this node has applied the change and every write it admitted under an
+	// older view has landed, so that every later write to the range also reaches the receiver.
+	Fence func(ctx context.Context, vid ring.ViewID) error
 }
-
-// ErrNotReplica: a replica write for a key this node no longer replicates.
-var ErrNotReplica = errors.New("not a replica of this key")
 
 // Replica implements the internal node-to-node API over the local store.
 type Replica struct {
@@ -118,38 +114,16 @@ func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.Wr
 		op = replica.OpDelete
 	}
 	defer func(start time.Time) { s.observe(op, start, err) }(time.Now())
-	if err := s.replicates(req.GetKey()); err != nil {
-		return nil, GRPCError(err)
-	}
 	rec := replica.RecordFromProto(req.GetRecord())
-	if s.d.Clock != nil {
-		s.d.Clock.Update(rec.TS)
-	}
-	applied, err := s.d.Local.Write(ctx, req.GetKey(), rec)
+	vid := ring.ViewID{Epoch: req.GetEpoch(), Change: req.GetChangeId(), InFlight: req.GetChangeInFlight()}
+	applied, err := s.d.Local.Write(ctx, req.GetKey(), rec, vid)
 	if err != nil {
 		return nil, GRPCError(err)
 	}
+	if s.d.Clock != nil {
+		s.d.Clock.Update(rec.TS)
+	}
 	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch()}, nil
-}
-
-// replicates is nil unless this node has a settled ring (no change in flight) in which it
-// does not replicate key. A node without a ring (a newcomer) and every node during a change
-// accept writes.
-func (s *Replica) replicates(key []byte) error {
-	if s.d.Self == "" {
-		return nil
-	}
-	v := s.d.View()
-	if v == nil || v.Current == nil || v.Next != nil {
-		return nil
-	}
-	var buf [8]ring.Member
-	for _, m := range v.Current.LookupInto(ring.Token(key), v.Current.ReplicationFactor(), buf[:0]) {
-		if m.ID == s.d.Self {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w at epoch %d", ErrNotReplica, v.Current.Epoch())
 }
 
 // StreamRange streams the records of a token range in chunks with a checksum (ChunkChecksum).
@@ -159,6 +133,12 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 	}
 	ctx := stream.Context()
 	s.sawEpoch(req.GetEpoch())
+	if s.d.Fence != nil && req.GetChangeId() != 0 {
+		vid := ring.ViewID{Epoch: req.GetEpoch(), Change: req.GetChangeId(), InFlight: true}
+		if err := s.d.Fence(ctx, vid); err != nil {
+			return status.Error(codes.Unavailable, fmt.Sprintf("stream range: %v", err))
+		}
+	}
 	th := throttle{start: time.Now()}
 	var after []byte
 	if len(req.GetResumeAfter()) > 0 {

@@ -33,8 +33,9 @@ const checksumRetries = 3
 type RangeClient struct {
 	// Conn returns the connection to a member's gRPC address (with the cluster secret).
 	Conn func(addr string) (grpc.ClientConnInterface, error)
-	// Epoch is this node's ring epoch, sent with every request; nil sends 0.
-	Epoch func() uint64
+	// View is this node's ring view, sent with every request (its epoch, and the change in
+	// flight, for which the source fences: ReplicaDeps.Fence); nil sends neither.
+	View func() ring.ViewID
 	// Rate, when set, returns the current throttle in bytes per second (0 = none); it
 	// overrides the rate a pull started with.
 	Rate func() uint64
@@ -78,11 +79,15 @@ func (c *RangeClient) pull(ctx context.Context, rc kvpb.ReplicaClient, start, en
 	fn func(batch []store.Entry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var epoch uint64
-	if c.Epoch != nil {
-		epoch = c.Epoch()
+	req := &kvpb.StreamRangeRequest{Start: start, End: end, ResumeAfter: *resume}
+	if c.View != nil {
+		vid := c.View()
+		req.Epoch = vid.Epoch
+		if vid.InFlight {
+			req.ChangeId = vid.Change
+		}
 	}
-	s, err := rc.StreamRange(ctx, &kvpb.StreamRangeRequest{Start: start, End: end, Epoch: epoch, ResumeAfter: *resume})
+	s, err := rc.StreamRange(ctx, req)
 	if err != nil {
 		return replica.FromStatus(err)
 	}

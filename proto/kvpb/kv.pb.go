@@ -527,12 +527,16 @@ func (x *ReadResponse) GetEpoch() uint64 {
 }
 
 type WriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Record        *Record                `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Key    []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Record *Record                `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The view the sender routed by (with epoch): the newest change it has begun, and whether
+	// that change is in flight in its view (ringkv's ring.ViewID).
+	ChangeId       uint64 `protobuf:"varint,4,opt,name=change_id,json=changeId,proto3" json:"change_id,omitempty"`
+	ChangeInFlight bool   `protobuf:"varint,5,opt,name=change_in_flight,json=changeInFlight,proto3" json:"change_in_flight,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WriteRequest) Reset() {
@@ -584,6 +588,20 @@ func (x *WriteRequest) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *WriteRequest) GetChangeId() uint64 {
+	if x != nil {
+		return x.ChangeId
+	}
+	return 0
+}
+
+func (x *WriteRequest) GetChangeInFlight() bool {
+	if x != nil {
+		return x.ChangeInFlight
+	}
+	return false
 }
 
 type WriteResponse struct {
@@ -647,7 +665,11 @@ type StreamRangeRequest struct {
 	// Store key (token + user key) of the last record already received; empty to start.
 	ResumeAfter []byte `protobuf:"bytes,4,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`
 	// Throttle in bytes per second; 0 = unthrottled.
-	RateBytes     uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	RateBytes uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// The ring change the range moves for. The source first waits until it has applied that
+	// change and every write it admitted under an older view has landed, so that every later
+	// write to the range also goes to the receiver; 0 skips that fence.
+	ChangeId      uint64 `protobuf:"varint,6,opt,name=change_id,json=changeId,proto3" json:"change_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -713,6 +735,13 @@ func (x *StreamRangeRequest) GetResumeAfter() []byte {
 func (x *StreamRangeRequest) GetRateBytes() uint64 {
 	if x != nil {
 		return x.RateBytes
+	}
+	return 0
+}
+
+func (x *StreamRangeRequest) GetChangeId() uint64 {
+	if x != nil {
+		return x.ChangeId
 	}
 	return 0
 }
@@ -868,21 +897,24 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\fReadResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12&\n" +
 	"\x06record\x18\x02 \x01(\v2\x0e.ringkv.RecordR\x06record\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"^\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xa5\x01\n" +
 	"\fWriteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12&\n" +
 	"\x06record\x18\x02 \x01(\v2\x0e.ringkv.RecordR\x06record\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"?\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1b\n" +
+	"\tchange_id\x18\x04 \x01(\x04R\bchangeId\x12(\n" +
+	"\x10change_in_flight\x18\x05 \x01(\bR\x0echangeInFlight\"?\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x94\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\xb1\x01\n" +
 	"\x12StreamRangeRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12!\n" +
 	"\fresume_after\x18\x04 \x01(\fR\vresumeAfter\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\"E\n" +
+	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\x12\x1b\n" +
+	"\tchange_id\x18\x06 \x01(\x04R\bchangeId\"E\n" +
 	"\tKeyRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12&\n" +
 	"\x06record\x18\x02 \x01(\v2\x0e.ringkv.RecordR\x06record\"i\n" +

@@ -220,6 +220,10 @@ const (
 //
 // Replica is the internal node-to-node API. Every request carries the sender's ring
 // epoch; every response carries the receiver's, so either side can notice it is behind.
+// A write also carries the view it was routed by (epoch, change_id, change_in_flight):
+// a replica that has begun a change the sender has not refuses it with FAILED_PRECONDITION (a stale
+// view: the sender routed without the pending replicas), and the sender catches up and
+// retries.
 // Requires the cluster secret when one is configured.
 type ReplicaClient interface {
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (*ReadResponse, error)
@@ -283,6 +287,10 @@ type Replica_StreamRangeClient = grpc.ServerStreamingClient[RangeChunk]
 //
 // Replica is the internal node-to-node API. Every request carries the sender's ring
 // epoch; every response carries the receiver's, so either side can notice it is behind.
+// A write also carries the view it was routed by (epoch, change_id, change_in_flight):
+// a replica that has begun a change the sender has not refuses it with FAILED_PRECONDITION (a stale
+// view: the sender routed without the pending replicas), and the sender catches up and
+// retries.
 // Requires the cluster secret when one is configured.
 type ReplicaServer interface {
 	Read(context.Context, *ReadRequest) (*ReadResponse, error)
