@@ -617,3 +617,91 @@ func TestSecretCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestRingRebalanceUnderLoad: reads hammer a few keys, so a few vnodes carry most of the load;
+// the rebalance plan moves vnodes off the most loaded node, predicts a lower top load, and the
+// change it starts is exactly the plan's vnode moves, under traffic, losing nothing.
+func TestRingRebalanceUnderLoad(t *testing.T) {
+	c := startChangeCluster(t, 4, nil)
+	want := loadKeys(t, c, "k", 800)
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(1).GRPCAddr))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Idle (only the load above, spread evenly): little or nothing to move is fine; the plan
+	// must not fail.
+	if _, err := admin.PlanChange(ctx, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}); err != nil {
+		t.Fatalf("plan on an evenly loaded cluster: %v", err)
+	}
+
+	// Hot keys: 5 keys read over and over through every node.
+	kv := kvpb.NewKVClient(dialNode(t, c.Config(0).GRPCAddr))
+	hot := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(hot); i++ {
+		k := fmt.Sprintf("k%d", i%5)
+		if _, err := kv.Get(ctx, &kvpb.GetRequest{Key: []byte(k)}); err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+	}
+	plan, err := admin.PlanChange(ctx, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE, MaxMoves: 4})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	tms := plan.GetRequest().GetTokenMoves()
+	if len(tms) == 0 || len(tms) > 4 || len(plan.GetMoves()) == 0 {
+		t.Fatalf("plan: %d vnode moves (want 1..4), %d range moves; warnings %v, refusals %v",
+			len(tms), len(plan.GetMoves()), plan.GetWarnings(), plan.GetRefusals())
+	}
+	top := func(os []*kvpb.NodeOwnership) (string, float64) {
+		id, l := "", -1.0
+		for _, o := range os {
+			if o.GetLoad() > l {
+				id, l = o.GetId(), o.GetLoad()
+			}
+		}
+		return id, l
+	}
+	hotID, before := top(plan.GetBefore())
+	_, after := top(plan.GetAfter())
+	t.Logf("rebalance plan: %d vnodes, %d ranges, top load %s %.0f -> %.0f op/s", len(tms), len(plan.GetMoves()), hotID, before, after)
+	if before <= 0 || after >= before {
+		t.Errorf("top node load %.1f -> %.1f, want a positive load that drops", before, after)
+	}
+	if tms[0].GetFrom() != hotID {
+		t.Errorf("first vnode move %v is not from the most loaded node %s", tms[0], hotID)
+	}
+
+	tr := startTraffic(t, c.Config(0).GRPCAddr, want)
+	started := startChange(t, admin, plan.GetRequest())
+	if got := started.GetRequest().GetTokenMoves(); len(got) != len(tms) {
+		t.Errorf("started %d vnode moves, planned %d", len(got), len(tms))
+	}
+	final := waitChange(t, admin, 60*time.Second)
+	acked := tr.finish(t)
+	if final.GetState() != "done" {
+		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
+	}
+	if k := final.GetPlan().GetRequest().GetKind(); k != kvpb.ChangeRequest_REBALANCE {
+		t.Errorf("progress reports kind %v, want REBALANCE", k)
+	}
+	all := []int{0, 1, 2, 3}
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		for _, i := range all {
+			if v := c.Node(i).View(); v == nil || v.Next != nil || v.Current.Epoch() != started.GetToEpoch() {
+				return fmt.Errorf("%s: view %v, want epoch %d and no change", c.Config(i).ID, v, started.GetToEpoch())
+			}
+		}
+		return nil
+	})
+	r := c.Node(0).View().Current
+	for _, tm := range tms {
+		if owner := r.Ranges()[r.RangeIndex(tm.GetToken())].Owner; owner != tm.GetTo() {
+			t.Errorf("vnode %x owned by %s after the change, want %s", tm.GetToken(), owner, tm.GetTo())
+		}
+	}
+	for k, v := range acked {
+		want[k] = v
+	}
+	checkReadBack(t, c, all, want)
+	checkOnlyReplicated(t, c, all, r)
+}

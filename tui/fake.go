@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"ringkv/proto/kvpb"
 )
 
@@ -181,6 +183,14 @@ func (FakeActions) PlanChange(_ context.Context, req *kvpb.ChangeRequest) (*kvpb
 		after["n2"] = own{0.25, FakeVnodes - 8}
 		after["n3"] = own{0.37, FakeVnodes + 4}
 		moved = 8
+		p.Request = proto.Clone(req).(*kvpb.ChangeRequest)
+		for i := range moved {
+			to := "n1"
+			if i%2 == 1 {
+				to = "n3"
+			}
+			p.Request.TokenMoves = append(p.Request.TokenMoves, &kvpb.TokenMove{Token: uint64(i+1) << 56, From: "n2", To: to, Load: 40})
+		}
 	}
 	for _, s := range fakeShares {
 		a := after[s.id]

@@ -764,12 +764,19 @@ func (m *Model) onPlan(msg PlanMsg) {
 	}
 	body := []string{whatHappens(msg.Req), ""}
 	body = append(body, planLines(msg.Plan)...)
+	if msg.Req.GetKind() == kvpb.ChangeRequest_REBALANCE && len(msg.Plan.GetRequest().GetTokenMoves()) == 0 {
+		m.dialog = dialog{kind: dialogResult, title: title + " — nothing to move", body: body}
+		return
+	}
 	if len(msg.Plan.GetRefusals()) > 0 {
 		m.dialog = dialog{kind: dialogResult, title: title + " — refused", body: body, err: true}
 		return
 	}
 	body = append(body, "", "Start this change?")
 	a, req := m.opts.Actions, msg.Req
+	if len(msg.Plan.GetRequest().GetTokenMoves()) > 0 {
+		req = msg.Plan.GetRequest() // a rebalance starts the vnode moves shown, not a fresh choice
+	}
 	m.dialog = dialog{kind: dialogConfirm, title: title, body: body, onYes: func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout*3)
 		defer cancel()
@@ -847,10 +854,15 @@ func planLines(p *kvpb.ChangePlan) []string {
 	for _, o := range p.GetAfter() {
 		after[o.GetId()] = o
 	}
+	rebalance := p.GetRequest().GetKind() == kvpb.ChangeRequest_REBALANCE
 	for _, b := range p.GetBefore() {
 		a := after[b.GetId()]
-		lines = append(lines, fmt.Sprintf("  %-10s share %5.1f%% → %5.1f%%  vnodes %d → %d",
-			b.GetId(), b.GetShare()*100, a.GetShare()*100, b.GetVnodes(), a.GetVnodes()))
+		line := fmt.Sprintf("  %-10s share %5.1f%% → %5.1f%%  vnodes %d → %d",
+			b.GetId(), b.GetShare()*100, a.GetShare()*100, b.GetVnodes(), a.GetVnodes())
+		if rebalance {
+			line += fmt.Sprintf("  load %.0f → %.0f op/s", b.GetLoad(), a.GetLoad())
+		}
+		lines = append(lines, line)
 	}
 	for _, o := range p.GetAfter() {
 		found := false

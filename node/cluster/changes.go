@@ -17,9 +17,12 @@ import (
 
 // ChangeRequest asks for a ring change.
 type ChangeRequest struct {
-	// Kind is KindAdd or KindRemove.
+	// Kind is KindAdd, KindRemove or KindRebalance.
 	Kind   string
 	NodeID string
+	// Tokens are the vnodes a rebalance hands over (chosen by the caller from measured load,
+	// so that the leader journals the plan the operator saw).
+	Tokens []ring.TokenMove
 	// Addr is the newcomer's gRPC address (KindAdd only).
 	Addr string
 	// Force accepts a plan with refusals that forcing can override (fewer than N replicas).
@@ -76,6 +79,19 @@ func (c *Cluster) Plan(req ChangeRequest) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plan remove %s: %w", req.NodeID, err)
 		}
+	case KindRebalance:
+		if len(req.Tokens) == 0 {
+			return nil, fmt.Errorf("rebalance needs the vnodes to move: %w", ErrInvalidArgument)
+		}
+		for _, tm := range req.Tokens {
+			if m, ok := cur.Member(tm.To); ok && m.State != ring.StateUp {
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("%s is %s", tm.To, m.State))
+			}
+		}
+		plan.Next, err = cur.WithTokensMoved(req.Tokens)
+		if err != nil {
+			return nil, fmt.Errorf("plan rebalance: %w: %w", err, ErrInvalidArgument)
+		}
 	default:
 		return nil, fmt.Errorf("change kind %q: %w", req.Kind, ErrInvalidArgument)
 	}
@@ -98,6 +114,7 @@ func (c *Cluster) Begin(ctx context.Context, req ChangeRequest) (*Change, error)
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
 		resp, err := cl.BeginChange(ctx, &kvpb.BeginChangeRequest{
 			Kind: req.Kind, NodeId: req.NodeID, GrpcAddr: req.Addr, Force: req.Force, RateBytes: req.RateBytes,
+			TokenMoves: TokenMovesToProto(req.Tokens),
 		})
 		id = resp.GetChangeId()
 		return err
@@ -127,6 +144,7 @@ func (c *Cluster) beginLocal(req ChangeRequest) (uint64, error) {
 	}
 	ch := &Change{
 		Kind: req.Kind, NodeID: req.NodeID, Addr: req.Addr, Force: req.Force, RateBytes: req.RateBytes,
+		Tokens:    slices.Clone(req.Tokens),
 		FromEpoch: plan.Current.Epoch(),
 		Next:      ringStateOf(plan.Next),
 	}
@@ -422,3 +440,21 @@ func boolInt(b bool) int {
 }
 
 func nowUnix() int64 { return time.Now().Unix() }
+
+// TokenMovesToProto converts a rebalance's vnode moves to their wire form.
+func TokenMovesToProto(ts []ring.TokenMove) []*kvpb.TokenMove {
+	var out []*kvpb.TokenMove
+	for _, t := range ts {
+		out = append(out, &kvpb.TokenMove{Token: t.Token, From: t.From, To: t.To})
+	}
+	return out
+}
+
+// TokenMovesFromProto converts a rebalance's vnode moves from their wire form.
+func TokenMovesFromProto(ts []*kvpb.TokenMove) []ring.TokenMove {
+	var out []ring.TokenMove
+	for _, t := range ts {
+		out = append(out, ring.TokenMove{Token: t.GetToken(), From: t.GetFrom(), To: t.GetTo()})
+	}
+	return out
+}

@@ -43,8 +43,9 @@ type MoveState struct {
 
 // Change kinds.
 const (
-	KindAdd    = "add"
-	KindRemove = "remove"
+	KindAdd       = "add"
+	KindRemove    = "remove"
+	KindRebalance = "rebalance"
 )
 
 // Change outcomes, set once a change leaves flight.
@@ -66,6 +67,8 @@ type Change struct {
 	FromEpoch uint64      `json:"from_epoch"`
 	Next      RingState   `json:"next"`
 	Moves     []MoveState `json:"moves"`
+	// Tokens are the vnodes a rebalance hands over.
+	Tokens []ring.TokenMove `json:"tokens,omitempty"`
 	// Unix seconds, stamped by the leader that proposed the command.
 	StartedUnix  int64  `json:"started_unix"`
 	FinishedUnix int64  `json:"finished_unix,omitempty"`
@@ -89,6 +92,7 @@ func (c *Change) clone() *Change {
 	}
 	cp := *c
 	cp.Moves = slices.Clone(c.Moves)
+	cp.Tokens = slices.Clone(c.Tokens)
 	cp.Next.Members = slices.Clone(c.Next.Members)
 	return &cp
 }

@@ -33,6 +33,7 @@ func (s *service) BeginChange(ctx context.Context, req *kvpb.BeginChangeRequest)
 	}
 	id, err := s.c.beginLocal(ChangeRequest{
 		Kind: req.GetKind(), NodeID: req.GetNodeId(), Addr: req.GetGrpcAddr(), Force: req.GetForce(), RateBytes: req.GetRateBytes(),
+		Tokens: TokenMovesFromProto(req.GetTokenMoves()),
 	})
 	if err != nil {
 		return nil, toStatus(err)

@@ -63,7 +63,8 @@ func changeRequest(req *kvpb.ChangeRequest) (cluster.ChangeRequest, error) {
 	case kvpb.ChangeRequest_REMOVE:
 		cr.Kind = cluster.KindRemove
 	case kvpb.ChangeRequest_REBALANCE:
-		return cr, fmt.Errorf("rebalance: %w", ErrUnimplemented)
+		cr.Kind, cr.NodeID, cr.Addr = cluster.KindRebalance, "", ""
+		cr.Tokens = cluster.TokenMovesFromProto(req.GetTokenMoves())
 	default:
 		return cr, fmt.Errorf("%w: change kind %v", cluster.ErrInvalidArgument, req.GetKind())
 	}
@@ -95,7 +96,10 @@ func (s *Admin) StartChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb
 	if len(plan.Refusals) > 0 && !req.GetForce() {
 		return nil, GRPCError(fmt.Errorf("%w: %s", ErrRefused, strings.Join(plan.Refusals, "; ")))
 	}
-	cr, _ := changeRequest(req)
+	if len(plan.Moves) == 0 && plan.GetFromEpoch() == plan.GetToEpoch() {
+		return nil, GRPCError(fmt.Errorf("%w: nothing to move: %s", ErrRefused, strings.Join(plan.Warnings, "; ")))
+	}
+	cr, _ := changeRequest(plan.Request) // a rebalance's request now names its vnodes
 	if cr.RateBytes == 0 {
 		cr.RateBytes = s.d.DefaultRate
 	}
@@ -115,6 +119,28 @@ func (s *Admin) StartChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb
 // estimated keys and bytes (asked of each move's source), ownership before and after, and
 // warnings and refusals from the nodes' answers.
 func (s *Admin) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, map[moveKey]rangeCount, error) {
+	var rbWarnings []string
+	var measured, predicted map[string]float64
+	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
+		cur, _ := s.members()
+		if cur == nil {
+			return nil, nil, cluster.ErrNoRing
+		}
+		var full *kvpb.ChangeRequest
+		var err error
+		full, measured, predicted, err = s.planRebalance(ctx, cur, req, &rbWarnings)
+		if err != nil {
+			return nil, nil, err
+		}
+		if full == nil { // nothing worth moving: a plan without moves (StartChange refuses it)
+			out := &kvpb.ChangePlan{Request: req, FromEpoch: cur.Epoch(), ToEpoch: cur.Epoch(), Warnings: rbWarnings}
+			out.Before = ownership(cur, func(string) (uint64, uint64, bool) { return 0, 0, true })
+			setLoad(out.Before, measured)
+			out.After = out.Before
+			return out, nil, nil
+		}
+		req = full
+	}
 	cr, err := changeRequest(req)
 	if err != nil {
 		return nil, nil, err
@@ -125,7 +151,7 @@ func (s *Admin) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Change
 	}
 	out := &kvpb.ChangePlan{
 		Request: req, FromEpoch: p.Current.Epoch(), ToEpoch: p.Next.Epoch(),
-		Warnings: append([]string(nil), p.Warnings...), Refusals: append([]string(nil), p.Refusals...),
+		Warnings: append(rbWarnings, p.Warnings...), Refusals: append([]string(nil), p.Refusals...),
 	}
 	if rf := p.Next.ReplicationFactor(); p.Next.Replicas() < rf {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("fewer than %d distinct replicas after the change: %d nodes", rf, p.Next.Replicas()))
@@ -208,6 +234,8 @@ func (s *Admin) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Change
 	if cr.Kind == cluster.KindRemove {
 		out.After = append(out.After, &kvpb.NodeOwnership{Id: cr.NodeID, State: "REMOVED"})
 	}
+	setLoad(out.Before, measured)
+	setLoad(out.After, predicted)
 	return out, est, nil
 }
 
@@ -438,12 +466,16 @@ func (s *Admin) progress(ctx context.Context) *kvpb.ChangeProgress {
 		out.State = ch.Outcome
 	}
 	kind := kvpb.ChangeRequest_ADD
-	if ch.Kind == cluster.KindRemove {
+	switch ch.Kind {
+	case cluster.KindRemove:
 		kind = kvpb.ChangeRequest_REMOVE
+	case cluster.KindRebalance:
+		kind = kvpb.ChangeRequest_REBALANCE
 	}
 	out.Plan = &kvpb.ChangePlan{
 		Id: ch.ID, FromEpoch: ch.FromEpoch, ToEpoch: ch.Next.Epoch,
-		Request: &kvpb.ChangeRequest{Kind: kind, NodeId: ch.NodeID, GrpcAddr: ch.Addr, Force: ch.Force, RateBytes: ch.RateBytes},
+		Request: &kvpb.ChangeRequest{Kind: kind, NodeId: ch.NodeID, GrpcAddr: ch.Addr, Force: ch.Force, RateBytes: ch.RateBytes,
+			TokenMoves: cluster.TokenMovesToProto(ch.Tokens)},
 	}
 
 	est := s.changeEstimates(ctx, ch, flying)
@@ -591,4 +623,13 @@ func (s *Admin) receiverProgress(ctx context.Context, ch *cluster.Change) map[mo
 	}
 	wg.Wait()
 	return out
+}
+
+// setLoad sets each node's load (a rebalance plan's measured or predicted ops/s).
+func setLoad(os []*kvpb.NodeOwnership, load map[string]float64) {
+	for _, o := range os {
+		if l, ok := load[o.GetId()]; ok {
+			o.Load = l
+		}
+	}
 }

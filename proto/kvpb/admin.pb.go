@@ -701,7 +701,10 @@ type NodeOwnership struct {
 	Keys         uint64  `protobuf:"varint,6,opt,name=keys,proto3" json:"keys,omitempty"`
 	Bytes        uint64  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	// Set when counts were asked for and the node did not answer.
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// REBALANCE plans: replica reads + writes per second over the last minute, measured
+	// (before) or predicted by moving each range's measured load with its replicas (after).
+	Load          float64 `protobuf:"fixed64,9,opt,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +793,13 @@ func (x *NodeOwnership) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *NodeOwnership) GetLoad() float64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
 }
 
 type RingResponse struct {
@@ -1533,7 +1543,13 @@ type ChangeRequest struct {
 	// Accept a plan with warnings that would otherwise refuse it.
 	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	// Streaming throttle in bytes per second per receiver; 0 = default.
-	RateBytes     uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	RateBytes uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// REBALANCE: the vnodes to hand over. Empty in PlanChange: the node chooses them from the
+	// load measured over the last minute and returns them in ChangePlan.request; StartChange
+	// with them starts exactly the plan that was shown (empty: chooses again).
+	TokenMoves []*TokenMove `protobuf:"bytes,6,rep,name=token_moves,json=tokenMoves,proto3" json:"token_moves,omitempty"`
+	// REBALANCE: at most this many vnodes move; 0 = 8.
+	MaxMoves      uint32 `protobuf:"varint,7,opt,name=max_moves,json=maxMoves,proto3" json:"max_moves,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1603,6 +1619,90 @@ func (x *ChangeRequest) GetRateBytes() uint64 {
 	return 0
 }
 
+func (x *ChangeRequest) GetTokenMoves() []*TokenMove {
+	if x != nil {
+		return x.TokenMoves
+	}
+	return nil
+}
+
+func (x *ChangeRequest) GetMaxMoves() uint32 {
+	if x != nil {
+		return x.MaxMoves
+	}
+	return 0
+}
+
+// One vnode handed from one node to another by a rebalance.
+type TokenMove struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	From  string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To    string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// The vnode's measured load (reads + writes per second over the last minute, all replicas).
+	Load          float64 `protobuf:"fixed64,4,opt,name=load,proto3" json:"load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenMove) Reset() {
+	*x = TokenMove{}
+	mi := &file_kvpb_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenMove) ProtoMessage() {}
+
+func (x *TokenMove) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenMove.ProtoReflect.Descriptor instead.
+func (*TokenMove) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TokenMove) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *TokenMove) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *TokenMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *TokenMove) GetLoad() float64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
+}
+
 type RangeMove struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Start uint64                 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
@@ -1618,7 +1718,7 @@ type RangeMove struct {
 
 func (x *RangeMove) Reset() {
 	*x = RangeMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1730,7 @@ func (x *RangeMove) String() string {
 func (*RangeMove) ProtoMessage() {}
 
 func (x *RangeMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1743,7 @@ func (x *RangeMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeMove.ProtoReflect.Descriptor instead.
 func (*RangeMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RangeMove) GetStart() uint64 {
@@ -1708,7 +1808,7 @@ type ChangePlan struct {
 
 func (x *ChangePlan) Reset() {
 	*x = ChangePlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1820,7 @@ func (x *ChangePlan) String() string {
 func (*ChangePlan) ProtoMessage() {}
 
 func (x *ChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1833,7 @@ func (x *ChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePlan.ProtoReflect.Descriptor instead.
 func (*ChangePlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ChangePlan) GetId() uint64 {
@@ -1832,7 +1932,7 @@ type RangeProgress struct {
 
 func (x *RangeProgress) Reset() {
 	*x = RangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1944,7 @@ func (x *RangeProgress) String() string {
 func (*RangeProgress) ProtoMessage() {}
 
 func (x *RangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1957,7 @@ func (x *RangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeProgress.ProtoReflect.Descriptor instead.
 func (*RangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RangeProgress) GetMove() *RangeMove {
@@ -1939,7 +2039,7 @@ type ChangeProgress struct {
 
 func (x *ChangeProgress) Reset() {
 	*x = ChangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2051,7 @@ func (x *ChangeProgress) String() string {
 func (*ChangeProgress) ProtoMessage() {}
 
 func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2064,7 @@ func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeProgress.ProtoReflect.Descriptor instead.
 func (*ChangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ChangeProgress) GetId() uint64 {
@@ -2077,7 +2177,7 @@ type ChangeStatusRequest struct {
 
 func (x *ChangeStatusRequest) Reset() {
 	*x = ChangeStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2189,7 @@ func (x *ChangeStatusRequest) String() string {
 func (*ChangeStatusRequest) ProtoMessage() {}
 
 func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2202,7 @@ func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeStatusRequest.ProtoReflect.Descriptor instead.
 func (*ChangeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
@@ -2130,7 +2230,7 @@ type TokenRange struct {
 
 func (x *TokenRange) Reset() {
 	*x = TokenRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2242,7 @@ func (x *TokenRange) String() string {
 func (*TokenRange) ProtoMessage() {}
 
 func (x *TokenRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2255,7 @@ func (x *TokenRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
 func (*TokenRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TokenRange) GetStart() uint64 {
@@ -2181,7 +2281,7 @@ type CountRangesRequest struct {
 
 func (x *CountRangesRequest) Reset() {
 	*x = CountRangesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2293,7 @@ func (x *CountRangesRequest) String() string {
 func (*CountRangesRequest) ProtoMessage() {}
 
 func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2306,7 @@ func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
 func (*CountRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CountRangesRequest) GetRanges() []*TokenRange {
@@ -2226,7 +2326,7 @@ type RangeCount struct {
 
 func (x *RangeCount) Reset() {
 	*x = RangeCount{}
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2338,7 @@ func (x *RangeCount) String() string {
 func (*RangeCount) ProtoMessage() {}
 
 func (x *RangeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2351,7 @@ func (x *RangeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
 func (*RangeCount) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RangeCount) GetKeys() uint64 {
@@ -2278,7 +2378,7 @@ type CountRangesResponse struct {
 
 func (x *CountRangesResponse) Reset() {
 	*x = CountRangesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2390,7 @@ func (x *CountRangesResponse) String() string {
 func (*CountRangesResponse) ProtoMessage() {}
 
 func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2403,7 @@ func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
 func (*CountRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CountRangesResponse) GetCounts() []*RangeCount {
@@ -2321,7 +2421,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2433,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2446,7 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type SetChangeRateRequest struct {
@@ -2358,7 +2458,7 @@ type SetChangeRateRequest struct {
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2470,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2483,7 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
@@ -2446,7 +2546,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\tRingState\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12(\n" +
-	"\amembers\x18\x03 \x03(\v2\x0e.ringkv.MemberR\amembers\"\xc8\x01\n" +
+	"\amembers\x18\x03 \x03(\v2\x0e.ringkv.MemberR\amembers\"\xdc\x01\n" +
 	"\rNodeOwnership\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -2455,7 +2555,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\rreplica_share\x18\x05 \x01(\x01R\freplicaShare\x12\x12\n" +
 	"\x04keys\x18\x06 \x01(\x04R\x04keys\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\x9a\x01\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
+	"\x04load\x18\t \x01(\x01R\x04load\"\x9a\x01\n" +
 	"\fRingResponse\x12%\n" +
 	"\x04ring\x18\x01 \x01(\v2\x11.ringkv.RingStateR\x04ring\x123\n" +
 	"\townership\x18\x02 \x03(\v2\x15.ringkv.NodeOwnershipR\townership\x12.\n" +
@@ -2529,20 +2630,28 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x0eLogTailRequest\x12\x14\n" +
 	"\x05lines\x18\x01 \x01(\rR\x05lines\"'\n" +
 	"\x0fLogTailResponse\x12\x14\n" +
-	"\x05lines\x18\x01 \x03(\tR\x05lines\"\xec\x01\n" +
+	"\x05lines\x18\x01 \x03(\tR\x05lines\"\xbd\x02\n" +
 	"\rChangeRequest\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.ringkv.ChangeRequest.KindR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x14\n" +
 	"\x05force\x18\x04 \x01(\bR\x05force\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\"@\n" +
+	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\x122\n" +
+	"\vtoken_moves\x18\x06 \x03(\v2\x11.ringkv.TokenMoveR\n" +
+	"tokenMoves\x12\x1b\n" +
+	"\tmax_moves\x18\a \x01(\rR\bmaxMoves\"@\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03ADD\x10\x01\x12\n" +
 	"\n" +
 	"\x06REMOVE\x10\x02\x12\r\n" +
-	"\tREBALANCE\x10\x03\"\x9b\x01\n" +
+	"\tREBALANCE\x10\x03\"Y\n" +
+	"\tTokenMove\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x12\n" +
+	"\x04load\x18\x04 \x01(\x01R\x04load\"\x9b\x01\n" +
 	"\tRangeMove\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x16\n" +
@@ -2647,7 +2756,7 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_kvpb_admin_proto_goTypes = []any{
 	(ChangeRequest_Kind)(0),      // 0: ringkv.ChangeRequest.Kind
 	(*StatusRequest)(nil),        // 1: ringkv.StatusRequest
@@ -2670,75 +2779,77 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(*LogTailRequest)(nil),       // 18: ringkv.LogTailRequest
 	(*LogTailResponse)(nil),      // 19: ringkv.LogTailResponse
 	(*ChangeRequest)(nil),        // 20: ringkv.ChangeRequest
-	(*RangeMove)(nil),            // 21: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 22: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 23: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 24: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 25: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 26: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 27: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 28: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 29: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 30: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 31: ringkv.SetChangeRateRequest
-	nil,                          // 32: ringkv.NodeStats.ErrorsEntry
+	(*TokenMove)(nil),            // 21: ringkv.TokenMove
+	(*RangeMove)(nil),            // 22: ringkv.RangeMove
+	(*ChangePlan)(nil),           // 23: ringkv.ChangePlan
+	(*RangeProgress)(nil),        // 24: ringkv.RangeProgress
+	(*ChangeProgress)(nil),       // 25: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),  // 26: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),           // 27: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 28: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 29: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 30: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 31: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 32: ringkv.SetChangeRateRequest
+	nil,                          // 33: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
 	3,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	24, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	25, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
 	5,  // 2: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
 	6,  // 3: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	8,  // 4: ringkv.RingState.members:type_name -> ringkv.Member
 	9,  // 5: ringkv.RingResponse.ring:type_name -> ringkv.RingState
 	10, // 6: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	24, // 7: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	25, // 7: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
 	13, // 8: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
 	14, // 9: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
 	6,  // 10: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	32, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	33, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
 	0,  // 12: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	20, // 13: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	21, // 14: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	10, // 15: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	10, // 16: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	21, // 17: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	22, // 18: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	23, // 19: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	26, // 20: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	28, // 21: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	1,  // 22: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	4,  // 23: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	7,  // 24: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	12, // 25: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	12, // 26: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	16, // 27: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	18, // 28: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	20, // 29: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	20, // 30: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	25, // 31: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	25, // 32: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	30, // 33: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	31, // 34: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	27, // 35: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	2,  // 36: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	5,  // 37: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	11, // 38: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	15, // 39: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	15, // 40: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	17, // 41: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	19, // 42: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	22, // 43: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	22, // 44: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	24, // 45: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	24, // 46: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	24, // 47: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	24, // 48: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	29, // 49: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	21, // 13: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	20, // 14: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	22, // 15: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	10, // 16: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	10, // 17: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	22, // 18: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	23, // 19: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	24, // 20: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	27, // 21: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	29, // 22: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	1,  // 23: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	4,  // 24: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	7,  // 25: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	12, // 26: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	12, // 27: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	16, // 28: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	18, // 29: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	20, // 30: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	20, // 31: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	26, // 32: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	26, // 33: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	31, // 34: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	32, // 35: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	28, // 36: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	2,  // 37: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	5,  // 38: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	11, // 39: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	15, // 40: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	15, // 41: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	17, // 42: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	19, // 43: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	23, // 44: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	23, // 45: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	25, // 46: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	25, // 47: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	25, // 48: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	25, // 49: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	30, // 50: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -2752,7 +2863,7 @@ func file_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

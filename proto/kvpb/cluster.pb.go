@@ -71,13 +71,15 @@ func (x *RaftFrame) GetData() []byte {
 
 type BeginChangeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// add, remove
+	// add, remove, rebalance
 	Kind   string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// For add: the newcomer's gRPC address.
-	GrpcAddr      string `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	Force         bool   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
-	RateBytes     uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	GrpcAddr  string `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	Force     bool   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	RateBytes uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// For rebalance: the vnodes to hand over.
+	TokenMoves    []*TokenMove `protobuf:"bytes,6,rep,name=token_moves,json=tokenMoves,proto3" json:"token_moves,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,6 +147,13 @@ func (x *BeginChangeRequest) GetRateBytes() uint64 {
 		return x.RateBytes
 	}
 	return 0
+}
+
+func (x *BeginChangeRequest) GetTokenMoves() []*TokenMove {
+	if x != nil {
+		return x.TokenMoves
+	}
+	return nil
 }
 
 type BeginChangeResponse struct {
@@ -452,16 +461,18 @@ var File_kvpb_cluster_proto protoreflect.FileDescriptor
 
 const file_kvpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x12kvpb/cluster.proto\x12\x06ringkv\"\x1f\n" +
+	"\x12kvpb/cluster.proto\x12\x06ringkv\x1a\x10kvpb/admin.proto\"\x1f\n" +
 	"\tRaftFrame\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\x93\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xc7\x01\n" +
 	"\x12BeginChangeRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x14\n" +
 	"\x05force\x18\x04 \x01(\bR\x05force\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\"M\n" +
+	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\x122\n" +
+	"\vtoken_moves\x18\x06 \x03(\v2\x11.ringkv.TokenMoveR\n" +
+	"tokenMoves\"M\n" +
 	"\x13BeginChangeResponse\x12\x1b\n" +
 	"\tchange_id\x18\x01 \x01(\x04R\bchangeId\x12\x19\n" +
 	"\bto_epoch\x18\x02 \x01(\x04R\atoEpoch\"8\n" +
@@ -507,23 +518,25 @@ var file_kvpb_cluster_proto_goTypes = []any{
 	(*MoveDoneResponse)(nil),           // 6: ringkv.MoveDoneResponse
 	(*SetRateRequest)(nil),             // 7: ringkv.SetRateRequest
 	(*SetRateResponse)(nil),            // 8: ringkv.SetRateResponse
+	(*TokenMove)(nil),                  // 9: ringkv.TokenMove
 }
 var file_kvpb_cluster_proto_depIdxs = []int32{
-	0, // 0: ringkv.Cluster.RaftStream:input_type -> ringkv.RaftFrame
-	1, // 1: ringkv.Cluster.BeginChange:input_type -> ringkv.BeginChangeRequest
-	3, // 2: ringkv.Cluster.AbortChange:input_type -> ringkv.AbortClusterChangeRequest
-	5, // 3: ringkv.Cluster.MoveDone:input_type -> ringkv.MoveDoneRequest
-	7, // 4: ringkv.Cluster.SetRate:input_type -> ringkv.SetRateRequest
-	0, // 5: ringkv.Cluster.RaftStream:output_type -> ringkv.RaftFrame
-	2, // 6: ringkv.Cluster.BeginChange:output_type -> ringkv.BeginChangeResponse
-	4, // 7: ringkv.Cluster.AbortChange:output_type -> ringkv.AbortClusterChangeResponse
-	6, // 8: ringkv.Cluster.MoveDone:output_type -> ringkv.MoveDoneResponse
-	8, // 9: ringkv.Cluster.SetRate:output_type -> ringkv.SetRateResponse
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	9, // 0: ringkv.BeginChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	0, // 1: ringkv.Cluster.RaftStream:input_type -> ringkv.RaftFrame
+	1, // 2: ringkv.Cluster.BeginChange:input_type -> ringkv.BeginChangeRequest
+	3, // 3: ringkv.Cluster.AbortChange:input_type -> ringkv.AbortClusterChangeRequest
+	5, // 4: ringkv.Cluster.MoveDone:input_type -> ringkv.MoveDoneRequest
+	7, // 5: ringkv.Cluster.SetRate:input_type -> ringkv.SetRateRequest
+	0, // 6: ringkv.Cluster.RaftStream:output_type -> ringkv.RaftFrame
+	2, // 7: ringkv.Cluster.BeginChange:output_type -> ringkv.BeginChangeResponse
+	4, // 8: ringkv.Cluster.AbortChange:output_type -> ringkv.AbortClusterChangeResponse
+	6, // 9: ringkv.Cluster.MoveDone:output_type -> ringkv.MoveDoneResponse
+	8, // 10: ringkv.Cluster.SetRate:output_type -> ringkv.SetRateResponse
+	6, // [6:11] is the sub-list for method output_type
+	1, // [1:6] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_cluster_proto_init() }
@@ -531,6 +544,7 @@ func file_kvpb_cluster_proto_init() {
 	if File_kvpb_cluster_proto != nil {
 		return
 	}
+	file_kvpb_admin_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

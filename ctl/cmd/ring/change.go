@@ -35,6 +35,8 @@ type ChangeOptions struct {
 	Interval time.Duration
 	// Reconnect bounds how long a lost watch is retried before giving up.
 	Reconnect time.Duration
+	// MaxMoves bounds the vnodes a rebalance moves (0: the cluster's default, 8).
+	MaxMoves int
 
 	rate string
 }
@@ -75,6 +77,41 @@ exits with code 3 unless --force.`,
 		},
 	}
 	o.flags(cmd)
+	return cmd
+}
+
+// NewCmdRebalance returns `kvctl ring rebalance`. runF replaces the run step in tests.
+func NewCmdRebalance(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
+	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_REBALANCE}
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Move vnodes away from hot nodes by measured load: plan, confirm, stream, show progress",
+		Long: `Hand vnodes (token ranges) from the most loaded nodes to less loaded ones.
+
+Load is what each node measured over the last minute: replica reads and writes per second per
+vnode. The node you ask collects it from every node, then, one vnode at a time, picks the move
+(one of the hottest vnodes of the most loaded node, to another node) that lowers the highest
+node load the most, predicting that what a replica served on a range moves to the node that
+takes its place among the range's replicas. It stops once the most loaded node is within 10%
+of the mean, when a move would gain less than 2%, or after --max-moves vnodes. The plan shows each vnode that moves with its load, the ranges
+that stream, and every node's load before (measured) and after (predicted).
+
+The vnodes chosen are part of the plan: what you confirm is what starts. A rebalance is a ring
+change like add and remove: one at a time, streamed under traffic, abortable, resumable after
+crashes. With nothing worth moving it says so and exits 0.`,
+		Example: `  kvctl ring rebalance --dry-run            what would move, with load before and after
+  kvctl ring rebalance --max-moves 4 --yes   move at most 4 vnodes, no prompt
+  kvctl ring rebalance --rate 20 --yes       stream at most 20 MB/s into each receiver`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.MaxMoves < 0 || o.MaxMoves > 1024 {
+				return cli.UsageErrorf("--max-moves %d: want 1..1024 (0: the default, 8)", o.MaxMoves)
+			}
+			return o.complete(cmd, runF)
+		},
+	}
+	o.flags(cmd)
+	cmd.Flags().IntVar(&o.MaxMoves, "max-moves", 0, "move at most this many vnodes (0: 8)")
 	return cmd
 }
 
@@ -143,7 +180,7 @@ func (o *ChangeOptions) complete(cmd *cobra.Command, runF func(*ChangeOptions) e
 }
 
 func (o *ChangeOptions) request() *kvpb.ChangeRequest {
-	return &kvpb.ChangeRequest{Kind: o.Kind, NodeId: o.NodeID, GrpcAddr: o.NodeAddr, Force: o.Force, RateBytes: o.RateBytes}
+	return &kvpb.ChangeRequest{Kind: o.Kind, NodeId: o.NodeID, GrpcAddr: o.NodeAddr, Force: o.Force, RateBytes: o.RateBytes, MaxMoves: uint32(o.MaxMoves)}
 }
 
 func runChange(ctx context.Context, o *ChangeOptions) error {
@@ -170,6 +207,16 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 		}
 	} else if err := PrintPlan(planOut, plan, o.AllMoves); err != nil {
 		return err
+	}
+	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
+		if len(plan.GetRequest().GetTokenMoves()) == 0 {
+			if !o.JSON() {
+				fmt.Fprintln(o.IO.Out, "nothing to rebalance")
+			}
+			return nil
+		}
+		// Start exactly the vnode moves shown, not a fresh choice from newer load.
+		req.TokenMoves = plan.GetRequest().GetTokenMoves()
 	}
 	if refusals := plan.GetRefusals(); len(refusals) > 0 && (!o.Force || o.DryRun) {
 		hint := " (--force to override)"
@@ -247,6 +294,16 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 	for _, m := range p.GetMoves() {
 		frac += fraction(m.GetStart(), m.GetEnd())
 	}
+	if tms := p.GetRequest().GetTokenMoves(); len(tms) > 0 {
+		fmt.Fprintf(w, "vnodes: %d change owner\n", len(tms))
+		t := cli.NewTable(ios, "  VNODE", "FROM", "TO", "LOAD")
+		for _, tm := range tms {
+			t.Row(fmt.Sprintf("  %016x", tm.GetToken()), tm.GetFrom(), tm.GetTo(), opsRate(tm.GetLoad()))
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "moves: %d ranges (%s of the token space), est. %d keys, %s\n",
 		len(p.GetMoves()), pct(frac), p.GetEstKeys(), cli.Humanize(p.GetEstBytes()))
 	if len(p.GetMoves()) > 0 {
@@ -313,11 +370,24 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 		}
 	}
 	sort.Strings(ids)
-	t := cli.NewTable(ios, "  NODE", "STATE", "VNODES", "SHARE", "REPLICA-SHARE")
+	rebalance := p.GetRequest().GetKind() == kvpb.ChangeRequest_REBALANCE
+	cols := []string{"  NODE", "STATE", "VNODES", "SHARE", "REPLICA-SHARE"}
+	if rebalance {
+		cols = append(cols, "LOAD (measured -> predicted)")
+	}
+	t := cli.NewTable(ios, cols...)
 	for _, id := range ids {
 		b, a := before[id], after[id]
-		t.Row("  "+id, arrow(b.GetState(), a.GetState(), "-"), arrow(fmt.Sprint(b.GetVnodes()), fmt.Sprint(a.GetVnodes()), "0"),
-			arrow(pctOf(b, false), pctOf(a, false), "-"), arrow(pctOf(b, true), pctOf(a, true), "-"))
+		row := []any{"  " + id, arrow(b.GetState(), a.GetState(), "-"), arrow(fmt.Sprint(b.GetVnodes()), fmt.Sprint(a.GetVnodes()), "0"),
+			arrow(pctOf(b, false), pctOf(a, false), "-"), arrow(pctOf(b, true), pctOf(a, true), "-")}
+		if rebalance {
+			la := ""
+			if a != nil {
+				la = opsRate(a.GetLoad())
+			}
+			row = append(row, arrow(opsRate(b.GetLoad()), la, "-"))
+		}
+		t.Row(row...)
 	}
 	if err := t.Render(); err != nil {
 		return err
@@ -396,3 +466,6 @@ func epochAfter(p *kvpb.ChangeProgress) uint64 {
 }
 
 var errGone = errors.New("change no longer in flight")
+
+// opsRate formats a load in operations per second.
+func opsRate(x float64) string { return fmt.Sprintf("%.0f op/s", x) }

@@ -52,10 +52,10 @@ func NewCmdRing(f *cli.Factory) *cobra.Command {
 		Long: `The ring maps every key to N replicas: each node owns some vnodes (tokens), and a key's
 replicas are the first N distinct nodes clockwise from the key's token.
 
-Adding or draining a node is a ring change: the cluster journals it in raft, streams the
-token ranges that move from a current replica to each new owner (throttled by --rate),
-keeps writing to old and new owners alike while data moves, and flips the ring to the next
-epoch once every range has arrived. Only one change is in flight at a time. A change
+Adding or draining a node, and handing vnodes from hot nodes to cooler ones (rebalance), is
+a ring change: the cluster journals it in raft, streams the token ranges that move from a
+current replica to each new owner (throttled by --rate), keeps writing to old and new owners
+alike while data moves, and flips the ring to the next epoch once every range has arrived. Only one change is in flight at a time. A change
 survives crashes of the streaming nodes and of the raft leader; "kvctl ring abort" returns
 the cluster to the old ring.
 
@@ -66,6 +66,7 @@ lifts the throttle of a running change.`,
   kvctl ring add n4=10.0.0.4:9090 --dry-run    what would move, and where
   kvctl ring add n4=10.0.0.4:9090 --rate 50    plan, confirm, stream, show progress
   kvctl ring drain n2 --yes                    stream n2's ranges away, then retire it
+  kvctl ring rebalance --dry-run               which vnodes would leave the hot nodes
   kvctl ring status                            follow the change in flight
   kvctl ring rate 100                          let the change stream faster
   kvctl ring abort                             cancel it; the old ring stays`,
@@ -76,6 +77,7 @@ lifts the throttle of a running change.`,
 		NewCmdShow(f, nil),
 		NewCmdAdd(f, nil),
 		NewCmdRemove(f, nil),
+		NewCmdRebalance(f, nil),
 		NewCmdStatus(f, nil),
 		NewCmdAbort(f, nil),
 		NewCmdRate(f, nil),
@@ -150,8 +152,14 @@ func kindName(k kvpb.ChangeRequest_Kind) string {
 	return "change"
 }
 
-// describe names a change: "add n4 (10.0.0.4:9090)".
+// describe names a change: "add n4 (10.0.0.4:9090)", "rebalance (3 vnodes)".
 func describe(req *kvpb.ChangeRequest) string {
+	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
+		if n := len(req.GetTokenMoves()); n > 0 {
+			return fmt.Sprintf("rebalance (%d vnodes)", n)
+		}
+		return "rebalance"
+	}
 	s := kindName(req.GetKind()) + " " + req.GetNodeId()
 	if req.GetGrpcAddr() != "" {
 		s += " (" + req.GetGrpcAddr() + ")"

@@ -158,7 +158,9 @@ func (f *fakeAdmin) PlanChange(_ context.Context, req *kvpb.ChangeRequest, _ ...
 		return nil, f.planErr
 	}
 	p := proto.Clone(f.plan).(*kvpb.ChangePlan)
-	p.Request = req
+	if p.Request == nil { // a canned rebalance plan brings its own request (the vnodes chosen)
+		p.Request = req
+	}
 	return p, nil
 }
 
@@ -436,5 +438,74 @@ func TestPrintRing(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("ring show lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestRebalance(t *testing.T) {
+	for _, tt := range []struct {
+		args     []string
+		wantCode int
+		wantMax  int
+	}{
+		{[]string{"--yes"}, 0, 0},
+		{[]string{"--yes", "--max-moves", "3"}, 0, 3},
+		{[]string{"--yes", "--max-moves", "-1"}, cli.ExitUsage, 0},
+		{[]string{"n2", "--yes"}, cli.ExitUsage, 0},
+		{[]string{}, cli.ExitUsage, 0}, // piped without --yes
+	} {
+		ios, _, _, _ := cli.Test()
+		var got *ChangeOptions
+		cmd := NewCmdRebalance(cli.NewFactory(ios), func(o *ChangeOptions) error { got = o; return nil })
+		err := execute(t, cmd, ios, tt.args...)
+		if code := cli.ExitCode(err); code != tt.wantCode && !(tt.wantCode == cli.ExitUsage && err != nil) {
+			t.Errorf("rebalance %v: exit %d (%v), want %d", tt.args, code, err, tt.wantCode)
+			continue
+		}
+		if tt.wantCode == 0 && (got.Kind != kvpb.ChangeRequest_REBALANCE || got.MaxMoves != tt.wantMax) {
+			t.Errorf("rebalance %v: kind %v, max moves %d; want REBALANCE, %d", tt.args, got.Kind, got.MaxMoves, tt.wantMax)
+		}
+	}
+
+	// The vnodes the plan chose are the ones started, and the plan shows load before and after.
+	plan := addPlan(3)
+	plan.After = plan.After[:3]
+	plan.Request = &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE, TokenMoves: []*kvpb.TokenMove{
+		{Token: 0xabc, From: "n2", To: "n1", Load: 120}, {Token: 0xdef, From: "n2", To: "n3", Load: 80},
+	}}
+	for i, l := range []float64{100, 400, 100} {
+		plan.Before[i].Load = l
+		plan.After[i].Load = []float64{220, 200, 180}[i]
+	}
+	fa := &fakeAdmin{plan: plan, watch: []*kvpb.ChangeProgress{progressOf(plan, "done", 1)}}
+	ios, _, out, errOut := cli.Test()
+	o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_REBALANCE, MaxMoves: 2,
+		Yes: true, Interval: time.Second, Reconnect: time.Second}
+	if err := runChange(context.Background(), o); err != nil {
+		t.Fatalf("rebalance: %v\nstderr:\n%s", err, errOut)
+	}
+	if len(fa.started) != 1 || len(fa.started[0].GetTokenMoves()) != 2 || fa.started[0].GetTokenMoves()[1].GetToken() != 0xdef {
+		t.Fatalf("StartChange calls %v, want one with the plan's two vnode moves", fa.started)
+	}
+	for _, want := range []string{
+		"plan: rebalance (2 vnodes), ring epoch 3 -> 4",
+		"vnodes: 2 change owner",
+		"0000000000000abc\tn2\tn1\t120 op/s",
+		"n2\tUP\t32\t33.3% -> 25.0%\t100.0% -> 75.0%\t400 op/s -> 200 op/s",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Nothing worth moving: the plan says why, nothing starts, exit 0.
+	fa = &fakeAdmin{plan: &kvpb.ChangePlan{FromEpoch: 3, ToEpoch: 3, Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE},
+		Warnings: []string{"no load measured over the last minute: nothing to rebalance"}}}
+	ios, _, out, _ = cli.Test()
+	o = &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_REBALANCE, Yes: true, Interval: time.Second, Reconnect: time.Second}
+	if err := runChange(context.Background(), o); err != nil {
+		t.Fatalf("balanced rebalance: %v", err)
+	}
+	if len(fa.started) != 0 || !strings.Contains(out.String(), "nothing to rebalance") {
+		t.Errorf("balanced: %d StartChange calls, stdout:\n%s\nwant none and \"nothing to rebalance\"", len(fa.started), out)
 	}
 }

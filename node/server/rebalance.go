@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// defaultRebalanceMoves is how many vnodes a rebalance moves at most when the request does not say.
+const defaultRebalanceMoves = 8
+
+// rangeLoads asks every member of cur for its per-vnode stats: per range of cur (by end token)
+// and member, the replica reads and writes per second over the last minute it served. A member
+// that does not answer adds a warning and no load.
+func (s *Admin) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]string) ring.RangeLoad {
+	ms := cur.Members()
+	stats := make([]*kvpb.NodeStats, len(ms))
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		if m.ID == s.d.ID && s.d.Stats != nil {
+			stats[i] = s.d.Stats.Snapshot(true)
+			continue
+		}
+		wg.Go(func() {
+			c, err := s.d.PeerAdmin(m.Addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.d.PeerTimeout)
+			defer cancel()
+			stats[i], errs[i] = c.Stats(cctx, &kvpb.StatsRequest{Vnodes: true})
+		})
+	}
+	wg.Wait()
+	load := ring.RangeLoad{}
+	for i, m := range ms {
+		if errs[i] != nil {
+			*warnings = append(*warnings, fmt.Sprintf("no load from %s: %s; it counts as idle", m.ID, oneLine(errs[i])))
+			continue
+		}
+		if e := stats[i].GetEpoch(); e != cur.Epoch() {
+			*warnings = append(*warnings, fmt.Sprintf("%s reports load for epoch %d, not %d", m.ID, e, cur.Epoch()))
+		}
+		for _, v := range stats[i].GetVnodes() {
+			l := v.GetReads_1M() + v.GetWrites_1M()
+			if l == 0 {
+				continue
+			}
+			if load[v.GetToken()] == nil {
+				load[v.GetToken()] = map[string]float64{}
+			}
+			load[v.GetToken()][m.ID] += l
+		}
+	}
+	return load
+}
+
+// planRebalance fills in the vnodes a rebalance request moves, chosen by ring.PlanRebalance
+// from the measured load, unless the request names them. It returns the completed request,
+// the measured load per node and the modelled load per node after the moves (nil maps when
+// the request named its moves), or a nil request when nothing is worth moving (with the
+// reason in warnings).
+func (s *Admin) planRebalance(ctx context.Context, cur *ring.Ring, req *kvpb.ChangeRequest, warnings *[]string) (*kvpb.ChangeRequest, map[string]float64, map[string]float64, error) {
+	if len(req.GetTokenMoves()) > 0 {
+		return req, nil, nil, nil
+	}
+	maxMoves := int(req.GetMaxMoves())
+	if maxMoves == 0 {
+		maxMoves = defaultRebalanceMoves
+	}
+	load := s.rangeLoads(ctx, cur, warnings)
+	measured := ring.PredictLoad(cur, cur, load)
+	cfg := ring.DefaultRebalanceConfig()
+	cfg.MaxMoves = maxMoves
+	moves, next, err := ring.PlanRebalance(cur, load, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(moves) == 0 {
+		total := 0.0
+		for _, l := range measured {
+			total += l
+		}
+		if total == 0 {
+			*warnings = append(*warnings, "no load measured over the last minute: nothing to rebalance")
+		} else {
+			*warnings = append(*warnings, fmt.Sprintf("the most loaded node is within %.0f%% of the mean, or no vnode move lowers it (%.0f replica ops/s in all): nothing to rebalance", 100*cfg.Tolerance, total))
+		}
+		return nil, measured, nil, nil
+	}
+	predicted := ring.PredictLoad(cur, next, load)
+	out := proto.Clone(req).(*kvpb.ChangeRequest)
+	for _, mv := range moves {
+		vl := 0.0
+		for _, l := range load[mv.Token] {
+			vl += l
+		}
+		out.TokenMoves = append(out.TokenMoves, &kvpb.TokenMove{Token: mv.Token, From: mv.From, To: mv.To, Load: vl})
+	}
+	return out, measured, predicted, nil
+}
