@@ -327,6 +327,21 @@ func TestRingAddUnderLoad(t *testing.T) {
 			t.Errorf("plan move %v: got target %s, want n4", m, m.GetTarget())
 		}
 	}
+	// Ownership after: n4 gets what the moves bring; the others give up as much (N copies of
+	// every key before and after).
+	var keysBefore, keysAfter uint64
+	for _, o := range plan.GetBefore() {
+		keysBefore += o.GetKeys()
+	}
+	for _, o := range plan.GetAfter() {
+		keysAfter += o.GetKeys()
+		if o.GetId() == "n4" && o.GetKeys() != plan.GetEstKeys() {
+			t.Errorf("plan: n4 after %d keys, want the moves' %d", o.GetKeys(), plan.GetEstKeys())
+		}
+	}
+	if d := float64(keysAfter) - float64(keysBefore); d > 0.05*float64(keysBefore) || d < -0.05*float64(keysBefore) {
+		t.Errorf("plan: %d keys stored before, %d after; want within 5%%", keysBefore, keysAfter)
+	}
 	t1 := time.Now()
 	final := waitChange(t, admin, 60*time.Second)
 	t.Logf("change done in %v: %d keys, %d bytes moved", time.Since(t1), final.GetKeysDone(), final.GetBytesDone())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -208,28 +209,16 @@ func (s *Admin) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Change
 		}
 	}
 
-	// Ownership before (measured keys and bytes) and after (the stored total spread by
-	// replica share).
-	var totalKeys, totalBytes uint64
-	for _, ni := range info {
-		totalKeys += ni.GetKeys()
-		totalBytes += ni.GetDiskBytes()
-	}
+	// Ownership before (measured keys and bytes) and after (afterCounts: what each node holds
+	// plus what the moves bring it, minus what it hands over).
 	out.Before = ownership(p.Current, func(id string) (uint64, uint64, bool) {
 		ni := info[id]
 		return ni.GetKeys(), ni.GetDiskBytes(), ni != nil
 	})
-	rs := p.Next.ReplicaOwnership()
-	sum := 0.0
-	for _, v := range rs {
-		sum += v
-	}
+	after := afterCounts(p.Next, info, p.Moves, est)
 	out.After = ownership(p.Next, func(id string) (uint64, uint64, bool) {
-		if sum == 0 {
-			return 0, 0, true
-		}
-		f := rs[id] / sum
-		return uint64(math.Round(float64(totalKeys) * f)), uint64(math.Round(float64(totalBytes) * f)), true
+		c, ok := after[id]
+		return c.keys, c.bytes, ok
 	})
 	if cr.Kind == cluster.KindRemove {
 		out.After = append(out.After, &kvpb.NodeOwnership{Id: cr.NodeID, State: "REMOVED"})
@@ -632,4 +621,37 @@ func setLoad(os []*kvpb.NodeOwnership, load map[string]float64) {
 			o.Load = l
 		}
 	}
+}
+
+// afterCounts estimates each node's keys and bytes after a change: what it stores now (info),
+// plus the estimated keys of every move it receives, minus those of every move it streams out
+// of a range it no longer replicates in next. Bytes follow the node's bytes per key (they are
+// on-disk bytes, the moves' estimates are key and value bytes); a node that stores nothing yet
+// gets the moves' bytes. A node whose info is missing is left out.
+func afterCounts(next *ring.Ring, info map[string]*kvpb.NodeInfoResponse, moves []ring.Move, est map[moveKey]rangeCount) map[string]rangeCount {
+	delta := map[string]int64{}
+	inBytes := map[string]uint64{}
+	for _, m := range moves {
+		c := est[moveKey{m.Start, m.End, m.Target}]
+		delta[m.Target] += int64(c.keys)
+		inBytes[m.Target] += c.bytes
+		if !slices.ContainsFunc(next.Lookup(m.End, next.Replicas()), func(x ring.Member) bool { return x.ID == m.Source }) {
+			delta[m.Source] -= int64(c.keys)
+		}
+	}
+	out := map[string]rangeCount{}
+	for id, ni := range info {
+		if ni == nil {
+			continue
+		}
+		keys := uint64(max(0, int64(ni.GetKeys())+delta[id]))
+		var bytes uint64
+		if ni.GetKeys() > 0 {
+			bytes = uint64(math.Round(float64(ni.GetDiskBytes()) * float64(keys) / float64(ni.GetKeys())))
+		} else {
+			bytes = inBytes[id]
+		}
+		out[id] = rangeCount{keys: keys, bytes: bytes}
+	}
+	return out
 }

@@ -371,7 +371,7 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 	}
 	sort.Strings(ids)
 	rebalance := p.GetRequest().GetKind() == kvpb.ChangeRequest_REBALANCE
-	cols := []string{"  NODE", "STATE", "VNODES", "SHARE", "REPLICA-SHARE"}
+	cols := []string{"  NODE", "STATE", "VNODES", "SHARE", "REPLICA-SHARE", "KEYS"}
 	if rebalance {
 		cols = append(cols, "LOAD (measured -> predicted)")
 	}
@@ -379,7 +379,8 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 	for _, id := range ids {
 		b, a := before[id], after[id]
 		row := []any{"  " + id, arrow(b.GetState(), a.GetState(), "-"), arrow(fmt.Sprint(b.GetVnodes()), fmt.Sprint(a.GetVnodes()), "0"),
-			arrow(pctOf(b, false), pctOf(a, false), "-"), arrow(pctOf(b, true), pctOf(a, true), "-")}
+			arrow(pctOf(b, false), pctOf(a, false), "-"), arrow(pctOf(b, true), pctOf(a, true), "-"),
+			arrow(keysOf(b), keysOf(a), "-")}
 		if rebalance {
 			la := ""
 			if a != nil {
@@ -399,6 +400,15 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 		fmt.Fprintf(w, "refused: %s\n", s)
 	}
 	return nil
+}
+
+// keysOf is a node's key count (measured before, estimated after); empty when the node is not
+// there or did not answer.
+func keysOf(o *kvpb.NodeOwnership) string {
+	if o == nil || o.GetError() != "" || o.GetState() == "REMOVED" {
+		return ""
+	}
+	return fmt.Sprint(o.GetKeys())
 }
 
 func pctOf(o *kvpb.NodeOwnership, replica bool) string {

@@ -490,7 +490,7 @@ func TestRebalance(t *testing.T) {
 		"plan: rebalance (2 vnodes), ring epoch 3 -> 4",
 		"vnodes: 2 change owner",
 		"0000000000000abc\tn2\tn1\t120 op/s",
-		"n2\tUP\t32\t33.3% -> 25.0%\t100.0% -> 75.0%\t400 op/s -> 200 op/s",
+		"n2\tUP\t32\t33.3% -> 25.0%\t100.0% -> 75.0%\t0\t400 op/s -> 200 op/s",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
