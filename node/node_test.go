@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -393,4 +394,40 @@ func TestNodeAlone(t *testing.T) {
 	if own == 0 || other == 0 {
 		t.Fatalf("got %d keys owned by n1 and %d by others, want both > 0", own, other)
 	}
+}
+
+// TestHintedHandoffAfterRestart: writes made while a replica is down reach it after it comes
+// back, handed over by the coordinators' hints, with no read of those keys.
+func TestHintedHandoffAfterRestart(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	settle(t, c)
+	if err := c.Stop(2); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	want := map[string]string{}
+	for i := range 30 {
+		key := fmt.Sprintf("h%d", i)
+		want[key] = "v-" + key
+		expect(t, do(t, c, i%2, "PUT", "/v0/entity?id="+key, []byte(want[key])), 201, "")
+	}
+	if err := c.Restart(2); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	st := c.Node(2).Store()
+	eventually.Succeeds(t, 30*time.Second, func() error {
+		missing := 0
+		for k, v := range want {
+			rec, found, err := st.Get(ring.Token([]byte(k)), []byte(k))
+			if err != nil {
+				return err
+			}
+			if !found || string(rec.Value) != v {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("n3 lacks %d of the %d writes made while it was down", missing, len(want))
+		}
+		return nil
+	})
 }

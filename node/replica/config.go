@@ -33,6 +33,11 @@ type Config struct {
 	MaxKeyBytes, MaxValueBytes int
 	// Now is the clock of the breakers; nil means time.Now. Tests inject one.
 	Now func() time.Time
+	// HintBytes bounds the hints kept for peers that missed writes (hinted
+	// handoff, see hints.go); the oldest go first when full. Negative: no hints.
+	HintBytes int
+	// HintInterval is how often hints are handed over to peers that answer again.
+	HintInterval time.Duration
 	// CatchUp, when set, waits until this node's ring view is newer than stale
 	// (cluster.Cluster.WaitView of the next view). A write refused by a replica
 	// with ErrStaleView waits for it, bounded by ReplicaTimeout, and is sent
@@ -52,6 +57,8 @@ func DefaultConfig() Config {
 		RepairQueue:     1024,
 		MaxKeyBytes:     1 << 10,
 		MaxValueBytes:   1 << 20,
+		HintBytes:       64 << 20,
+		HintInterval:    time.Second,
 		Now:             time.Now,
 	}
 }
@@ -107,6 +114,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxValueBytes <= 0 {
 		c.MaxValueBytes = d.MaxValueBytes
+	}
+	if c.HintBytes == 0 {
+		c.HintBytes = d.HintBytes
+	}
+	if c.HintInterval <= 0 {
+		c.HintInterval = d.HintInterval
 	}
 	if c.Now == nil {
 		c.Now = d.Now

@@ -33,6 +33,7 @@ type Coordinator struct {
 	peerSt  map[string]*peer
 
 	repairs chan repairJob
+	hints   *hintStore
 
 	base   context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -82,11 +83,16 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		readP99: newQuantile(0.99),
 		peerSt:  make(map[string]*peer),
 		repairs: make(chan repairJob, cfg.RepairQueue),
+		hints:   newHintStore(cfg.HintBytes),
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(cfg.RepairWorkers)
 	for range cfg.RepairWorkers {
 		go c.repairWorker()
+	}
+	if cfg.HintBytes > 0 {
+		c.wg.Add(1)
+		go c.handoffLoop()
 	}
 	return c
 }
@@ -365,6 +371,9 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 	for _, t := range ts {
 		if err := c.admit(t); err != nil {
 			errs = append(errs, err)
+			if c.hintable(t, err) {
+				c.keepHint(t, key, rec)
+			}
 			continue
 		}
 		cc.acquire()
@@ -404,6 +413,9 @@ func (c *Coordinator) callWrite(cc *callCtx, t target, key []byte, rec store.Rec
 	_, err := t.r.Write(cc.ctx, key, rec, vid)
 	cc.release()
 	c.account(t, time.Since(start), err, false)
+	if c.hintable(t, err) {
+		c.keepHint(t, key, rec)
+	}
 	if err != nil {
 		err = fmt.Errorf("replica %s: %w", t.id, err)
 	}

@@ -204,7 +204,10 @@ type countingObserver struct {
 	repairs atomic.Int64
 	ops     atomic.Int64
 	failed  atomic.Int64
+	hints   atomic.Int64
 }
+
+func (o *countingObserver) Hint() { o.hints.Add(1) }
 
 func (o *countingObserver) ObserveOp(op, role string, d time.Duration, err error) {
 	o.ops.Add(1)

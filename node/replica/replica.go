@@ -24,6 +24,14 @@
 // that returned an older version or none get the newest one written back in
 // the background, by a bounded pool of workers that Close stops.
 //
+// # Hinted handoff
+//
+// A write call to a peer that fails for want of reaching it (down, timed
+// out, breaker open) leaves a hint: the record, kept in memory for that peer
+// (bounded by Config.HintBytes) and handed over once it answers again, so a
+// node back from an outage gets the writes it missed without waiting for
+// reads to repair them. Hints never count as acks. See hints.go.
+//
 // # Circuit breakers
 //
 // Every peer has a breaker: after BreakerFailures consecutive failures it

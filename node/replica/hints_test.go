@@ -1,0 +1,73 @@
+package replica
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"ringkv/internal/eventually"
+)
+
+// A replica that is down when a write happens gets the write handed over once it is back,
+// without any read touching the key.
+func TestHintedHandoff(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	obs := &countingObserver{}
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, HintInterval: 20 * time.Millisecond, BreakerCooldown: 50 * time.Millisecond}, obs)
+
+	c.nodes["n2"].set(modeDown)
+	ts, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 3)
+	if err != nil {
+		t.Fatalf("Put with one replica down: %v", err)
+	}
+	if _, ok := c.nodes["n2"].has(t, "k"); ok {
+		t.Fatalf("n2 was down but holds k")
+	}
+	if got := co.Hints().Pending["n2"]; got != 1 {
+		t.Fatalf("hints for n2 = %d, want 1 (%+v)", got, co.Hints())
+	}
+	if got := obs.hints.Load(); got != 1 {
+		t.Errorf("observer saw %d hints, want 1", got)
+	}
+	// While n2 stays down the hint stays.
+	time.Sleep(100 * time.Millisecond)
+	if got := co.Hints().Pending["n2"]; got != 1 {
+		t.Fatalf("hints for n2 while down = %d, want 1", got)
+	}
+
+	c.nodes["n2"].set(modeOK)
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		rec, ok := c.nodes["n2"].has(t, "k")
+		if !ok || rec.TS != ts || string(rec.Value) != "v" {
+			return fmt.Errorf("n2 holds %+v (found %v), want the write at %d", rec, ok, ts)
+		}
+		return nil
+	})
+	st := co.Hints()
+	if len(st.Pending) != 0 || st.Delivered != 1 || st.Bytes != 0 {
+		t.Errorf("after the handoff: %+v, want nothing pending and 1 delivered", st)
+	}
+}
+
+// Hints are bounded: the oldest go first, and are counted.
+func TestHintsBounded(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, HintBytes: 1000, HintInterval: time.Hour}, nil)
+	c.nodes["n2"].set(modeDown)
+	for i := range 20 {
+		if _, err := co.Put(ctx, fmt.Appendf(nil, "k%d", i), []byte("0123456789"), 2, 3); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	}
+	st := co.Hints()
+	if st.Bytes > 1000 || st.Dropped == 0 || st.Pending["n2"] == 0 || st.Pending["n2"]+int(st.Dropped) != 20 {
+		t.Errorf("hints %+v: want at most 1000 bytes, some dropped, pending + dropped = 20", st)
+	}
+	// The newest are kept.
+	hs := co.hints.take("n2", 100)
+	if last := string(hs[len(hs)-1].key); last != "k19" {
+		t.Errorf("newest hint is %q, want k19", last)
+	}
+}
