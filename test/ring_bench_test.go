@@ -102,7 +102,20 @@ func TestRingAddBench(t *testing.T) {
 		rate = "0"
 	}
 	const keys, size, clientRate, phaseLen = 100_000, 1024, 1000.0, 10 * time.Second
-	c := startCluster(t, 3, 1)
+	var c *tcluster
+	if dir := os.Getenv("RINGKV_BENCH_PROFILE"); dir != "" {
+		// The nodes' own output (badger's messages; the runtime's GC trace under
+		// GODEBUG=gctrace=1), saved once they have stopped: registered before startCluster,
+		// this cleanup runs after the one that stops them.
+		t.Cleanup(func() {
+			for _, p := range c.nodes {
+				if err := os.WriteFile(filepath.Join(dir, p.id+".log"), p.log.Bytes(), 0o644); err != nil {
+					t.Logf("save log of %s: %v", p.id, err)
+				}
+			}
+		})
+	}
+	c = startCluster(t, 3, 1)
 	founders, n4 := c.nodes[:3], c.nodes[3]
 	c.load(founders, keys, size, 32)
 
@@ -149,21 +162,39 @@ func TestRingAddBench(t *testing.T) {
 	<-done
 
 	p := progressOf(t, res)
-	logMover(t, c, n4)
+	first, last := logMover(t, c, n4)
 	keysMoved, moved := c.streamedBytes([]*proc{n4})
+	mib := float64(moved) / (1 << 20)
 	secs := t2.Sub(t1).Seconds()
-	t.Logf("add with --rate %s: state %s; %d keys, %.1f MiB streamed into n4 in %.2fs (kvctl wall time, plan included): %.1f MiB/s",
-		rate, p.GetState(), keysMoved, float64(moved)/(1<<20), secs, float64(moved)/(1<<20)/secs)
-	if d := p.GetFinishedUnix() - p.GetStartedUnix(); d > 0 {
-		t.Logf("journaled start to commit: %ds (1s resolution): %.1f MiB/s", d, float64(moved)/(1<<20)/float64(d))
+	t.Logf("add with --rate %s: state %s; %d keys, %.1f MiB (%.1f MB) streamed into n4", rate, p.GetState(), keysMoved, mib, float64(moved)/1e6)
+	t.Logf("wall:      kvctl ring add, plan and hand-over included: %.2fs, %.1f MiB/s (%.1f MB/s)", secs, mib/secs, float64(moved)/1e6/secs)
+	stream := last.Sub(first).Seconds()
+	if !first.IsZero() && stream > 0 {
+		t.Logf("streaming: n4's first chunk to its last chunk: %.2fs, %.1f MiB/s (%.1f MB/s); plan before it %.2fs, hand-over after it %.2fs",
+			stream, mib/stream, float64(moved)/1e6/stream, first.Sub(t1).Seconds(), t2.Sub(last).Seconds())
 	}
-	for _, ph := range []struct {
+	if d := p.GetFinishedUnix() - p.GetStartedUnix(); d > 0 {
+		t.Logf("journaled start to commit: %ds (1s resolution): %.1f MiB/s", d, mib/float64(d))
+	}
+	phases := []struct {
 		name     string
 		from, to time.Time
-	}{{"before", t0, t1}, {"during", t1, t2}, {"after", t2, t3}} {
+	}{{"before", t0, t1}, {"during", t1, t2}}
+	if !first.IsZero() {
+		phases = append(phases, struct {
+			name     string
+			from, to time.Time
+		}{"stream", first, last})
+	}
+	phases = append(phases, struct {
+		name     string
+		from, to time.Time
+	}{"after", t2, t3})
+	for _, ph := range phases {
 		n, errs, p50, p99, mx := phase(samples, ph.from, ph.to)
 		t.Logf("%-6s %5d requests, %d errors, p50 %s, p99 %s, max %s", ph.name, n, errs, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
 	}
+	t.Logf("(during = requests intended while kvctl ran; stream = intended between n4's first and last chunk)")
 }
 
 // profileDuringAdd, when RINGKV_BENCH_PROFILE names a directory, captures a 5 s CPU profile of
@@ -195,9 +226,10 @@ func profileDuringAdd(t *testing.T, nodes []*proc) (wait func()) {
 	return wg.Wait
 }
 
-// logMover logs how p's mover went: the number of ranges received and the span of time
-// between the first and the last (from the node's log tail).
-func logMover(t *testing.T, c *tcluster, p *proc) {
+// logMover logs how p's mover went: the number of ranges received, and returns when the
+// first and the last chunk of the change arrived (from the "range received" lines in the
+// node's log tail; zero when they are missing).
+func logMover(t *testing.T, c *tcluster, p *proc) (first, last time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	lt, err := c.admin(p).LogTail(ctx, &kvpb.LogTailRequest{Lines: 1000})
@@ -210,6 +242,15 @@ func logMover(t *testing.T, c *tcluster, p *proc) {
 		if strings.Contains(l, "range received") || strings.Contains(l, "ring change") || strings.Contains(l, "pull range") {
 			received = append(received, l)
 		}
+		if !strings.Contains(l, "range received") {
+			continue
+		}
+		if f, ok := logTime(l, "first_chunk="); ok && (first.IsZero() || f.Before(first)) {
+			first = f
+		}
+		if f, ok := logTime(l, "last_chunk="); ok && f.After(last) {
+			last = f
+		}
 	}
 	t.Logf("%s: %d mover lines", p.id, len(received))
 	if os.Getenv("RINGKV_BENCH_LOG") != "" {
@@ -217,4 +258,16 @@ func logMover(t *testing.T, c *tcluster, p *proc) {
 			t.Log(l)
 		}
 	}
+	return first, last
+}
+
+// logTime parses the RFC 3339 time after attr (as "first_chunk=") in a text log line.
+func logTime(line, attr string) (time.Time, bool) {
+	i := strings.Index(line, attr)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	v, _, _ := strings.Cut(line[i+len(attr):], " ")
+	ts, err := time.Parse(time.RFC3339Nano, v)
+	return ts, err == nil
 }

@@ -307,6 +307,10 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 	}
 	var resume []byte
 	attempts := 0
+	// When the first and the last chunk of this pull arrived: the streaming window that the
+	// "range received" line reports (the change's wall time also holds planning and hand-over).
+	var firstChunk, lastChunk time.Time
+	var pulledKeys, pulledBytes uint64
 	m.update(k, func(p *MoveProgress) {
 		p.Move, p.State, p.Started, p.Err = mv, MoveStreaming, time.Now(), ""
 		p.Attempts++
@@ -328,6 +332,12 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			for _, e := range batch {
 				n += uint64(len(e.Key) + len(e.Record.Value))
 			}
+			lastChunk = time.Now()
+			if firstChunk.IsZero() {
+				firstChunk = lastChunk
+			}
+			pulledKeys += uint64(len(batch))
+			pulledBytes += n
 			last := batch[len(batch)-1]
 			sk := store.StoreKey(last.Token, last.Key)
 			m.update(k, func(p *MoveProgress) {
@@ -384,7 +394,11 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		}
 	})
 	if err == nil {
-		m.logger.Info("range received", "change", ch.ID, "move", i, "start", mv.Start, "end", mv.End)
+		attrs := []any{"change", ch.ID, "move", i, "start", mv.Start, "end", mv.End, "keys", pulledKeys, "bytes", pulledBytes}
+		if !firstChunk.IsZero() {
+			attrs = append(attrs, "first_chunk", firstChunk.UTC().Format(time.RFC3339Nano), "last_chunk", lastChunk.UTC().Format(time.RFC3339Nano))
+		}
+		m.logger.Info("range received", attrs...)
 	} else if !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		m.logger.Warn("move failed; will retry", "change", ch.ID, "move", i, "err", err)
 	}

@@ -82,6 +82,10 @@ type vnode struct {
 	reads, writes     rate
 	bytesIn, bytesOut rate
 	keys, bytes       atomic.Uint64 // from the last CountRange
+	// counted: keys and bytes hold a count of this range as this node now holds it (counted
+	// in this table, or carried from the previous ring when the range and whether this node
+	// replicates it are unchanged).
+	counted atomic.Bool
 }
 
 // New returns a Registry. Zero periods in cfg take DefaultConfig's values.
@@ -284,6 +288,8 @@ func buildTable(rg *ring.Ring, self string, old *vnodeTable) *vnodeTable {
 			if old.starts[j] == rr.Start {
 				nv.keys.Store(ov.keys.Load())
 				nv.bytes.Store(ov.bytes.Load())
+				// Same range, same role: the count still holds until the periodic recount.
+				nv.counted.Store(ov.counted.Load() && old.mine[j] == t.mine[i])
 			}
 		}
 	}
@@ -308,14 +314,20 @@ func (r *Registry) Run(ctx context.Context) error {
 	var countedEpoch uint64
 	var lastCount time.Time
 	for {
-		// Recount every CountInterval, and soon after the ring's epoch changes (ranges moved) —
-		// not on every new ring value: a change in flight republishes the ring as its moves
-		// finish, and a full recount per move would compete with the clients for the disk.
+		// Recount every range every CountInterval, and soon after the ring's epoch changes
+		// (ranges moved) only the ranges whose counts it did not carry over (split, or gained
+		// or lost by this node) — not on every new ring value: a change in flight republishes
+		// the ring as its moves finish, and a full recount (a keys-only scan of the whole
+		// store) right after a change competes with the clients and the old owners' deletes.
 		if t := r.table(); t != nil {
 			since := time.Since(lastCount)
 			moved := counted == nil || t.ring.Epoch() != countedEpoch
-			if since >= r.cfg.CountInterval || (moved && since >= recountAfterChange) {
-				r.refreshCounts(ctx, t)
+			switch {
+			case since >= r.cfg.CountInterval:
+				r.refreshCounts(ctx, t, true)
+				counted, countedEpoch, lastCount = t, t.ring.Epoch(), time.Now()
+			case moved && since >= recountAfterChange:
+				r.refreshCounts(ctx, t, false)
 				counted, countedEpoch, lastCount = t, t.ring.Epoch(), time.Now()
 			}
 		}
@@ -358,14 +370,18 @@ func (r *Registry) rotate() {
 }
 
 // refreshCounts counts the keys of every range of t (together they cover the token space,
-// so their sum is the store's key count). Ranges this node does not hold cost one seek.
-func (r *Registry) refreshCounts(ctx context.Context, t *vnodeTable) {
+// so their sum is the store's key count), or with all false only those not counted yet.
+// Ranges this node does not hold cost one seek.
+func (r *Registry) refreshCounts(ctx context.Context, t *vnodeTable, all bool) {
 	if r.cfg.Store == nil {
 		return
 	}
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	for i := range t.v {
+		if !all && t.v[i].counted.Load() {
+			continue
+		}
 		// Pace the scan: a short pause between ranges spreads a large store's recount so
 		// the clients' requests keep the disk and CPU between ranges.
 		pause.Reset(countPause)
@@ -380,6 +396,7 @@ func (r *Registry) refreshCounts(ctx context.Context, t *vnodeTable) {
 		}
 		t.v[i].keys.Store(keys)
 		t.v[i].bytes.Store(bytes)
+		t.v[i].counted.Store(true)
 	}
 }
 

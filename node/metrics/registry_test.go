@@ -104,7 +104,7 @@ func TestVnodeAttribution(t *testing.T) {
 			t.Fatalf("read %s: %v", k, err)
 		}
 	}
-	reg.refreshCounts(ctx, reg.table())
+	reg.refreshCounts(ctx, reg.table(), true)
 
 	wantWrites, wantReads := expectedByRange(rg, keys), expectedByRange(rg, readKeys)
 	ns := reg.Snapshot(true)

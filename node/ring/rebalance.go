@@ -188,7 +188,8 @@ func PlanRebalance(r *Ring, load RangeLoad, cfg RebalanceConfig) ([]TokenMove, *
 				}
 				nl := PredictLoad(r, next, load)
 				nt, sq := 0.0, 0.0
-				for _, v := range nl {
+				for _, mm := range next.members { // in ID order: the sum must not depend on map order
+					v := nl[mm.ID]
 					nt = max(nt, v)
 					sq += v * v
 				}

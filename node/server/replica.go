@@ -144,33 +144,39 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 	if len(req.GetResumeAfter()) > 0 {
 		after = req.GetResumeAfter()
 	}
-	chunk := &kvpb.RangeChunk{}
-	size := 0
-	flush := func(last bool) error {
-		chunk.Last = last
+	// One read transaction per chunk, resumed after the chunk's last key: a transaction pins
+	// the versions it reads (badger keeps them through compactions) for as long as it lives,
+	// so a throttled or slow stream must not hold one between chunks.
+	for {
+		chunk := &kvpb.RangeChunk{}
+		size := 0
+		var lastKey []byte
+		err := s.d.Store.Scan(ctx, req.GetStart(), req.GetEnd(), after, func(sk []byte, key []byte, rec store.Record) error {
+			chunk.Records = append(chunk.Records, &kvpb.KeyRecord{Key: key, Record: replica.RecordToProto(rec)})
+			size += len(key) + len(rec.Value) + 16
+			if len(chunk.Records) >= chunkRecords || size >= chunkBytes {
+				lastKey = sk
+				return errChunkFull
+			}
+			return nil
+		})
+		full := isChunkFull(err)
+		if err != nil && !full {
+			return GRPCError(fmt.Errorf("stream range (%d, %d]: %w", req.GetStart(), req.GetEnd(), err))
+		}
+		chunk.Last = !full
 		chunk.Checksum = ChunkChecksum(chunk.Records)
 		if err := stream.Send(chunk); err != nil {
 			return err
 		}
-		n := size
-		chunk, size = &kvpb.RangeChunk{}, 0
-		if last {
+		if chunk.Last {
 			return nil
 		}
-		return th.wait(ctx, n, req.GetRateBytes())
-	}
-	err := s.d.Store.Scan(ctx, req.GetStart(), req.GetEnd(), after, func(_ []byte, key []byte, rec store.Record) error {
-		chunk.Records = append(chunk.Records, &kvpb.KeyRecord{Key: key, Record: replica.RecordToProto(rec)})
-		size += len(key) + len(rec.Value) + 16
-		if len(chunk.Records) >= chunkRecords || size >= chunkBytes {
-			return flush(false)
+		after = lastKey
+		if err := th.wait(ctx, size, req.GetRateBytes()); err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return GRPCError(fmt.Errorf("stream range (%d, %d]: %w", req.GetStart(), req.GetEnd(), err))
 	}
-	return flush(true)
 }
 
 // ChunkChecksum is the checksum of a RangeChunk: xxhash64 over, for each record in order,

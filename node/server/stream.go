@@ -20,6 +20,12 @@ import (
 // ErrChecksum: a streamed chunk did not match its checksum (after the retries).
 var ErrChecksum = errors.New("range chunk checksum mismatch")
 
+// errChunkFull stops a StreamRange scan when its chunk is full; the next chunk is read by a
+// new scan resumed after the last key.
+var errChunkFull = errors.New("chunk full")
+
+func isChunkFull(err error) bool { return errors.Is(err, errChunkFull) }
+
 // checksumRetries is how often RangeClient re-pulls a range from its last good key after a
 // chunk failed its checksum.
 const checksumRetries = 3
@@ -41,8 +47,17 @@ type RangeClient struct {
 	Rate func() uint64
 	// Sleep waits d or until ctx ends; nil = a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Latency, when set, returns the recent tail latency of this node's client-facing work
+	// (a p99 over the last second or so). The pulls then pace themselves by it: below
+	// LatencyTarget their rate grows step by step, above it the rate halves (additive
+	// increase, multiplicative decrease), never above Rate. nil: Rate alone.
+	Latency func() time.Duration
+	// LatencyTarget is the latency the adaptive pace holds; 0 = twice the latency seen when
+	// the pulls began (after a pause of adaptIdle without pulls).
+	LatencyTarget time.Duration
 
 	lim limiter
+	ad  adaptive
 }
 
 var _ cluster.RangeSource = (*RangeClient)(nil)
@@ -57,10 +72,14 @@ func (c *RangeClient) StreamRange(ctx context.Context, source ring.Member, start
 	}
 	rc := kvpb.NewReplicaClient(conn)
 	rate := func() uint64 {
+		r := rateBytes
 		if c.Rate != nil {
-			return c.Rate()
+			r = c.Rate()
 		}
-		return rateBytes
+		if c.Latency != nil {
+			return c.ad.rate(r, c.Latency(), c.LatencyTarget, time.Now())
+		}
+		return r
 	}
 	resume := resumeAfter
 	for attempt := 0; ; attempt++ {
@@ -91,38 +110,78 @@ func (c *RangeClient) pull(ctx context.Context, rc kvpb.ReplicaClient, start, en
 	if err != nil {
 		return replica.FromStatus(err)
 	}
-	var batch []store.Entry
+	// The next chunk is received, verified and decoded while fn applies this one: receiving
+	// and applying overlap instead of taking turns (one chunk ahead at most).
+	chunks := make(chan received, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (deferred later, so run first) has ended the stream
+	defer cancel()
+	wg.Go(func() { receive(ctx, s, chunks) })
 	for {
-		chunk, err := s.Recv()
-		if err == io.EOF {
-			return fmt.Errorf("stream ended without its last chunk: %w", replica.ErrReplicaUnavailable)
+		var r received
+		select {
+		case r = <-chunks:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if err != nil {
-			return replica.FromStatus(err)
+		if r.err != nil {
+			return r.err
 		}
-		if got := ChunkChecksum(chunk.GetRecords()); got != chunk.GetChecksum() {
-			return fmt.Errorf("%w: got %x, want %x", ErrChecksum, got, chunk.GetChecksum())
-		}
-		batch = batch[:0]
-		n := 0
-		for _, kr := range chunk.GetRecords() {
-			rec := replica.RecordFromProto(kr.GetRecord())
-			batch = append(batch, store.Entry{Token: ring.Token(kr.GetKey()), Key: kr.GetKey(), Record: rec})
-			n += len(kr.GetKey()) + len(rec.Value)
-		}
-		if len(batch) > 0 {
-			if err := fn(batch); err != nil {
+		if len(r.batch) > 0 {
+			if err := fn(r.batch); err != nil {
 				return err
 			}
-			last := batch[len(batch)-1]
+			last := r.batch[len(r.batch)-1]
 			*resume = store.StoreKey(last.Token, last.Key)
 		}
 		// Every chunk pays, the last one too: a range of one chunk is common (many small moves).
-		if err := c.lim.wait(ctx, n, rate, c.Sleep); err != nil {
+		if err := c.lim.wait(ctx, r.bytes, rate, c.Sleep); err != nil {
 			return err
 		}
-		if chunk.GetLast() {
+		if r.last {
 			return nil
+		}
+	}
+}
+
+// received is one chunk of a stream, verified and decoded, or the error that ended it.
+type received struct {
+	batch []store.Entry
+	bytes int // key + value bytes
+	last  bool
+	err   error
+}
+
+// receive reads s into out until the last chunk, an error (sent as the last item) or ctx's end.
+func receive(ctx context.Context, s grpc.ServerStreamingClient[kvpb.RangeChunk], out chan<- received) {
+	for {
+		var r received
+		chunk, err := s.Recv()
+		switch {
+		case err == io.EOF:
+			r.err = fmt.Errorf("stream ended without its last chunk: %w", replica.ErrReplicaUnavailable)
+		case err != nil:
+			r.err = replica.FromStatus(err)
+		default:
+			if got := ChunkChecksum(chunk.GetRecords()); got != chunk.GetChecksum() {
+				r.err = fmt.Errorf("%w: got %x, want %x", ErrChecksum, got, chunk.GetChecksum())
+				break
+			}
+			r.last = chunk.GetLast()
+			r.batch = make([]store.Entry, 0, len(chunk.GetRecords()))
+			for _, kr := range chunk.GetRecords() {
+				rec := replica.RecordFromProto(kr.GetRecord())
+				r.batch = append(r.batch, store.Entry{Token: ring.Token(kr.GetKey()), Key: kr.GetKey(), Record: rec})
+				r.bytes += len(kr.GetKey()) + len(rec.Value)
+			}
+		}
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return
+		}
+		if r.err != nil || r.last {
+			return
 		}
 	}
 }
@@ -177,6 +236,54 @@ func (l *limiter) wait(ctx context.Context, n int, rate func() uint64, sleep fun
 		}
 	}
 	return nil
+}
+
+// The adaptive pace (RangeClient.Latency): it starts at adaptStart, adds adaptStep every
+// adaptEvery while the latency stays at or under the target, halves when above it, and stays
+// within [adaptMin, the operator's rate or adaptMax].
+const (
+	adaptStart = 8 << 20
+	adaptStep  = 4 << 20
+	adaptMin   = 1 << 20
+	adaptMax   = 256 << 20
+	adaptEvery = 100 * time.Millisecond
+	adaptIdle  = 10 * time.Second
+)
+
+// adaptive is the AIMD state of a RangeClient's pulls together.
+type adaptive struct {
+	mu       sync.Mutex
+	cur      uint64 // bytes per second; 0 before the first pull
+	target   time.Duration
+	adjusted time.Time
+	used     time.Time // last call
+}
+
+// rate returns the pace now given the operator's limit (0 = none) and the latency seen.
+func (a *adaptive) rate(limit uint64, lat, target time.Duration, now time.Time) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur == 0 || now.Sub(a.used) > adaptIdle {
+		// A new run of pulls: start low, and take the latency before them as the baseline.
+		a.cur, a.adjusted, a.target = adaptStart, now, target
+		if a.target <= 0 {
+			a.target = 2 * max(lat, time.Millisecond)
+		}
+	}
+	a.used = now
+	if now.Sub(a.adjusted) >= adaptEvery {
+		a.adjusted = now
+		if lat > a.target {
+			a.cur = max(a.cur/2, adaptMin)
+		} else {
+			a.cur = min(a.cur+adaptStep, adaptMax)
+		}
+	}
+	if limit > 0 && a.cur > limit {
+		a.cur = max(limit, adaptMin)
+		return limit
+	}
+	return a.cur
 }
 
 // throttle paces one server-side stream to a byte rate: after each chunk it sleeps until the

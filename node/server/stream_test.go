@@ -247,3 +247,104 @@ func BenchmarkStreamRange(b *testing.B) {
 		})
 	}
 }
+
+// StreamRange reads each chunk in a read transaction of its own, resumed after the previous
+// chunk's last key, so a throttled stream does not pin one snapshot for its whole life: a
+// version written while the stream waits between chunks reaches the receiver.
+func TestStreamRangeRescansPerChunk(t *testing.T) {
+	src := openStreamStore(t)
+	const n = 4 * chunkRecords // 1 KiB values: chunks of chunkRecords, four of them
+	fillStore(t, src, n, 1024)
+	// The key with the highest token comes in the last chunk.
+	var lastKey []byte
+	var lastToken uint64
+	for i := range n {
+		key := fmt.Appendf(nil, "k%07d", i)
+		if tk := ring.Token(key); lastKey == nil || tk > lastToken {
+			lastKey, lastToken = key, tk
+		}
+	}
+	conn := serveReplica(t, src)
+	// The source throttles: 2 MiB/s, about a quarter of a second after each 512 KiB chunk.
+	s, err := kvpb.NewReplicaClient(conn).StreamRange(context.Background(), &kvpb.StreamRangeRequest{Start: 0, End: 0, RateBytes: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const newTS = 1 << 40
+	var got *kvpb.Record
+	chunks := 0
+	for {
+		chunk, err := s.Recv()
+		if err != nil {
+			t.Fatalf("recv chunk %d: %v", chunks, err)
+		}
+		if chunks == 0 {
+			// Written after the first chunk left the source, before it reads the last one.
+			if _, err := src.Apply(lastToken, lastKey, store.Record{TS: newTS, Value: []byte("new")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chunks++
+		for _, kr := range chunk.GetRecords() {
+			if string(kr.GetKey()) == string(lastKey) {
+				got = kr.GetRecord()
+			}
+		}
+		if chunk.GetLast() {
+			break
+		}
+	}
+	if chunks < 4 {
+		t.Fatalf("got %d chunks, want at least 4", chunks)
+	}
+	if got == nil {
+		t.Fatalf("key %s not streamed", lastKey)
+	}
+	if got.GetTimestamp() != newTS || string(got.GetValue()) != "new" {
+		t.Errorf("got version %d of %s, want %d written between chunks", got.GetTimestamp(), lastKey, uint64(newTS))
+	}
+}
+
+// The adaptive pace halves when the latency rises above the target and grows back step by
+// step below it, within the operator's rate.
+func TestAdaptiveRate(t *testing.T) {
+	var a adaptive
+	now := time.Unix(1000, 0)
+	const base = 3 * time.Millisecond // the target becomes 6 ms
+	if got := a.rate(0, base, 0, now); got != adaptStart {
+		t.Fatalf("first rate: got %d, want %d", got, adaptStart)
+	}
+	step := func(lat time.Duration, limit uint64) uint64 {
+		now = now.Add(adaptEvery)
+		return a.rate(limit, lat, 0, now)
+	}
+	if got, want := step(base, 0), uint64(adaptStart+adaptStep); got != want {
+		t.Errorf("under the target: got %d, want %d", got, want)
+	}
+	if got, want := step(20*time.Millisecond, 0), uint64(adaptStart+adaptStep)/2; got != want {
+		t.Errorf("above the target: got %d, want %d", got, want)
+	}
+	for range 10 {
+		step(time.Second, 0)
+	}
+	if got := step(time.Second, 0); got != adaptMin {
+		t.Errorf("long above the target: got %d, want the floor %d", got, adaptMin)
+	}
+	for range 100 {
+		step(base, 0)
+	}
+	if got := step(base, 16<<20); got != 16<<20 {
+		t.Errorf("with an operator's rate of 16 MiB/s: got %d", got)
+	}
+	if got, want := step(6*time.Millisecond, 16<<20), uint64(16<<20); got != want {
+		t.Errorf("at the target: got %d, want %d (no decrease)", got, want)
+	}
+	// After a pause the pulls start again low, with a new baseline.
+	now = now.Add(adaptIdle + time.Second)
+	if got := a.rate(0, 50*time.Millisecond, 0, now); got != adaptStart {
+		t.Errorf("after a pause: got %d, want %d", got, adaptStart)
+	}
+	if got := step(80*time.Millisecond, 0); got != adaptStart+adaptStep {
+		t.Errorf("under the new target of 100 ms: got %d, want %d", got, adaptStart+adaptStep)
+	}
+}

@@ -68,8 +68,9 @@ func (c Config) badgerOptions(logger *slog.Logger) badger.Options {
 		// Apply serializes writers of one key with a striped lock (see
 		// Store.Apply), so badger's conflict tracking would be pure overhead.
 		WithDetectConflicts(false).
-		WithLogger(badgerLogger{logger}).
-		WithLoggingLevel(badger.WARNING)
+		// Not WithLoggingLevel: it replaces the logger with badger's own
+		// (stderr); badgerLogger does the filtering.
+		WithLogger(badgerLogger{logger})
 	if c.Badger != nil {
 		opts = c.Badger(opts)
 	}

@@ -10,8 +10,10 @@ import (
 )
 
 // badgerLogger routes badger's logger to slog. Badger is chatty at info
-// level, so info and debug messages are dropped: only warnings and errors
-// reach slog.
+// level, so info and debug messages are dropped, except its reports of
+// write stalls ("L0 was stalled for ...", and the lifetime total at Close):
+// writes that waited for compaction explain latency spikes. Warnings and
+// errors reach slog.
 type badgerLogger struct{ l *slog.Logger }
 
 var _ badger.Logger = badgerLogger{}
@@ -24,7 +26,15 @@ func (b badgerLogger) Warningf(format string, args ...any) {
 	b.log(slog.LevelWarn, format, args)
 }
 
-func (badgerLogger) Infof(string, ...any)  {}
+func (b badgerLogger) Infof(format string, args ...any) {
+	if !strings.Contains(format, "stalled") {
+		return
+	}
+	if msg := strings.TrimSpace(fmt.Sprintf(format, args...)); !strings.HasSuffix(msg, " 0s") {
+		b.l.Info(msg, "component", "badger")
+	}
+}
+
 func (badgerLogger) Debugf(string, ...any) {}
 
 func (b badgerLogger) log(level slog.Level, format string, args []any) {

@@ -334,7 +334,9 @@ func (s *Store) Scan(ctx context.Context, start, end uint64, after []byte,
 		}
 	}
 	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		// No value prefetch: badger prefetches each value in a goroutine of its own and
+		// copies it once more; ValueCopy below reads the value once, in this goroutine.
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchSize: 100})
 		defer it.Close()
 		for i := first; i < len(sp); i++ {
 			resume := after
