@@ -41,6 +41,19 @@ function M.done(summary, latency, requests)
       latency:percentile(50), latency:percentile(75), latency:percentile(90),
       latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean,
       errs.status, errs.connect, errs.read, errs.write, errs.timeout))
+   -- HIST=FILE: wrk's whole latency histogram (1 µs buckets) as wrk holds it after its
+   -- stats_correct: latency(i) is the i-th distinct value and its count. bench/run.sh undoes
+   -- the correction exactly from it, to compare raw latencies with raw ones.
+   local path = os.getenv("HIST")
+   if path then
+      local f = assert(io.open(path, "w"))
+      f:write(string.format("# duration_us=%d requests=%d\n", summary.duration, summary.requests))
+      for i = 1, #latency do
+         local us, n = latency(i)
+         f:write(string.format("%d %d\n", us, n))
+      end
+      f:close()
+   end
 end
 
 return M

@@ -122,55 +122,88 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; e
 field() { grep '^RESULT' "$2" | sed -E "s/.* $1=([^ ]+).*/\1/"; }
 
 run_wrk() { # out-file script duration [http-addr]
-	KEYS=$keys onload wrk -t"$threads" -c"$conns" -d"$3" --latency -s "$root/bench/$2.lua" "http://${4:-$http}" >"$1"
+	KEYS=$keys HIST=$1.hist onload wrk -t"$threads" -c"$conns" -d"$3" --latency -s "$root/bench/$2.lua" "http://${4:-$http}" >"$1"
 }
 
 run_kvctl_get() { # out-file
 	onload "$kvctl" --addr "$grpc" bench --target http --http "$http" --rate 0 -c "$conns" \
-		--workload get --keys "$keys" --key-prefix key --duration "$duration" --warmup 2s --quiet --json --hgrm "$1.hgrm" >"$1"
+		--workload get --keys "$keys" --key-prefix key --duration "$duration" --warmup 2s --quiet --json --hist "$1.hist" >"$1"
 }
 
-# kvctl JSON (+ its .hgrm) -> a RESULT line like wrk's. The wrk_* fields apply to kvctl's histogram
-# the correction wrk 4.x applies to its own before printing (stats_correct in wrk.c: with
-# interval = runtime / (requests / connections), each sample of v >= 2*interval adds phantom
-# samples v - interval, v - 2*interval, ... > interval), so the two tools' figures can be compared
-# on the same footing. The histogram is rebuilt from the .hgrm rows (5 ticks per half distance):
-# counts sit at each row's value, an approximation.
+# hist_figures TOOL FILE: figures of a whole 1 µs histogram ("µs count" lines) from wrk (HIST= of
+# bench/common.lua: wrk's histogram after its correction, with a "# duration_us= requests=" line)
+# or kvctl (--hist: raw). wrk 4.x corrects its closed-loop histogram before printing (stats_correct
+# in wrk.c: with interval = runtime / (requests / connections), each sample v >= 2*interval adds
+# phantom samples v - interval, v - 2*interval, ... > interval). The correction is exactly
+# invertible, so both tools are shown both ways: raw_* = without it (wrk's undone, checked by
+# redoing it), wrkcorr_* = with it (kvctl's applied, with kvctl's own interval). Percentiles are
+# wrk's (stats_percentile) for both. kvctl's buckets are HdrHistogram's (1 µs below ~1 ms, then
+# 0.1% wide), truncated to µs.
+hist_figures() { # tool file [duration_s requests]
+	python3 - "$1" "$2" "$conns" "${3:-}" "${4:-}" <<'EOF2'
+import math, sys
+tool, path, conns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+h, dur_us, req = {}, None, None
+for line in open(path):
+    if line.startswith("#"):
+        kv = dict(x.split("=") for x in line[1:].split())
+        dur_us, req = int(kv["duration_us"]), int(kv["requests"])
+    elif line.strip():
+        v, n = line.split()
+        h[int(v)] = h.get(int(v), 0) + int(n)
+if dur_us is None:
+    dur_us, req = int(float(sys.argv[4]) * 1e6), int(sys.argv[5])
+e = dur_us // (req // conns)
+def correct(raw):
+    c = dict(raw)
+    for n, k in raw.items():
+        if n >= 2 * e:
+            m = n - e
+            while m > e:
+                c[m] = c.get(m, 0) + k
+                m -= e
+    return c
+def uncorrect(corr):  # corr[m] = raw[m] + sum over k >= 1 of raw[m + k*e], for m > e
+    raw, below = {m: c for m, c in corr.items() if m <= e}, {}
+    for m in range(max(corr), e, -1):
+        b = raw.get(m + e, 0) + below.get(m + e, 0)
+        if b:
+            below[m] = b
+        if corr.get(m, 0) - b:
+            raw[m] = corr.get(m, 0) - b
+    return raw
+def pct(hh, p):
+    rank, acc = math.floor(p / 100 * sum(hh.values()) + 1), 0
+    for v in sorted(hh):
+        acc += hh[v]
+        if acc >= rank:
+            return v
+if tool == "wrk":
+    corr, raw = h, uncorrect(h)
+    if min(raw.values()) < 0 or correct(raw) != corr:
+        sys.exit("run.sh: undoing wrk's correction of %s does not round-trip" % path)
+else:
+    raw, corr = h, correct(h)
+print("raw_p50_us=%d raw_p99_us=%d raw_mean_us=%.0f wrkcorr_p50_us=%d wrkcorr_p99_us=%d wrkcorr_added=%d interval_us=%d" % (
+    pct(raw, 50), pct(raw, 99), sum(v * n for v, n in raw.items()) / sum(raw.values()),
+    pct(corr, 50), pct(corr, 99), sum(corr.values()) - sum(raw.values()), e))
+EOF2
+}
+
+# kvctl JSON (+ its --hist) -> a RESULT line like wrk's, with hist_figures appended.
 kvctl_result() {
-	python3 - "$1" "$conns" <<'EOF2'
+	local line
+	line=$(python3 - "$1" <<'EOF2'
 import json, sys
 r = json.load(open(sys.argv[1]))
-conns = int(sys.argv[2])
 p = {x["p"]: x["ms"] * 1000 for x in r["latency"]["percentiles"]}
-rows = []
-for line in open(sys.argv[1] + ".hgrm"):
-    f = line.split()
-    if len(f) >= 3 and f[0][0].isdigit():
-        rows.append((float(f[0]) * 1000, int(f[2])))
-hist, prev = {}, 0
-for v, total in rows:
-    if total > prev:
-        hist[int(v)] = hist.get(int(v), 0) + total - prev
-        prev = total
-interval = r["duration_seconds"] * 1e6 / (r["requests"] / conns)
-corr = dict(hist)
-for v, c in hist.items():
-    if v >= 2 * interval:
-        m = v - interval
-        while m > interval:
-            corr[int(m)] = corr.get(int(m), 0) + c
-            m -= interval
-def pct(h, q):
-    n, acc = sum(h.values()), 0
-    for v in sorted(h):
-        acc += h[v]
-        if acc >= q / 100 * n:
-            return v
-print("RESULT rps=%.0f requests=%d p50_us=%.0f p75_us=%.0f p90_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f mean_us=%.0f cpu=%.2f errors=%d not_found=%d invalid=%s wrk_p50_us=%d wrk_p99_us=%d wrk_added=%d" % (
+print("RESULT rps=%.0f requests=%d p50_us=%.0f p75_us=%.0f p90_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f mean_us=%.0f cpu=%.2f errors=%d not_found=%d invalid=%s duration_s=%s" % (
     r["rate_achieved"], r["requests"], p[50], p[75], p[90], p[99], p[99.9], r["latency"]["max_ms"] * 1000,
     r["latency"]["mean_ms"] * 1000, r["generator_cpu"]["cores"], sum(r["errors"].values()), r["not_found"], r["invalid"],
-    pct(corr, 50), pct(corr, 99), sum(corr.values()) - sum(hist.values())))
+    r["duration_seconds"]))
 EOF2
+)
+	echo "$line $(hist_figures kvctl "$1.hist" "$(echo "$line" | sed -E 's/.* duration_s=([^ ]+).*/\1/')" "$(echo "$line" | sed -E 's/.* requests=([^ ]+).*/\1/')")"
 }
 
 summary() { # label file
@@ -232,7 +265,7 @@ agree)
 			if [[ $tool == wrk ]]; then
 				run_wrk "$tmp/warm" get 2s
 				run_wrk "$tmp/wrk.$r" get "$duration"
-				line=$(grep '^RESULT' "$tmp/wrk.$r")
+				line="$(grep '^RESULT' "$tmp/wrk.$r") $(hist_figures wrk "$tmp/wrk.$r.hist")"
 				echo "$line" >>"$tmp/wrk.all"
 			else
 				run_kvctl_get "$tmp/kvctl.$r.json"
@@ -244,7 +277,11 @@ agree)
 	done
 	summary wrk "$tmp/wrk.all"
 	summary kvctl "$tmp/kvctl.all"
-	echo "kvctl with wrk's correction: median p50_us=$(field wrk_p50_us "$tmp/kvctl.all" | median) p99_us=$(field wrk_p99_us "$tmp/kvctl.all" | median)"
+	# Side by side, medians over rounds: raw = neither corrected; wrkcorr = both with wrk's correction.
+	for f in rps raw_p50_us raw_p99_us wrkcorr_p50_us wrkcorr_p99_us; do
+		w=$(field $f "$tmp/wrk.all" | median) k=$(field $f "$tmp/kvctl.all" | median)
+		awk -v f=$f -v w="$w" -v k="$k" 'BEGIN {printf "%-15s wrk %8s  kvctl %8s  kvctl/wrk %+.1f%%\n", f, w, k, (k / w - 1) * 100}'
+	done
 	;;
 cpu)
 	# CPU each generator spends per request: perf stat task-clock of the whole process over a

@@ -85,17 +85,17 @@ func (t *HTTPTarget) Close() error {
 
 // Get implements Target.
 func (t *HTTPTarget) Get(ctx context.Context, conn int, key string) Kind {
-	return t.do(ctx, conn, http.MethodGet, key, nil)
+	return t.do(ctx, conn, OpGet, key, nil)
 }
 
 // Put implements Target.
 func (t *HTTPTarget) Put(ctx context.Context, conn int, key string, value []byte) Kind {
-	return t.do(ctx, conn, http.MethodPut, key, value)
+	return t.do(ctx, conn, OpPut, key, value)
 }
 
 // Delete implements Target.
 func (t *HTTPTarget) Delete(ctx context.Context, conn int, key string) Kind {
-	return t.do(ctx, conn, http.MethodDelete, key, nil)
+	return t.do(ctx, conn, OpDelete, key, nil)
 }
 
 func (t *HTTPTarget) conn(ctx context.Context, i int) (*httpConn, error) {
@@ -130,13 +130,6 @@ func (t *HTTPTarget) drop(i int, c *httpConn) {
 
 // request implements deadlineTarget: Run's path, without a context per request.
 func (t *HTTPTarget) request(ctx context.Context, i int, op Op, key string, value []byte, deadline time.Time) Kind {
-	method := http.MethodGet
-	switch op {
-	case OpPut:
-		method = http.MethodPut
-	case OpDelete:
-		method = http.MethodDelete
-	}
 	for {
 		c, err := t.conn(ctx, i)
 		if err != nil {
@@ -159,11 +152,11 @@ func (t *HTTPTarget) request(ctx context.Context, i int, op Op, key string, valu
 			c.dl = deadline.Add(time.Until(deadline) / 16)
 			_ = c.c.SetDeadline(c.dl)
 		}
-		return t.exchange(ctx, i, c, method, key, value)
+		return t.exchange(ctx, i, c, op, key, value)
 	}
 }
 
-func (t *HTTPTarget) do(ctx context.Context, i int, method, key string, value []byte) Kind {
+func (t *HTTPTarget) do(ctx context.Context, i int, op Op, key string, value []byte) Kind {
 	c, err := t.conn(ctx, i)
 	if err != nil {
 		return httpErrKind(ctx, err)
@@ -178,26 +171,64 @@ func (t *HTTPTarget) do(ctx context.Context, i int, method, key string, value []
 	// A caller's cancel unblocks the read too.
 	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	return t.exchange(ctx, i, c, method, key, value)
+	return t.exchange(ctx, i, c, op, key, value)
 }
 
-// exchange writes one request on c and reads its answer.
-func (t *HTTPTarget) exchange(ctx context.Context, i int, c *httpConn, method, key string, value []byte) Kind {
-	b := append(c.buf[:0], method...)
+// appendRequest appends the request of op on key to b: the same bytes as wrk's
+// wrk.format(method, path) for a GET (no Content-Length without a body).
+func (t *HTTPTarget) appendRequest(b []byte, op Op, key, value []byte) []byte {
+	method := http.MethodGet
+	switch op {
+	case OpPut:
+		method = http.MethodPut
+	case OpDelete:
+		method = http.MethodDelete
+	}
+	b = append(b, method...)
 	b = append(b, " /v0/entity?id="...)
-	b = append(b, url.QueryEscape(key)...)
+	b = appendQueryEscape(b, key)
 	b = append(b, t.suffix...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, t.host...)
-	b = append(b, "\r\nContent-Length: "...)
-	b = strconv.AppendInt(b, int64(len(value)), 10)
-	b = append(b, "\r\n\r\n"...)
-	c.buf = b
-	if _, err := c.bw.Write(b); err != nil {
-		t.drop(i, c)
-		return httpErrKind(ctx, err)
+	if op == OpPut {
+		b = append(b, "\r\nContent-Length: "...)
+		b = strconv.AppendInt(b, int64(len(value)), 10)
 	}
-	if _, err := c.bw.Write(value); err != nil {
+	b = append(b, "\r\n\r\n"...)
+	return append(b, value...)
+}
+
+// appendQueryEscape appends key escaped as url.QueryEscape does, without allocating when
+// nothing needs escaping (keys are usually prefix + digits).
+func appendQueryEscape(b, key []byte) []byte {
+	for _, ch := range key {
+		if !('a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' ||
+			ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+			return append(b, url.QueryEscape(string(key))...)
+		}
+	}
+	return append(b, key...)
+}
+
+// kindOfStatus maps an HTTP status to the outcome of a request.
+func kindOfStatus(code int) Kind {
+	switch {
+	case code >= 200 && code < 300:
+		return KindOK
+	case code == http.StatusNotFound:
+		return KindNotFound
+	case code == http.StatusGatewayTimeout || code == http.StatusServiceUnavailable:
+		return KindUnavailable
+	case code >= 400 && code < 500:
+		return KindClient
+	}
+	return KindOther
+}
+
+// exchange writes one request on c and reads its answer.
+func (t *HTTPTarget) exchange(ctx context.Context, i int, c *httpConn, op Op, key string, value []byte) Kind {
+	c.buf = t.appendRequest(c.buf[:0], op, []byte(key), value)
+	if _, err := c.bw.Write(c.buf); err != nil {
 		t.drop(i, c)
 		return httpErrKind(ctx, err)
 	}
@@ -213,17 +244,7 @@ func (t *HTTPTarget) exchange(ctx context.Context, i int, c *httpConn, method, k
 	if !keep {
 		t.drop(i, c)
 	}
-	switch {
-	case code >= 200 && code < 300:
-		return KindOK
-	case code == http.StatusNotFound:
-		return KindNotFound
-	case code == http.StatusGatewayTimeout || code == http.StatusServiceUnavailable:
-		return KindUnavailable
-	case code >= 400 && code < 500:
-		return KindClient
-	}
-	return KindOther
+	return kindOfStatus(code)
 }
 
 func httpErrKind(ctx context.Context, err error) Kind {

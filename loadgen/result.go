@@ -303,6 +303,19 @@ func WriteHgrm(w io.Writer, h *hdr.Histogram) error {
 	return err
 }
 
+// WriteBuckets writes every non-empty bucket of h (ns) as "µs count" lines, the value being the
+// bucket's lowest value truncated to µs (as wrk truncates its µs clock): the whole histogram,
+// for post-processing that percentiles cannot carry (bench/run.sh applies wrk's correction).
+func WriteBuckets(w io.Writer, h *hdr.Histogram) error {
+	ew := &errWriter{w: w}
+	for _, b := range h.Distribution() {
+		if b.Count > 0 {
+			ew.printf("%d %d\n", b.From/1000, b.Count)
+		}
+	}
+	return ew.err
+}
+
 // WriteHlog writes r.Intervals as an HdrHistogram interval log (timestamps relative to the
 // run's start, max column in ms).
 func WriteHlog(w io.Writer, r *Result) error {

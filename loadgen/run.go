@@ -123,8 +123,8 @@ func newWorker(id int, cfg *Config) *worker {
 	return w
 }
 
-// keyFor returns the key of request number i.
-func (w *worker) keyFor(i int64) string {
+// keyFor returns the key of request number i, valid until the next call.
+func (w *worker) keyFor(i int64) []byte {
 	var n int64
 	switch w.cfg.KeyDist.Kind {
 	case DistSequential:
@@ -136,7 +136,7 @@ func (w *worker) keyFor(i int64) string {
 	}
 	w.key = append(w.key[:0], w.cfg.KeyPrefix...)
 	w.key = strconv.AppendInt(w.key, n, 10)
-	return string(w.key)
+	return w.key
 }
 
 func (w *worker) value() []byte {
@@ -147,14 +147,21 @@ func (w *worker) value() []byte {
 	return w.val[:n]
 }
 
-// do sends request i and records it.
-func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, measureFrom time.Time) {
-	op := w.cfg.Workload.pick(w.rng.IntN(w.cfg.Workload.total()))
-	key := w.keyFor(i)
-	var val []byte
+// pick chooses the operation, key and value of request i; key and value are valid until the
+// next pick.
+func (w *worker) pick(i int64) (op Op, key, val []byte) {
+	op = w.cfg.Workload.pick(w.rng.IntN(w.cfg.Workload.total()))
+	key = w.keyFor(i)
 	if op == OpPut {
 		val = w.value()
 	}
+	return op, key, val
+}
+
+// do sends request i and records it.
+func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, measureFrom time.Time) {
+	op, kb, val := w.pick(i)
+	key := string(kb)
 	var kind Kind
 	sent := time.Now()
 	if dt, ok := t.(deadlineTarget); ok {
@@ -171,7 +178,12 @@ func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, 
 		}
 		cancel()
 	}
-	done := time.Now()
+	w.record(ctx, op, kb, kind, intended, sent, time.Now(), measureFrom)
+}
+
+// record counts one answered request: op on key, sent at sent (intended at intended; zero in
+// the closed loop), answered at done.
+func (w *worker) record(ctx context.Context, op Op, key []byte, kind Kind, intended, sent, done, measureFrom time.Time) {
 	if kind == kindCanceled || (ctx.Err() != nil && kind != KindOK && kind != KindNotFound) {
 		return // the run ended under the request
 	}
@@ -205,7 +217,7 @@ func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, 
 	w.requests++
 	var class string
 	if w.cfg.Classify != nil {
-		class = w.cfg.Classify(key)
+		class = w.cfg.Classify(string(key))
 	}
 	c := w.cells[cellKey{op, class}]
 	if c == nil {

@@ -41,6 +41,7 @@ type Options struct {
 	JSONOut  bool
 	Hgrm     string
 	Hlog     string
+	Hist     string
 	ByNode   bool
 	Quiet    bool
 	FindMax  bool
@@ -138,6 +139,7 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.BoolVar(&o.Latency, "latency", false, "print the detailed percentile spectrum")
 	fl.BoolVar(&o.JSONOut, "json", false, "print the result as JSON (same as -o json)")
 	fl.StringVar(&o.Hgrm, "hgrm", "", "write the corrected latency in HdrHistogram's percentile-distribution format (.hgrm) to `FILE`")
+	fl.StringVar(&o.Hist, "hist", "", "write every non-empty bucket of the corrected latency histogram (`FILE`: \"µs count\" per line), for exact post-processing")
 	fl.StringVar(&o.Hlog, "hlog", "", "write an HdrHistogram interval log, one histogram per second, to `FILE`")
 	fl.BoolVar(&o.ByNode, "by-node", false, "break latency and errors down per operation and per primary node of the key")
 	fl.BoolVar(&o.Quiet, "quiet", false, "no live line on stderr")
@@ -401,6 +403,9 @@ func (o *Options) writeFiles(res *loadgen.Result) error {
 		return f.Close()
 	}
 	if err := write(o.Hgrm, func(w io.Writer) error { return loadgen.WriteHgrm(w, res.Corrected) }); err != nil {
+		return err
+	}
+	if err := write(o.Hist, func(w io.Writer) error { return loadgen.WriteBuckets(w, res.Corrected) }); err != nil {
 		return err
 	}
 	return write(o.Hlog, func(w io.Writer) error { return loadgen.WriteHlog(w, res) })
