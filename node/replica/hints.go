@@ -56,11 +56,7 @@ func (s *hintStore) add(peer string, h hint) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.peers[peer]
-	if q == nil {
-		q = &hintQueue{}
-		s.peers[peer] = q
-	}
+	q := s.queue(peer)
 	q.hints = append(q.hints, h)
 	s.bytes += h.size()
 	for s.bytes > s.max {
@@ -78,6 +74,16 @@ func (s *hintStore) add(peer string, h hint) {
 		big.hints = big.hints[1:]
 		s.dropped++
 	}
+}
+
+// queue is peer's queue, created when missing. Callers hold mu.
+func (s *hintStore) queue(peer string) *hintQueue {
+	q := s.peers[peer]
+	if q == nil {
+		q = &hintQueue{}
+		s.peers[peer] = q
+	}
+	return q
 }
 
 // take removes and returns up to n of peer's oldest hints.
@@ -109,11 +115,7 @@ func (s *hintStore) putBack(peer string, hs []hint) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.peers[peer]
-	if q == nil {
-		q = &hintQueue{}
-		s.peers[peer] = q
-	}
+	q := s.queue(peer)
 	q.hints = append(append([]hint(nil), hs...), q.hints...)
 	for _, h := range hs {
 		s.bytes += h.size()

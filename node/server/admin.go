@@ -96,13 +96,27 @@ func (s *Admin) members() (*ring.Ring, []ring.Member) {
 
 // infos asks every member for its NodeInfo in parallel; errs[i] is set for those that failed.
 func (s *Admin) infos(ctx context.Context, ms []ring.Member) ([]*kvpb.NodeInfoResponse, []error) {
-	infos := make([]*kvpb.NodeInfoResponse, len(ms))
+	return askMembers(ctx, s, ms,
+		func() (*kvpb.NodeInfoResponse, bool) { return s.d.Info(ctx), true },
+		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeInfoResponse, error) {
+			return c.NodeInfo(ctx, &kvpb.NodeInfoRequest{})
+		})
+}
+
+// askMembers calls ask on every member's Admin service in parallel, each call bounded by
+// PeerTimeout; this node answers through local instead when local's ok is true. errs[i] is
+// set for the members that failed.
+func askMembers[T any](ctx context.Context, s *Admin, ms []ring.Member, local func() (T, bool),
+	ask func(ctx context.Context, c kvpb.AdminClient) (T, error)) ([]T, []error) {
+	out := make([]T, len(ms))
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		if m.ID == s.d.ID {
-			infos[i] = s.d.Info(ctx)
-			continue
+			if v, ok := local(); ok {
+				out[i] = v
+				continue
+			}
 		}
 		wg.Go(func() {
 			c, err := s.d.PeerAdmin(m.Addr)
@@ -112,11 +126,11 @@ func (s *Admin) infos(ctx context.Context, ms []ring.Member) ([]*kvpb.NodeInfoRe
 			}
 			cctx, cancel := context.WithTimeout(ctx, s.d.PeerTimeout)
 			defer cancel()
-			infos[i], errs[i] = c.NodeInfo(cctx, &kvpb.NodeInfoRequest{})
+			out[i], errs[i] = ask(cctx, c)
 		})
 	}
 	wg.Wait()
-	return infos, errs
+	return out, errs
 }
 
 // Status reports every member as this node sees it; members that do not answer are DOWN.

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,26 +18,16 @@ const defaultRebalanceMoves = 8
 // that does not answer adds a warning and no load.
 func (s *Admin) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]string) ring.RangeLoad {
 	ms := cur.Members()
-	stats := make([]*kvpb.NodeStats, len(ms))
-	errs := make([]error, len(ms))
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		if m.ID == s.d.ID && s.d.Stats != nil {
-			stats[i] = s.d.Stats.Snapshot(true)
-			continue
-		}
-		wg.Go(func() {
-			c, err := s.d.PeerAdmin(m.Addr)
-			if err != nil {
-				errs[i] = err
-				return
+	stats, errs := askMembers(ctx, s, ms,
+		func() (*kvpb.NodeStats, bool) {
+			if s.d.Stats == nil {
+				return nil, false
 			}
-			cctx, cancel := context.WithTimeout(ctx, s.d.PeerTimeout)
-			defer cancel()
-			stats[i], errs[i] = c.Stats(cctx, &kvpb.StatsRequest{Vnodes: true})
+			return s.d.Stats.Snapshot(true), true
+		},
+		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeStats, error) {
+			return c.Stats(ctx, &kvpb.StatsRequest{Vnodes: true})
 		})
-	}
-	wg.Wait()
 	load := ring.RangeLoad{}
 	for i, m := range ms {
 		if errs[i] != nil {
