@@ -159,7 +159,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return n.cl.WaitView(ctx, vid)
 	}))
 	rcfg := replica.DefaultConfig()
-	rcfg.CatchUp = n.catchUp
+	rcfg.CatchUp = func(ctx context.Context, stale ring.ViewID) error { return n.cl.WaitNewerView(ctx, stale) }
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
 	rcfg.MaxKeyBytes = server.MaxKeySize
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
@@ -358,22 +358,6 @@ func (n *Node) sawEpoch(e uint64) {
 			n.logger.Warn("behind the cluster's ring epoch", "epoch", n.cl.Epoch(), "seen", target, "err", err)
 		}
 	})
-}
-
-// catchUp waits until this node's view is newer than stale: raft brings it (the coordinator's
-// retry after a replica refused a write as routed by a stale view).
-func (n *Node) catchUp(ctx context.Context, stale ring.ViewID) error {
-	for {
-		ch := n.cl.Watch()
-		if stale.Less(n.View().ID()) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("view still at epoch %d change %d: %w", stale.Epoch, stale.Change, ctx.Err())
-		}
-	}
 }
 
 func (n *Node) setHealth() {

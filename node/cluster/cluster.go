@@ -345,6 +345,15 @@ func (c *Cluster) WaitView(ctx context.Context, vid ring.ViewID) error {
 	})
 }
 
+// WaitNewerView waits until this node's view is newer than stale (what a coordinator does
+// when a replica refused its write as routed by a stale view).
+func (c *Cluster) WaitNewerView(ctx context.Context, stale ring.ViewID) error {
+	if err := c.waitFor(ctx, func(p *published) bool { return stale.Less(p.view.ID()) }); err != nil {
+		return fmt.Errorf("view still at epoch %d change %d: %w", stale.Epoch, stale.Change, err)
+	}
+	return nil
+}
+
 // Change is a copy of the change in flight, nil when none is.
 func (c *Cluster) Change() *Change { return c.fsm.load().change.clone() }
 
