@@ -41,6 +41,12 @@ type Config struct {
 	MaxLag time.Duration
 	// Seed makes key and value choices reproducible.
 	Seed uint64
+	// Spin, in a closed loop over HTTP (on Linux), busy-polls up to this long for answers
+	// before the event loop sleeps. On a VM a generator asleep when an answer arrives costs
+	// the server a cross-CPU wake-up per answer (measured: about 20% of a one-core node's
+	// closed-loop throughput, docs/bench.md); spinning measures the server without it, at the
+	// price of a whole generator core. 0 = sleep at once, as wrk does.
+	Spin time.Duration
 
 	// Classify, when set, names the class of a key (kvctl: the key's primary node); results
 	// are broken down per operation and per class. Called concurrently from every worker.
@@ -93,6 +99,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: requests %d: want >= 0", ErrInvalidConfig, c.Requests)
 	case c.MaxLag <= 0:
 		return fmt.Errorf("%w: max lag %s: want > 0", ErrInvalidConfig, c.MaxLag)
+	case c.Spin < 0:
+		return fmt.Errorf("%w: spin %s: want >= 0", ErrInvalidConfig, c.Spin)
 	}
 	return c.KeyDist.validate()
 }

@@ -68,8 +68,8 @@ func TestReadResponseLongLine(t *testing.T) {
 }
 
 // TestHTTPBodiesAndReuse runs the HTTP target against answers of every body shape (chunked,
-// closing, plain), twice on the same target: the second run must not trip over the first run's
-// connections (their per-run cancel hook fires when the first run ends).
+// closing, plain), twice on the same target (the second with Config.Spin): the second run must
+// not trip over the first run's connections.
 func TestHTTPBodiesAndReuse(t *testing.T) {
 	tgt := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Query().Get("id"), "k"))
@@ -89,6 +89,9 @@ func TestHTTPBodiesAndReuse(t *testing.T) {
 	cfg.Rate, cfg.Warmup, cfg.Connections, cfg.Requests = 0, 0, 3, 300
 	cfg.Keys, cfg.KeyDist, cfg.KeyPrefix = 300, KeyDist{Kind: DistSequential}, "k"
 	for run := range 2 {
+		if run == 1 {
+			cfg.Spin = 50 * time.Microsecond // the event loop's busy-poll before it sleeps
+		}
 		r, err := Run(context.Background(), cfg, tgt)
 		if err != nil {
 			t.Fatal(err)
@@ -107,4 +110,73 @@ func TestHTTPBodiesAndReuse(t *testing.T) {
 			t.Errorf("run %d: got %d send lags max %d, want 300 zeros (below 1µs)", run, got, r.SendLag.Max())
 		}
 	}
+}
+
+// TestRespParserSplits: a response fed to respParser in pieces of every size parses as it does
+// whole, and consumes exactly its own bytes.
+func TestRespParserSplits(t *testing.T) {
+	const next = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+	for _, in := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 504 Gateway Timeout\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+	} {
+		var whole respParser
+		n, done, err := whole.feed([]byte(in + next))
+		if err != nil || !done || n != len(in) {
+			t.Fatalf("%q whole: consumed %d of %d, done %v, err %v", in, n, len(in), done, err)
+		}
+		for size := 1; size <= len(in); size++ {
+			var p respParser
+			var pending []byte
+			used, done := 0, false
+			for off := 0; off < len(in)+len(next) && !done; off += size {
+				pending = append(pending, (in + next)[off:min(off+size, len(in)+len(next))]...)
+				n, ok, err := p.feed(pending)
+				if err != nil {
+					t.Fatalf("%q in pieces of %d: %v", in, size, err)
+				}
+				used += n
+				pending = pending[n:]
+				done = ok
+			}
+			if !done || used != len(in) || p.code != whole.code || p.keep != whole.keep {
+				t.Fatalf("%q in pieces of %d: done %v, consumed %d of %d, code %d keep %v; want %d %v",
+					in, size, done, used, len(in), p.code, p.keep, whole.code, whole.keep)
+			}
+		}
+	}
+}
+
+// FuzzRespParser: whatever the bytes, respParser neither panics nor consumes more than it got,
+// and feeding them in two pieces ends as feeding them whole does.
+func FuzzRespParser(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), 7)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), 3)
+	f.Fuzz(func(t *testing.T, b []byte, cut int) {
+		var whole respParser
+		n, done, err := whole.feed(b)
+		if n < 0 || n > len(b) {
+			t.Fatalf("consumed %d of %d", n, len(b))
+		}
+		if cut < 0 || cut > len(b) {
+			return
+		}
+		var p respParser
+		n1, done1, err1 := p.feed(b[:cut])
+		if err1 != nil || done1 {
+			return // decided by the first piece alone
+		}
+		rest := b[n1:]
+		n2, done2, err2 := p.feed(rest)
+		if p.st == psEOFBody || whole.st == psEOFBody {
+			return // a body to the end of the connection consumes what it gets
+		}
+		if (err2 != nil) != (err != nil) || done2 != done || (err == nil && n1+n2 != n) {
+			t.Fatalf("in two pieces at %d: consumed %d+%d done %v err %v; whole: %d %v %v",
+				cut, n1, n2, done2, err2, n, done, err)
+		}
+	})
 }

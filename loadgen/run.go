@@ -316,14 +316,28 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 	end := measureFrom.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	for _, w := range workers {
+	if lt, ok := t.(loopTarget); ok && cfg.Rate <= 0 {
+		// The closed loop on the target's event loops (HTTP on Linux), or, where it has none,
+		// on a goroutine per worker.
 		wg.Go(func() {
-			if cfg.Rate > 0 {
-				w.open(runCtx, t, t0, measureFrom, end)
-			} else {
-				w.closed(runCtx, t, &next, measureFrom, end)
+			if !lt.runClosedLoops(runCtx, workers, &next, measureFrom, end) {
+				var ws sync.WaitGroup
+				for _, w := range workers {
+					ws.Go(func() { w.closed(runCtx, t, &next, measureFrom, end) })
+				}
+				ws.Wait()
 			}
 		})
+	} else {
+		for _, w := range workers {
+			wg.Go(func() {
+				if cfg.Rate > 0 {
+					w.open(runCtx, t, t0, measureFrom, end)
+				} else {
+					w.closed(runCtx, t, &next, measureFrom, end)
+				}
+			})
+		}
 	}
 
 	// The interval collector: owned by Run, stopped before Run returns.

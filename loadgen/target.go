@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,4 +54,12 @@ type Target interface {
 // for every request of a run: when it ends, a request in flight returns.
 type deadlineTarget interface {
 	request(ctx context.Context, conn int, op Op, key string, value []byte, deadline time.Time) Kind
+}
+
+// loopTarget is a Target that runs Run's closed loop itself, on event loops (HTTPTarget on
+// Linux: evloop_linux.go). runClosedLoops sends requests until end (or cfg.Requests) with the
+// workers' choices of keys and records every answer through them; it reports false, having
+// sent nothing, when it cannot, and Run then runs a goroutine per worker.
+type loopTarget interface {
+	runClosedLoops(ctx context.Context, workers []*worker, next *atomic.Int64, measureFrom, end time.Time) bool
 }

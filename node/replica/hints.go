@@ -191,6 +191,12 @@ func (c *Coordinator) handoffLoop() {
 // handoff sends each peer with hints its hints, while its breaker lets calls through and it
 // takes them.
 func (c *Coordinator) handoff() {
+	pending := c.hints.pending()
+	if len(pending) == 0 {
+		// Nothing to hand over, and no view asked for: the view function may not be usable
+		// before the node has started serving (a hint exists only after a write was served).
+		return
+	}
 	v := c.view()
 	if v == nil || v.Current == nil {
 		return
@@ -203,7 +209,7 @@ func (c *Coordinator) handoff() {
 			}
 		}
 	}
-	for _, id := range c.hints.pending() {
+	for _, id := range pending {
 		m, ok := members[id]
 		if !ok {
 			// The peer left the ring: its hints go to the keys' current replicas.

@@ -136,6 +136,7 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.StringVar(&o.KeyDist, "key-dist", "uniform", "key distribution: uniform, zipf:S (S > 1) or sequential")
 	fl.DurationVar(&o.Config.MaxLag, "max-lag", o.Config.MaxLag, "mark the result invalid when the generator ends this far behind schedule")
 	fl.Uint64Var(&o.Config.Seed, "seed", 0, "seed of key and value choices")
+	fl.DurationVar(&o.Config.Spin, "spin", 0, "closed loop over HTTP: busy-poll up to this long for answers before sleeping (e.g. 50us; costs a whole generator core, spares the node a wake-up of the generator per answer)")
 	fl.BoolVar(&o.Latency, "latency", false, "print the detailed percentile spectrum")
 	fl.BoolVar(&o.JSONOut, "json", false, "print the result as JSON (same as -o json)")
 	fl.StringVar(&o.Hgrm, "hgrm", "", "write the corrected latency in HdrHistogram's percentile-distribution format (.hgrm) to `FILE`")
