@@ -146,7 +146,9 @@ func (l *evLoop) run(ctx context.Context) {
 			}
 		}
 		if n == 0 && err == nil {
-			n, err = epollWait(l.ep, l.events, 50) // ms: the longest ctx and timeouts wait
+			// Nothing ready: sleep through the runtime (EpollWait tells it this thread is
+			// blocked, so its P serves other goroutines, such as an in-process server's).
+			n, err = unix.EpollWait(l.ep, l.events, 50) // ms: the longest ctx and timeouts wait
 		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return // cannot happen with a valid epoll fd and buffer
@@ -354,14 +356,13 @@ func (l *evLoop) finish(c *evConn) {
 	}
 }
 
-// The loop's system calls bypass the runtime's syscall bookkeeping (RawSyscall): read and write
-// on non-blocking sockets never block, and epoll_wait blocks the loop's own thread, which has
-// nothing else to do. Through unix.EpollWait the runtime would see a goroutine in a blocking
-// system call on every wait: its monitor thread (sysmon) then takes the P away and hands it to
-// another thread about once per request, an extra context switch each time (measured: 0.78 per
-// request against wrk's 0.54). Blocked this way the loop still lets the rest of the runtime run:
-// a goroutine holding its P past 10 ms is preempted with a signal, which ends the wait (EINTR),
-// and a stop-the-world does the same.
+// The loop's non-blocking system calls bypass the runtime's syscall bookkeeping (RawSyscall):
+// read and write on non-blocking sockets, and epoll_wait with a zero timeout, never block, and
+// through the runtime each would cost an entersyscall/exitsyscall pair, and, when the monitor
+// thread (sysmon) catches one, a hand-off of the P to another thread. Only the wait that can
+// block goes through the runtime (unix.EpollWait): a thread blocked in a raw system call keeps
+// its P, which would starve every other goroutine of the process (an in-process server, the
+// live line) until the runtime preempts it.
 
 func epollWait(ep int, events []unix.EpollEvent, msec int) (int, error) {
 	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])),
