@@ -20,6 +20,7 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--peers", "b=127.0.0.1:1", "--id", "a"}, "--peers"},
 		{[]string{"--http", "nowhere", "--id", "a"}, "--http"},
 		{[]string{"--replica-timeout", "0s", "--id", "a"}, "--replica-timeout"},
+		{[]string{"--move-latency-target", "-1ms", "--id", "a"}, "--move-latency-target"},
 		{[]string{"--max-value-size", "lots"}, "max-value-size"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"--id", "a", "stray"}, "stray"},
@@ -42,7 +43,8 @@ func TestFlagsFillConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")
 	err := fs.Parse([]string{"--grpc", "127.0.0.1:9191", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
-		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB"})
+		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB",
+		"--move-latency-target", "8ms"})
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -51,7 +53,8 @@ func TestFlagsFillConfig(t *testing.T) {
 		t.Fatalf("complete: %v", err)
 	}
 	if got.ID != "a" || got.DataDir != "data/a" || got.Replicas != 2 || got.VNodes != 128 || !got.SyncWrites ||
-		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 {
+		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 ||
+		got.MoveLatencyTarget != 8*time.Millisecond {
 		t.Errorf("got %+v", got)
 	}
 }

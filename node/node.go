@@ -195,6 +195,10 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 			return 0
 		},
 	}
+	if cfg.MoveLatencyTarget > 0 {
+		rangeClient.LatencyTarget = cfg.MoveLatencyTarget
+		rangeClient.Latency = n.recentLatency
+	}
 	mvcfg := cluster.DefaultMoverConfig()
 	mvcfg.Logger = logger
 	if cfg.MoveRetryInterval > 0 {
@@ -295,6 +299,23 @@ func (n *Node) View() *ring.View {
 
 // Cluster returns the node's member of the metadata group.
 func (n *Node) Cluster() *cluster.Cluster { return n.cl }
+
+// recentSamples is how many requests of a role the last second must hold for its p99 to
+// count in recentLatency (a p99 of a handful is their maximum).
+const recentSamples = 20
+
+// recentLatency is the p99 over about the last second of this node's requests, client-facing
+// (coordinator) or as a replica, whichever is higher: what the pace of the ranges it pulls
+// holds to its MoveLatencyTarget.
+func (n *Node) recentLatency() time.Duration {
+	var worst time.Duration
+	for _, role := range []string{replica.RoleCoordinator, "replica"} {
+		if p, count := n.metrics.RecentP99(role); count >= recentSamples {
+			worst = max(worst, p)
+		}
+	}
+	return worst
+}
 
 // Mover returns the node's mover (its part of ring changes).
 func (n *Node) Mover() *cluster.Mover { return n.mover }

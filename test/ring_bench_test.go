@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ type latencySample struct {
 	intended time.Time
 	latency  time.Duration
 	err      error
+	put      bool
+	via      string // the node the request was sent to (its coordinator)
 }
 
 // openLoad issues rate requests per second (90% GET, 10% PUT with the default quorum) over
@@ -56,13 +59,14 @@ func openLoad(ctx context.Context, c *tcluster, nodes []*proc, rate float64, wor
 				key := fmt.Sprintf("k%06d", (i*workers+w)*7919%keys)
 				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				var err error
-				if i%10 == 9 {
+				put := i%10 == 9
+				if put {
 					_, err = kv.Put(rctx, &kvpb.PutRequest{Key: []byte(key), Value: valueOf(key, size)})
 				} else {
 					_, err = kv.Get(rctx, &kvpb.GetRequest{Key: []byte(key)})
 				}
 				cancel()
-				mine = append(mine, latencySample{intended, time.Since(intended), err})
+				mine = append(mine, latencySample{intended, time.Since(intended), err, put, nodes[w%len(nodes)].id})
 			}
 		})
 	}
@@ -70,11 +74,11 @@ func openLoad(ctx context.Context, c *tcluster, nodes []*proc, rate float64, wor
 	return out
 }
 
-// phase summarises the samples intended in [from, to).
-func phase(s []latencySample, from, to time.Time) (n, errs int, p50, p99, max time.Duration) {
+// phase summarises the samples intended in [from, to) for which keep is true (nil: all).
+func phase(s []latencySample, from, to time.Time, keep func(latencySample) bool) (n, errs int, p50, p99, max time.Duration) {
 	var ls []time.Duration
 	for _, x := range s {
-		if x.intended.Before(from) || !x.intended.Before(to) {
+		if x.intended.Before(from) || !x.intended.Before(to) || keep != nil && !keep(x) {
 			continue
 		}
 		if x.err != nil {
@@ -135,6 +139,7 @@ func TestRingAddBench(t *testing.T) {
 		return nil
 	})
 	t0 := time.Now()
+	cpu0 := cpuTimes(c.nodes)
 	waitFor(t, 2*phaseLen, "the before phase", func() error {
 		if time.Since(t0) < phaseLen {
 			return fmt.Errorf("%s of %s", time.Since(t0).Round(time.Second), phaseLen)
@@ -143,8 +148,15 @@ func TestRingAddBench(t *testing.T) {
 	})
 	t1 := time.Now()
 	profiled := profileDuringAdd(t, []*proc{founders[0], n4})
+	cpu1 := cpuTimes(c.nodes)
+	if os.Getenv("RINGKV_BENCH_LOG") != "" {
+		logStarts(t, c.nodes)
+	}
+	stopSampling := sampleCPU(c.nodes)
 	res := c.kvctl(context.Background(), founders[0], "ring", "add", n4.id+"="+n4.grpc, "--yes", "--rate", rate, "-o", "json")
 	t2 := time.Now()
+	cpu2 := cpuTimes(c.nodes)
+	timeline := stopSampling()
 	profiled()
 	if res.code != 0 {
 		stop()
@@ -191,10 +203,54 @@ func TestRingAddBench(t *testing.T) {
 		from, to time.Time
 	}{"after", t2, t3})
 	for _, ph := range phases {
-		n, errs, p50, p99, mx := phase(samples, ph.from, ph.to)
-		t.Logf("%-6s %5d requests, %d errors, p50 %s, p99 %s, max %s", ph.name, n, errs, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
+		n, errs, p50, p99, mx := phase(samples, ph.from, ph.to, nil)
+		_, _, _, getP99, _ := phase(samples, ph.from, ph.to, func(x latencySample) bool { return !x.put })
+		_, _, _, putP99, _ := phase(samples, ph.from, ph.to, func(x latencySample) bool { return x.put })
+		t.Logf("%-6s %5d requests, %d errors, p50 %s, p99 %s, max %s (p99 of GETs %s, of PUTs %s)", ph.name, n, errs,
+			p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond), getP99.Round(time.Microsecond), putP99.Round(time.Microsecond))
 	}
 	t.Logf("(during = requests intended while kvctl ran; stream = intended between n4's first and last chunk)")
+	if len(cpu0) > 0 && len(cpu1) == len(cpu0) && len(cpu2) == len(cpu0) {
+		// CPU used before and while kvctl ran, in cores (seconds of CPU per second): each
+		// node, this test process (the client load), and the whole machine (everyone's work).
+		for _, w := range []struct {
+			name     string
+			from, to []float64
+			secs     float64
+		}{{"before", cpu0, cpu1, t1.Sub(t0).Seconds()}, {"during", cpu1, cpu2, secs}} {
+			var parts []string
+			for i, name := range append(ids(c.nodes), "test", "machine") {
+				parts = append(parts, fmt.Sprintf("%s %.2f", name, (w.to[i]-w.from[i])/w.secs))
+			}
+			t.Logf("cpu %s (cores): %s", w.name, strings.Join(parts, ", "))
+		}
+	}
+	if os.Getenv("RINGKV_BENCH_LOG") != "" && !first.IsZero() {
+		// Each process's CPU in 50 ms steps from n4's first chunk (cores; /proc's 10 ms ticks).
+		for i := 1; i < len(timeline); i++ {
+			a, b := timeline[i-1], timeline[i]
+			if b.at.Before(first) || b.at.After(last.Add(50*time.Millisecond)) || len(a.cpu) != len(b.cpu) {
+				continue
+			}
+			dt := b.at.Sub(a.at).Seconds()
+			var parts []string
+			for j, name := range append(ids(c.nodes), "test", "machine") {
+				parts = append(parts, fmt.Sprintf("%s %.1f", name, (b.cpu[j]-a.cpu[j])/dt))
+			}
+			t.Logf("cpu +%s: %s", a.at.Sub(first).Round(10*time.Millisecond), strings.Join(parts, " "))
+		}
+		// The slowest requests of the stream window, at their offset from n4's first chunk.
+		var slow []latencySample
+		for _, x := range samples {
+			if !x.intended.Before(first) && x.intended.Before(last) {
+				slow = append(slow, x)
+			}
+		}
+		slices.SortFunc(slow, func(a, b latencySample) int { return -cmp.Compare(a.latency, b.latency) })
+		for _, x := range slow[:min(len(slow), 25)] {
+			t.Logf("slow: +%s put=%v via %s %s", x.intended.Sub(first).Round(time.Millisecond), x.put, x.via, x.latency.Round(100*time.Microsecond))
+		}
+	}
 }
 
 // profileDuringAdd, when RINGKV_BENCH_PROFILE names a directory, captures a 5 s CPU profile of
@@ -270,4 +326,118 @@ func logTime(line, attr string) (time.Time, bool) {
 	v, _, _ := strings.Cut(line[i+len(attr):], " ")
 	ts, err := time.Parse(time.RFC3339Nano, v)
 	return ts, err == nil
+}
+
+// ids returns the ids of ps.
+func ids(ps []*proc) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.id)
+	}
+	return out
+}
+
+// cpuTimes returns the CPU seconds (user + system) used so far by each of ps, by this process,
+// and by the whole machine (busy time over all CPUs), from /proc; nil where /proc is missing.
+func cpuTimes(ps []*proc) []float64 {
+	const hz = 100 // USER_HZ
+	var out []float64
+	for _, pid := range append(pids(ps), os.Getpid()) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil
+		}
+		// Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			return nil
+		}
+		var u, s float64
+		fmt.Sscan(f[11], &u)
+		fmt.Sscan(f[12], &s)
+		out = append(out, (u+s)/hz)
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var busy float64
+	for i, v := range strings.Fields(line)[1:] {
+		var x float64
+		fmt.Sscan(v, &x)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += x
+		}
+	}
+	return append(out, busy/hz)
+}
+
+// pids returns the process ids of ps.
+func pids(ps []*proc) []int {
+	var out []int
+	for _, p := range ps {
+		out = append(out, p.cmd.Process.Pid)
+	}
+	return out
+}
+
+type cpuSample struct {
+	at  time.Time
+	cpu []float64
+}
+
+// sampleCPU samples cpuTimes every 50 ms until the returned func is called, which returns
+// the samples.
+func sampleCPU(ps []*proc) (stop func() []cpuSample) {
+	var out []cpuSample
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			out = append(out, cpuSample{time.Now(), cpuTimes(ps)})
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []cpuSample {
+		close(done)
+		<-finished
+		return out
+	}
+}
+
+// logStarts logs when each of ps started (from /proc, 10 ms resolution): the origin of the
+// times in its GODEBUG=gctrace=1 lines.
+func logStarts(t *testing.T, ps []*proc) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return
+	}
+	var btime int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			fmt.Sscan(v, &btime)
+		}
+	}
+	for _, p := range ps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 20 {
+			continue
+		}
+		var ticks int64
+		fmt.Sscan(f[19], &ticks) // field 22, starttime
+		start := time.Unix(btime, 0).Add(time.Duration(ticks) * 10 * time.Millisecond)
+		t.Logf("process %s started %s", p.id, start.UTC().Format(time.RFC3339Nano))
+	}
 }

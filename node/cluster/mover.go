@@ -72,9 +72,12 @@ type MoverConfig struct {
 	Logger        *slog.Logger
 }
 
-// DefaultMoverConfig returns the defaults.
+// DefaultMoverConfig returns the defaults: 4 pulls at once. A pull's first chunk comes a
+// round trip, a fence, a scan and an apply (15–25 ms) after it starts; with 2 at once those
+// starts left a change's stream idle or single for half its time (docs/bench.md, "Ring
+// changes"), with 4 they overlap the other pulls' transfers.
 func DefaultMoverConfig() MoverConfig {
-	return MoverConfig{Parallel: 2, RetryInterval: time.Second}
+	return MoverConfig{Parallel: 4, RetryInterval: time.Second}
 }
 
 // Validate checks the config.
@@ -394,7 +397,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		}
 	})
 	if err == nil {
-		attrs := []any{"change", ch.ID, "move", i, "start", mv.Start, "end", mv.End, "keys", pulledKeys, "bytes", pulledBytes}
+		attrs := []any{"change", ch.ID, "move", i, "source", mv.Source, "start", mv.Start, "end", mv.End, "keys", pulledKeys, "bytes", pulledBytes}
 		if !firstChunk.IsZero() {
 			attrs = append(attrs, "first_chunk", firstChunk.UTC().Format(time.RFC3339Nano), "last_chunk", lastChunk.UTC().Format(time.RFC3339Nano))
 		}

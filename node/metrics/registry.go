@@ -53,6 +53,8 @@ type Registry struct {
 	slots       [numSlots]opSlot
 	readRepairs atomic.Uint64
 	hints       atomic.Uint64
+	// recent holds the last second's latencies per role (every op together).
+	recent [numRoles]*recent
 
 	vt atomic.Pointer[vnodeTable]
 	mu sync.Mutex // guards rebuilding vt and ticking its rates
@@ -106,6 +108,9 @@ func New(cfg Config) *Registry {
 	r := &Registry{cfg: cfg, start: time.Now()}
 	for i := range r.slots {
 		r.slots[i].lat = newLatency()
+	}
+	for i := range r.recent {
+		r.recent[i] = newRecent(nil)
 	}
 	r.prom = newPromRegistry(r)
 	return r
@@ -187,10 +192,23 @@ func (r *Registry) ObserveOp(op, role string, d time.Duration, err error) {
 		s.sumNanos.Add(uint64(d))
 	}
 	s.lat.record(d)
+	r.recent[i%numRoles].record(d)
 	if err != nil {
 		s.errors.Add(1)
 		s.kinds[kindIndex(r.cfg.ErrorKind(err))].Add(1)
 	}
+}
+
+// RecentP99 returns the p99 latency of the operations in role (coordinator or replica)
+// observed over about the last second (1–1.1 s, at most 25% above the true value), and how
+// many there were; 0, 0 when there were none or the role is unknown. Cheap and lock-free:
+// meant to be polled, as by a ring change pacing its streams (server.RangeClient.Latency).
+func (r *Registry) RecentP99(role string) (time.Duration, uint64) {
+	i := slotIndex("get", role)
+	if i < 0 {
+		return 0, 0
+	}
+	return r.recent[i%numRoles].quantile(0.99)
 }
 
 // ReadRepair counts one read repair written by the coordinator.

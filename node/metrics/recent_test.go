@@ -1,0 +1,114 @@
+package metrics
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRecentBuckets(t *testing.T) {
+	prev := 0
+	for us := int64(1); us < 100_000_000; us = us*11/10 + 1 {
+		b := recentBucket(us)
+		if b < prev {
+			t.Fatalf("bucket of %dµs is %d, below the bucket %d of a smaller latency", us, b, prev)
+		}
+		prev = b
+		up := recentUpper(b)
+		d := time.Duration(us) * time.Microsecond
+		if b < recentBuckets-1 && (up <= d || float64(up) > 1.25*float64(d)+float64(time.Microsecond)) {
+			t.Errorf("%dµs: bucket %d has upper bound %s, want in [%s, %s]", us, b, up, d, time.Duration(1.25*float64(d)))
+		}
+	}
+}
+
+// fakeClock is a settable clock for recent.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestRecentWindow(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+	r := newRecent(clk.now)
+	if p, n := r.quantile(0.99); p != 0 || n != 0 {
+		t.Fatalf("empty: got p99 %s of %d, want 0 of 0", p, n)
+	}
+	// One second of 1 ms requests with 2% at 50 ms.
+	for i := range 1000 {
+		d := time.Millisecond
+		if i%50 == 0 {
+			d = 50 * time.Millisecond
+		}
+		r.record(d)
+		clk.add(time.Millisecond)
+	}
+	p, n := r.quantile(0.99)
+	if n != 1000 {
+		t.Errorf("got %d samples, want 1000", n)
+	}
+	if p < 50*time.Millisecond || p > 63*time.Millisecond {
+		t.Errorf("got p99 %s, want 50 ms within a bucket", p)
+	}
+	if p50, _ := r.quantile(0.5); p50 < time.Millisecond || p50 > 1250*time.Microsecond {
+		t.Errorf("got p50 %s, want 1 ms within a bucket", p50)
+	}
+	// Half a second later, with no requests since, the second's last half or so is still
+	// in the window (1–1.1 s).
+	clk.add(500 * time.Millisecond)
+	if p, n := r.quantile(0.99); p < 50*time.Millisecond || n < 500 || n > 600 {
+		t.Errorf("0.5 s later: got p99 %s of %d, want 50 ms of 500–600", p, n)
+	}
+	// 0.7 s more: the slow second has left the window; only what came since counts.
+	clk.add(700 * time.Millisecond)
+	for range 100 {
+		r.record(100 * time.Microsecond)
+		clk.add(time.Millisecond)
+	}
+	if p, n := r.quantile(0.99); p > 125*time.Microsecond || n != 100 {
+		t.Errorf("1.2 s later: got p99 %s of %d samples, want 100 µs of 100", p, n)
+	}
+	// Idle for longer than the window: nothing.
+	clk.add(2 * time.Second)
+	if p, n := r.quantile(0.99); p != 0 || n != 0 {
+		t.Errorf("idle: got p99 %s of %d, want 0 of 0", p, n)
+	}
+}
+
+func TestRecentP99ByRole(t *testing.T) {
+	reg := New(DefaultConfig())
+	for range 100 {
+		reg.ObserveOp("get", "coordinator", 2*time.Millisecond, nil)
+		reg.ObserveOp("put", "replica", 20*time.Millisecond, nil)
+	}
+	if p, n := reg.RecentP99("coordinator"); n != 100 || p < 2*time.Millisecond || p > 3*time.Millisecond {
+		t.Errorf("coordinator: got p99 %s of %d, want 2 ms of 100", p, n)
+	}
+	if p, n := reg.RecentP99("replica"); n != 100 || p < 20*time.Millisecond || p > 25*time.Millisecond {
+		t.Errorf("replica: got p99 %s of %d, want 20 ms of 100", p, n)
+	}
+	if p, n := reg.RecentP99("nobody"); p != 0 || n != 0 {
+		t.Errorf("unknown role: got %s of %d, want 0 of 0", p, n)
+	}
+}
+
+func BenchmarkRecentRecord(b *testing.B) {
+	r := newRecent(nil)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.record(1500 * time.Microsecond)
+		}
+	})
+}
