@@ -21,7 +21,8 @@
 #   -r ROUNDS    rounds (default 3); the summary prints the median of each figure
 #   -k KEYS      keyspace key0..key<KEYS-1>, filled before GET and mixed runs (default 100000)
 #   -P           do not pin (default: nodes on NODE_CPUS, generator on LOAD_CPUS via taskset)
-# Env: NODE_CPUS (default 0), LOAD_CPUS (default 1), BASE_PORT (default 23000), KEEP=1 keeps the temp dir.
+# Env: NODE_CPUS (default 0), LOAD_CPUS (default 1), BASE_PORT (default 23000), KEEP=1 keeps the temp dir,
+#      KVCTL_ARGS extra kvctl bench flags in agree (e.g. --spin=50us).
 set -euo pipefail
 
 nodes=3 script=mixed conns=16 threads=1 duration=10s rounds=3 keys=100000 pin=1
@@ -127,7 +128,8 @@ run_wrk() { # out-file script duration [http-addr]
 
 run_kvctl_get() { # out-file
 	onload "$kvctl" --addr "$grpc" bench --target http --http "$http" --rate 0 -c "$conns" \
-		--workload get --keys "$keys" --key-prefix key --duration "$duration" --warmup 2s --quiet --json --hist "$1.hist" >"$1"
+		--workload get --keys "$keys" --key-prefix key --duration "$duration" --warmup 2s --quiet --json --hist "$1.hist" \
+		${KVCTL_ARGS:-} >"$1"
 }
 
 # hist_figures TOOL FILE: figures of a whole 1 µs histogram ("µs count" lines) from wrk (HIST= of

@@ -22,7 +22,8 @@ import (
 // hand-offs per request, which on a small machine shows up in the latency it measures). Under
 // Run, the request timeout is the connection's deadline and the run's end one AfterFunc per
 // connection, not a context per request. A connection that fails or that the server closes is
-// redialled on the worker's next request.
+// redialled on the worker's next request. Run's closed loop (Rate 0) does not use this path on
+// Linux: it runs on event loops with sockets of their own (evloop_linux.go).
 type HTTPTarget struct {
 	host   string // host:port
 	suffix string // &ack=A&from=F or ""
