@@ -61,10 +61,11 @@ type Config struct {
 	RaftReconcileInterval time.Duration
 	// MoveRetryInterval is the pause before a failed range pull is retried; 0 = 1s.
 	MoveRetryInterval time.Duration
-	// MoveLatencyTarget, when positive, paces the ranges this node pulls in a ring change
-	// by its own latency: while the p99 of the last second of its client-facing and replica
-	// requests stays at or under the target the pace grows, above it the pace halves
-	// (server.RangeClient.Latency), never above the change's rate. 0 = the rate alone.
+	// MoveLatencyTarget, when positive, paces the ranges this node pulls and serves in a
+	// ring change by its own latency: while the p99 of the last second of its client-facing
+	// and replica requests stays at or under the target the pace grows, above it the pace
+	// halves (server.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a
+	// source), never above the change's rate. 0 = the rate alone.
 	MoveLatencyTarget time.Duration
 }
 
@@ -261,7 +262,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.Var(bytesValue{&c.MaxValueSize}, "max-value-size", "largest value accepted (HTTP 413 above it)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long SIGTERM waits for in-flight requests")
 	fs.Var(uint64BytesValue{&c.ChangeRate}, "change-rate", "default streaming throttle of a ring change per receiver, bytes/s (0 = unthrottled; K/M/G suffixes)")
-	fs.DurationVar(&c.MoveLatencyTarget, "move-latency-target", c.MoveLatencyTarget, "p99 latency of this node's requests that the ring-change streams it receives back off to hold (0 = off: the change's rate alone)")
+	fs.DurationVar(&c.MoveLatencyTarget, "move-latency-target", c.MoveLatencyTarget, "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold (0 = off: the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")
 	return fs

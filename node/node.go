@@ -216,9 +216,15 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	})
 	data := server.Data{Coordinator: n.coord, View: n.View, Ready: n.ready, MaxValueSize: cfg.MaxValueSize, Logger: logger}
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
-	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(server.ReplicaDeps{
+	rdeps := server.ReplicaDeps{
 		Local: n.local, Store: n.st, Clock: n.clock, View: n.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
-	}))
+	}
+	if cfg.MoveLatencyTarget > 0 {
+		// The ranges this node serves as a source back off by its own latency too: its
+		// clients are the ones a stream it sends slows down.
+		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate = n.recentLatency, cfg.MoveLatencyTarget, rangeClient.Rate
+	}
+	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		ID: cfg.ID, Info: n.nodeInfo, View: n.View, PeerAdmin: n.peerAdmin,
 		PeerTimeout: 2 * time.Second, Stats: n.metrics, Profile: metrics.Capture, Logs: n.logs.Lines,
@@ -306,7 +312,7 @@ const recentSamples = 20
 
 // recentLatency is the p99 over about the last second of this node's requests, client-facing
 // (coordinator) or as a replica, whichever is higher: what the pace of the ranges it pulls
-// holds to its MoveLatencyTarget.
+// and of those it serves holds to its MoveLatencyTarget.
 func (n *Node) recentLatency() time.Duration {
 	var worst time.Duration
 	for _, role := range []string{replica.RoleCoordinator, "replica"} {

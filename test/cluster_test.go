@@ -78,11 +78,17 @@ type tcluster struct {
 // startCluster starts founders nodes n1..nF founding the cluster and extra empty nodes.
 func startCluster(t *testing.T, founders, extra int) *tcluster {
 	t.Helper()
+	return startClusterFlags(t, founders, extra, nil)
+}
+
+// startClusterFlags is startCluster with extra flags for every kvnode.
+func startClusterFlags(t *testing.T, founders, extra int, flags []string) *tcluster {
+	t.Helper()
 	c := &tcluster{t: t, bins: buildBins(t), alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
 	base := t.TempDir()
 	var peers []string
 	for i := range founders + extra {
-		p := &proc{id: fmt.Sprintf("n%d", i+1), grpc: freeAddr(t), http: freeAddr(t), admin: freeAddr(t)}
+		p := &proc{id: fmt.Sprintf("n%d", i+1), grpc: freeAddr(t), http: freeAddr(t), admin: freeAddr(t), flags: flags}
 		p.dir = filepath.Join(base, p.id)
 		c.nodes = append(c.nodes, p)
 		if i < founders {

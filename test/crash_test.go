@@ -21,6 +21,7 @@ import (
 // proc is one kvnode process.
 type proc struct {
 	id, grpc, http, admin, dir string
+	flags                      []string // extra kvnode flags
 	cmd                        *exec.Cmd
 	log                        *bytes.Buffer
 	done                       chan error
@@ -49,8 +50,9 @@ func buildKvnode(t *testing.T) string {
 func (p *proc) start(t *testing.T, bin, peers string) {
 	t.Helper()
 	p.log = &bytes.Buffer{}
-	p.cmd = exec.Command(bin, "--id", p.id, "--data", p.dir, "--grpc", p.grpc, "--http", p.http, "--admin", p.admin,
-		"--peers", peers, "--replicas", "3", "--vnodes", "32", "--replica-timeout", "500ms")
+	args := []string{"--id", p.id, "--data", p.dir, "--grpc", p.grpc, "--http", p.http, "--admin", p.admin,
+		"--peers", peers, "--replicas", "3", "--vnodes", "32", "--replica-timeout", "500ms"}
+	p.cmd = exec.Command(bin, append(args, p.flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", p.id, err)

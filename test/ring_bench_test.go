@@ -96,7 +96,8 @@ func phase(s []latencySample, from, to time.Time, keep func(latencySample) bool)
 
 // TestRingAddBench measures an add under client load: the streaming rate and the clients'
 // p99 before, during and after. Run with RINGKV_BENCH=1 (docs/bench.md, "Ring changes").
-// RINGKV_BENCH_RATE sets kvctl's --rate (default 0: unthrottled).
+// RINGKV_BENCH_RATE sets kvctl's --rate (default 0: unthrottled); RINGKV_BENCH_LATENCY_TARGET
+// (a duration, e.g. 6ms) starts every kvnode with --move-latency-target.
 func TestRingAddBench(t *testing.T) {
 	if os.Getenv("RINGKV_BENCH") == "" {
 		t.Skip("set RINGKV_BENCH=1 to run the ring-change benchmark")
@@ -104,6 +105,14 @@ func TestRingAddBench(t *testing.T) {
 	rate := os.Getenv("RINGKV_BENCH_RATE")
 	if rate == "" {
 		rate = "0"
+	}
+	var flags []string // for every kvnode
+	if target := os.Getenv("RINGKV_BENCH_LATENCY_TARGET"); target != "" {
+		if _, err := time.ParseDuration(target); err != nil {
+			t.Fatalf("RINGKV_BENCH_LATENCY_TARGET: %v", err)
+		}
+		flags = []string{"--move-latency-target", target}
+		t.Logf("every kvnode with --move-latency-target %s", target)
 	}
 	const keys, size, clientRate, phaseLen = 100_000, 1024, 1000.0, 10 * time.Second
 	var c *tcluster
@@ -119,7 +128,7 @@ func TestRingAddBench(t *testing.T) {
 			}
 		})
 	}
-	c = startCluster(t, 3, 1)
+	c = startClusterFlags(t, 3, 1, flags)
 	founders, n4 := c.nodes[:3], c.nodes[3]
 	c.load(founders, keys, size, 32)
 

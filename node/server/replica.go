@@ -50,12 +50,32 @@ type ReplicaDeps struct {
 	// it waits until this node has applied the change and every write it admitted under an
 	// older view has landed, so that every later write to the range also reaches the receiver.
 	Fence func(ctx context.Context, vid ring.ViewID) error
+	// Latency, when set, returns the recent tail latency of this node's own work (a p99 over
+	// the last second or so). StreamRange then paces the ranges this node serves by it, all
+	// its streams together: below LatencyTarget the pace grows step by step, above it the
+	// pace halves (the same additive increase, multiplicative decrease as
+	// RangeClient.Latency), never above the change's rate (Rate, and the request's rate).
+	// A source paces where its clients feel the stream; the receiver's pace cannot see that.
+	// nil: each stream is throttled to its request's rate alone.
+	Latency func() time.Duration
+	// LatencyTarget is the latency the source's pace holds; 0 = twice the latency seen when
+	// the streams began (after a pause of adaptIdle without streams).
+	LatencyTarget time.Duration
+	// Rate, when set, returns the rate of the change in flight (bytes per second; 0 = none):
+	// the ceiling of the pace by Latency. It is a per-receiver rate, and the pace is this
+	// source's for all of its streams: with several receivers pulling from it at once they
+	// get at most one receiver's rate together.
+	Rate func() uint64
 }
 
 // Replica implements the internal node-to-node API over the local store.
 type Replica struct {
 	kvpb.UnsafeReplicaServer
 	d ReplicaDeps
+
+	// The pace of StreamRange by ReplicaDeps.Latency, one for all of the node's streams.
+	lim limiter
+	ad  adaptive
 }
 
 var _ kvpb.ReplicaServer = (*Replica)(nil)
@@ -139,7 +159,7 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 			return status.Error(codes.Unavailable, fmt.Sprintf("stream range: %v", err))
 		}
 	}
-	th := throttle{start: time.Now()}
+	pace := s.pacer(req.GetRateBytes())
 	var after []byte
 	if len(req.GetResumeAfter()) > 0 {
 		after = req.GetResumeAfter()
@@ -173,10 +193,30 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 			return nil
 		}
 		after = lastKey
-		if err := th.wait(ctx, size, req.GetRateBytes()); err != nil {
+		if err := pace(ctx, size); err != nil {
 			return err
 		}
 	}
+}
+
+// pacer returns how one StreamRange waits after sending a chunk of n bytes: by this node's
+// latency when ReplicaDeps.Latency is set (sharing one byte budget with the node's other
+// streams), else at the request's fixed rate (per stream).
+func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
+	if s.d.Latency == nil {
+		th := throttle{start: time.Now()}
+		return func(ctx context.Context, n int) error { return th.wait(ctx, n, reqRate) }
+	}
+	rate := func() uint64 {
+		limit := reqRate
+		if s.d.Rate != nil {
+			if r := s.d.Rate(); r > 0 && (limit == 0 || r < limit) {
+				limit = r
+			}
+		}
+		return s.ad.rate(limit, s.d.Latency(), s.d.LatencyTarget, time.Now())
+	}
+	return func(ctx context.Context, n int) error { return s.lim.wait(ctx, n, rate, nil) }
 }
 
 // ChunkChecksum is the checksum of a RangeChunk: xxhash64 over, for each record in order,

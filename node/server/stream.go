@@ -54,6 +54,10 @@ type RangeClient struct {
 	Latency func() time.Duration
 	// LatencyTarget is the latency the adaptive pace holds; 0 = twice the latency seen when
 	// the pulls began (after a pause of adaptIdle without pulls).
+	//
+	// This pace is the receiver's: it protects the clients of the node that pulls. Those of
+	// the sources are protected by the sources' own pace (ReplicaDeps.Latency); a stream
+	// goes at the slower of the two.
 	LatencyTarget time.Duration
 
 	lim limiter
@@ -186,23 +190,29 @@ func receive(ctx context.Context, s grpc.ServerStreamingClient[kvpb.RangeChunk],
 	}
 }
 
-// limiter paces the pulls of one RangeClient together to a byte rate: each chunk received
-// books its bytes at the rate after those booked before it (by any pull), and its pull
-// sleeps until its booking ends. A changed rate restarts the booking from now.
+// limiter paces streams together to a byte rate: a RangeClient's pulls (the receiver's
+// budget) or a Replica's streams paced by its latency (the source's). Each chunk books its
+// bytes at the rate after those booked before it (by any stream), and its stream sleeps until
+// its booking ends. A changed rate reprices what is booked and not yet paid for: halving the
+// rate doubles the waits left, lifting it (0) ends them.
 type limiter struct {
 	mu   sync.Mutex
 	rate uint64
 	next time.Time // when the bytes booked so far have been paid for
 }
 
-// limiterSlice bounds one sleep, so that a pull notices a changed rate soon.
+// limiterSlice bounds one sleep, so that a stream notices a changed rate soon.
 const limiterSlice = 250 * time.Millisecond
 
 func (l *limiter) book(n int, rate uint64, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if rate != l.rate || l.next.Before(now) {
-		l.rate, l.next = rate, now
+	if rate != l.rate {
+		l.next = now.Add(repriced(l.next.Sub(now), l.rate, rate))
+		l.rate = rate
+	}
+	if l.next.Before(now) {
+		l.next = now
 	}
 	if rate == 0 {
 		return 0
@@ -211,7 +221,15 @@ func (l *limiter) book(n int, rate uint64, now time.Time) time.Duration {
 	return l.next.Sub(now)
 }
 
-// wait books n bytes and sleeps until they are paid for, or until the rate changes.
+// repriced is a wait of d booked at rate from, at rate to instead (0 = no wait).
+func repriced(d time.Duration, from, to uint64) time.Duration {
+	if d <= 0 || from == 0 || to == 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * float64(from) / float64(to))
+}
+
+// wait books n bytes and sleeps until they are paid for, repriced when the rate changes.
 func (l *limiter) wait(ctx context.Context, n int, rate func() uint64, sleep func(ctx context.Context, d time.Duration) error) error {
 	r := rate()
 	d := l.book(n, r, time.Now())
@@ -231,16 +249,16 @@ func (l *limiter) wait(ctx context.Context, n int, rate func() uint64, sleep fun
 			}
 		}
 		d -= step
-		if rate() != r {
-			return nil // booked again at the new rate from the next chunk on
+		if r2 := rate(); r2 != r {
+			d, r = repriced(d, r, r2), r2
 		}
 	}
 	return nil
 }
 
-// The adaptive pace (RangeClient.Latency): it starts at adaptStart, adds adaptStep every
-// adaptEvery while the latency stays at or under the target, halves when above it, and stays
-// within [adaptMin, the operator's rate or adaptMax].
+// The adaptive pace (RangeClient.Latency, ReplicaDeps.Latency): it starts at adaptStart,
+// adds adaptStep every adaptEvery while the latency stays at or under the target, halves when
+// above it, and stays within [adaptMin, the operator's rate or adaptMax].
 const (
 	adaptStart = 8 << 20
 	adaptStep  = 4 << 20
@@ -250,7 +268,8 @@ const (
 	adaptIdle  = 10 * time.Second
 )
 
-// adaptive is the AIMD state of a RangeClient's pulls together.
+// adaptive is the AIMD state of the streams one node paces together by its latency: a
+// RangeClient's pulls, or the streams a Replica serves.
 type adaptive struct {
 	mu       sync.Mutex
 	cur      uint64 // bytes per second; 0 before the first pull

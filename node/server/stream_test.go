@@ -65,12 +65,24 @@ func fillStore(tb testing.TB, s *store.Store, n, size int) uint64 {
 // connection to it.
 func serveReplica(tb testing.TB, src *store.Store) grpc.ClientConnInterface {
 	tb.Helper()
+	_, conn := serveReplicaDeps(tb, ReplicaDeps{Store: src})
+	return conn
+}
+
+// serveReplicaDeps serves the Replica service on d (View defaults to no ring) on
+// 127.0.0.1:0 and returns it and a client connection to it.
+func serveReplicaDeps(tb testing.TB, d ReplicaDeps) (*Replica, grpc.ClientConnInterface) {
+	tb.Helper()
+	if d.View == nil {
+		d.View = func() *ring.View { return nil }
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatalf("listen: %v", err)
 	}
 	srv := grpc.NewServer()
-	kvpb.RegisterReplicaServer(srv, NewReplica(ReplicaDeps{Store: src, View: func() *ring.View { return nil }}))
+	r := NewReplica(d)
+	kvpb.RegisterReplicaServer(srv, r)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -85,7 +97,7 @@ func serveReplica(tb testing.TB, src *store.Store) grpc.ClientConnInterface {
 		srv.Stop()
 		<-done
 	})
-	return conn
+	return r, conn
 }
 
 // pullQuarters pulls the four quarters of the token space from src at once through rc and
@@ -128,17 +140,25 @@ func TestRangeClientRateIsPerReceiver(t *testing.T) {
 		Conn: func(string) (grpc.ClientConnInterface, error) { return conn, nil },
 		Rate: func() uint64 { return rate },
 	}
+	// Per-range throttling would reach 4× the rate; the last chunk of each range is not
+	// waited for.
+	pullQuartersWithin(t, rc, total, rate)
+}
+
+// pullQuartersWithin pulls the four quarters of the token space at once and checks that all
+// total bytes arrive, together at no more than 1.5 × rate bytes per second (a wide margin for a
+// loaded machine: only too fast fails).
+func pullQuartersWithin(t *testing.T, rc *RangeClient, total uint64, rate float64) {
+	t.Helper()
 	start := time.Now()
 	got := pullQuarters(t, rc)
 	took := time.Since(start)
 	if got != total {
 		t.Fatalf("got %d bytes, want %d", got, total)
 	}
-	// Per-range throttling would reach 4× the rate; the last chunk of each range is not
-	// waited for. A wide margin for a loaded machine: only too fast fails.
 	if observed := float64(got) / took.Seconds(); observed > 1.5*rate {
 		t.Errorf("got %.2f MiB/s over %s for 4 concurrent pulls, want at most 1.5 × %.2f MiB/s",
-			observed/(1<<20), took.Round(time.Millisecond), float64(rate)/(1<<20))
+			observed/(1<<20), took.Round(time.Millisecond), rate/(1<<20))
 	}
 }
 
