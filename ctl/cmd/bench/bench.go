@@ -196,6 +196,9 @@ func (o *Options) complete(cmd *cobra.Command) error {
 			return cli.UsageErrorf("--profile %q: want some of %s", k, strings.Join(pprof.Kinds, ","))
 		}
 	}
+	if o.Config.Spin > 0 && (o.Target != "http" || o.Config.Rate > 0 || o.FindMax) {
+		return cli.UsageErrorf("--spin applies to the closed loop over HTTP only (--target http --rate 0)")
+	}
 	if len(o.Profile) > 0 && o.FindMax {
 		return cli.UsageErrorf("--profile goes with a constant-rate run, not --find-max")
 	}

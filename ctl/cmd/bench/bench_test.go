@@ -59,6 +59,13 @@ func TestNewCmdBenchFlags(t *testing.T) {
 			}
 		}},
 		{name: "closed loop", args: []string{"--rate", "0"}},
+		{name: "spin", args: []string{"--target", "http", "--rate", "0", "--spin", "50us"}, check: func(t *testing.T, o *Options) {
+			if o.Config.Spin != 50*time.Microsecond {
+				t.Errorf("got spin %s, want 50µs", o.Config.Spin)
+			}
+		}},
+		{name: "spin over grpc", args: []string{"--rate", "0", "--spin", "50us"}, wantErr: cli.ErrUsage},
+		{name: "spin at a rate", args: []string{"--target", "http", "--spin", "50us"}, wantErr: cli.ErrUsage},
 		{name: "profiles", args: []string{"--profile", "cpu,mutex", "--profile-dir", "prof"}, check: func(t *testing.T, o *Options) {
 			if !slices.Equal(o.Profile, []string{"cpu", "mutex"}) || o.ProfileDir != "prof" {
 				t.Errorf("got profile %v dir %q, want [cpu mutex] prof", o.Profile, o.ProfileDir)
