@@ -129,11 +129,10 @@ func (l *evLoop) run(ctx context.Context) {
 	for l.active > 0 && ctx.Err() == nil {
 		// The answers of the last pass were all timestamped before any next request is
 		// written (as wrk does), so an answer's latency does not include writing the
-		// others' requests.
-		for len(l.ready) > 0 {
-			c := l.ready[0]
-			l.ready = l.ready[1:]
-			l.start(ctx, c)
+		// others' requests. (start may append a connection that failed at once: it is
+		// started again in this same loop.)
+		for i := 0; i < len(l.ready); i++ {
+			l.start(ctx, l.ready[i])
 		}
 		l.ready = l.ready[:0]
 		if l.active == 0 {
