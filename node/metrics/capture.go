@@ -141,6 +141,23 @@ func lookupProfile(kind string) (*profile.Profile, error) {
 	return p, nil
 }
 
+// backgroundMutexFraction is the mutex sampling KeepMutexWaitsTimed leaves on between
+// captures: one contention event in 1000 is recorded (cheap), but every wait is timed.
+const backgroundMutexFraction = 1000
+
+// KeepMutexWaitsTimed switches mutex sampling on at one event in 1000, unless sampling is
+// already on. The runtime charges a wait to the mutex profile only if sampling was on when the
+// wait began, and a goroutine queued in front of the waiters passes its start on to them: with
+// sampling off until a capture, contention that began before the capture and never lets the
+// queue empty stays out of the capture entirely. A serving process calls it once (node.Start).
+func KeepMutexWaitsTimed() {
+	sampling.mu.Lock()
+	defer sampling.mu.Unlock()
+	if sampling.mutexRefs == 0 && runtime.SetMutexProfileFraction(-1) == 0 {
+		runtime.SetMutexProfileFraction(backgroundMutexFraction)
+	}
+}
+
 func samplingOn(kind string) {
 	sampling.mu.Lock()
 	defer sampling.mu.Unlock()

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"ringkv/internal/eventually"
 )
 
 // burnCPU spins until stop is closed; the CPU profile must show it.
@@ -28,6 +32,9 @@ func burnCPU(stop <-chan struct{}) uint64 {
 	}
 }
 
+// contendRounds counts the critical sections contend's goroutines have run.
+var contendRounds atomic.Int64
+
 // contend makes goroutines fight over a mutex and block on a channel until stop is closed.
 func contend(stop <-chan struct{}) {
 	var mu sync.Mutex
@@ -43,6 +50,7 @@ func contend(stop <-chan struct{}) {
 				mu.Lock()
 				time.Sleep(50 * time.Microsecond)
 				mu.Unlock()
+				contendRounds.Add(1)
 			}
 		})
 	}
@@ -81,11 +89,32 @@ func TestCapture(t *testing.T) {
 			prevMutex := runtime.SetMutexProfileFraction(-1)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			if tt.load != nil {
-				wg.Go(func() { tt.load(stop) })
+			switch tt.kind {
+			case "mutex":
+				// The contention starts once Capture has switched mutex sampling on. The
+				// runtime charges a wait only if it began with sampling on, and a waiter
+				// queued in front of a stream of waiters passes its start time on to them:
+				// contention that began before, and never lets the queue empty, stays
+				// invisible (this test's load started first failed every time).
+				wg.Go(func() {
+					for runtime.SetMutexProfileFraction(-1) != captureMutexFraction {
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Millisecond):
+						}
+					}
+					tt.load(stop)
+				})
+			default:
+				if tt.load != nil {
+					wg.Go(func() { tt.load(stop) })
+				}
 			}
+			before := contendRounds.Load()
 			var buf bytes.Buffer
 			err := Capture(context.Background(), tt.kind, tt.seconds, &buf)
+			during := contendRounds.Load() - before
 			close(stop)
 			wg.Wait()
 			if err != nil {
@@ -96,7 +125,7 @@ func TestCapture(t *testing.T) {
 				t.Fatalf("parse %s profile: %v", tt.kind, err)
 			}
 			if tt.kind != "heap" && tt.kind != "allocs" && len(p.Sample) == 0 {
-				t.Errorf("%s: got no samples, want some", tt.kind)
+				t.Errorf("%s: got no samples, want some (%d rounds of contention in the window)", tt.kind, during)
 			}
 			if tt.wantFunc != "" && !hasFunction(p, tt.wantFunc) {
 				t.Errorf("%s: got no sample in %s, want some", tt.kind, tt.wantFunc)
@@ -195,4 +224,42 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestCaptureSeesOlderContention: contention that began before the capture and never lets up
+// shows in a mutex capture once KeepMutexWaitsTimed has run (without it the capture came back
+// empty every time: the runtime times only waits that began with sampling on).
+func TestCaptureSeesOlderContention(t *testing.T) {
+	prev := runtime.SetMutexProfileFraction(-1)
+	runtime.SetMutexProfileFraction(0)
+	t.Cleanup(func() { runtime.SetMutexProfileFraction(prev) })
+	KeepMutexWaitsTimed()
+	if got := runtime.SetMutexProfileFraction(-1); got != backgroundMutexFraction {
+		t.Fatalf("mutex profile fraction = %d after KeepMutexWaitsTimed, want %d", got, backgroundMutexFraction)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { contend(stop) })
+	defer func() { close(stop); wg.Wait() }()
+	from := contendRounds.Load()
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		if n := contendRounds.Load() - from; n < 50 {
+			return fmt.Errorf("%d rounds of contention so far, want 50 before the capture", n)
+		}
+		return nil
+	})
+	var buf bytes.Buffer
+	if err := Capture(context.Background(), "mutex", 1, &buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasFunction(p, "metrics.contend") {
+		t.Errorf("mutex capture of contention older than it: no sample in metrics.contend (%d samples)", len(p.Sample))
+	}
+	if got := runtime.SetMutexProfileFraction(-1); got != backgroundMutexFraction {
+		t.Errorf("mutex profile fraction after capture = %d, want %d restored", got, backgroundMutexFraction)
+	}
 }
