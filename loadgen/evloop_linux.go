@@ -62,6 +62,7 @@ type evLoop struct {
 	events  []unix.EpollEvent
 	buf     []byte    // read buffer
 	ready   []*evConn // answered (or failed) in this pass; their next requests go after it
+	retry   []*evConn // could not dial; they try again after the loop's next wait
 	active  int
 }
 
@@ -70,8 +71,8 @@ type evLoop struct {
 // to a goroutine per worker.
 func (t *HTTPTarget) runClosedLoops(ctx context.Context, workers []*worker, next *atomic.Int64, measureFrom, end time.Time) bool {
 	addr, err := net.ResolveTCPAddr("tcp", t.host)
-	if err != nil || addr.IP == nil {
-		return false
+	if err != nil || addr.IP == nil || addr.Zone != "" {
+		return false // (an IPv6 zone: the goroutine path's dialer handles it)
 	}
 	// One Sockaddr per loop: Connect encodes it into a buffer inside it.
 	domain := unix.AF_INET
@@ -172,43 +173,44 @@ func (l *evLoop) run(ctx context.Context) {
 				}
 			}
 		}
+		l.ready = append(l.ready, l.retry...) // dialled again after this wait
+		l.retry = l.retry[:0]
 	}
 }
 
 // start sends the connection's next request, or finishes the connection when the run is over.
 func (l *evLoop) start(ctx context.Context, c *evConn) {
-	for {
-		if ctx.Err() != nil || !time.Now().Before(l.end) {
-			l.finish(c)
-			return
-		}
-		i := l.next.Add(1) - 1
-		if max := c.w.cfg.Requests; max > 0 && i >= max {
-			l.finish(c)
-			return
-		}
-		var val []byte
-		var key []byte
-		c.op, key, val = c.w.pick(i)
-		c.key = append(c.key[:0], key...)
-		c.out = l.t.appendRequest(c.out[:0], c.op, c.key, val)
-		c.written, c.in = 0, c.in[:0]
-		c.p.reset()
-		c.busy = true
-		c.sent = time.Now()
-		c.deadline = c.sent.Add(l.timeout)
-		if c.fd < 0 {
-			if err := l.dial(c); err != nil {
-				l.record(ctx, c, KindConnection)
-				continue // the next request dials again, as the goroutine path does
-			}
-			if !c.conn {
-				return // writable() writes once the connect finishes
-			}
-		}
-		l.writable(ctx, c)
+	if ctx.Err() != nil || !time.Now().Before(l.end) {
+		l.finish(c)
 		return
 	}
+	i := l.next.Add(1) - 1
+	if max := c.w.cfg.Requests; max > 0 && i >= max {
+		l.finish(c)
+		return
+	}
+	op, key, val := c.w.pick(i)
+	c.op = op
+	c.key = append(c.key[:0], key...)
+	c.out = l.t.appendRequest(c.out[:0], c.op, c.key, val)
+	c.written, c.in = 0, c.in[:0]
+	c.p.reset()
+	c.busy = true
+	c.sent = time.Now()
+	c.deadline = c.sent.Add(l.timeout)
+	if c.fd < 0 {
+		if err := l.dial(c); err != nil {
+			// Counted, and dialled again after the loop's next wait: retrying here
+			// would spin (EMFILE, no ports left) while the other connections starve.
+			l.record(ctx, c, KindConnection)
+			l.retry = append(l.retry, c)
+			return
+		}
+		if !c.conn {
+			return // writable() writes once the connect finishes
+		}
+	}
+	l.writable(ctx, c)
 }
 
 // dial opens a non-blocking connection and registers it; the connect usually finishes later.
@@ -304,12 +306,13 @@ func (l *evLoop) readable(ctx context.Context, c *evConn) {
 			data = c.in
 		}
 		used, ok, err := c.p.feed(data)
+		// A malformed answer counts as the goroutine path counts it: a connection error.
 		if err != nil {
-			l.fail(ctx, c, KindOther)
+			l.fail(ctx, c, KindConnection)
 			return
 		}
 		if !ok && len(data)-used > len(l.buf) {
-			l.fail(ctx, c, KindOther) // a line longer than the read buffer
+			l.fail(ctx, c, KindConnection) // a line longer than the read buffer
 			return
 		}
 		c.in = append(c.in[:0], data[used:]...)
@@ -321,7 +324,9 @@ func (l *evLoop) readable(ctx context.Context, c *evConn) {
 	// wrk and the goroutine path read one answer per request; anything after it is not ours.
 	c.busy = false
 	c.w.record(ctx, c.op, c.key, kindOfStatus(c.p.code), time.Time{}, c.sent, time.Now(), l.from)
-	if !c.p.keep || n == 0 || len(c.in) > 0 {
+	if !c.p.keep || n == 0 || len(c.in) > 0 || c.written < len(c.out) {
+		// Not reusable: the server says so, or sent more than the answer, or answered
+		// before the whole request was written (the rest would precede the next one).
 		l.closeConn(c)
 	}
 	l.ready = append(l.ready, c)
@@ -352,6 +357,9 @@ func (l *evLoop) finish(c *evConn) {
 	if !c.fin {
 		c.fin, c.busy = true, false
 		l.active--
+		// Closed now: a level-triggered socket the server closes or writes to would
+		// otherwise wake every wait while the other connections finish.
+		l.closeConn(c)
 	}
 }
 

@@ -70,7 +70,11 @@ func recentUpper(b int) time.Duration {
 func (r *recent) record(d time.Duration) {
 	p := r.now().UnixNano() / int64(recentSlot)
 	s := &r.slots[p%recentSlots]
-	if old := s.period.Load(); old != p && s.period.CompareAndSwap(old, p) {
+	old := s.period.Load()
+	if old > p {
+		return // a recorder stalled past a whole window: its period is gone, drop the sample
+	}
+	if old < p && s.period.CompareAndSwap(old, p) {
 		for i := range s.counts {
 			s.counts[i].Store(0)
 		}
