@@ -4,33 +4,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ringkv/internal/testclock"
 )
-
-// fakeWall is a settable wall clock for tests.
-type fakeWall struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (f *fakeWall) now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
-func (f *fakeWall) set(t time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.t = t
-}
 
 var base = time.UnixMilli(1_700_000_000_000)
 
 func ts(ms int64, logical uint64) uint64 { return uint64(ms)<<logicalBits | logical }
 
 func TestNowFollowsWallClock(t *testing.T) {
-	wall := &fakeWall{t: base}
-	c := New(wall.now)
+	wall := testclock.New(base)
+	c := New(wall.Now)
 	ms := base.UnixMilli()
 
 	steps := []struct {
@@ -47,7 +31,7 @@ func TestNowFollowsWallClock(t *testing.T) {
 		{"wall clock catches up", base.Add(11 * time.Millisecond), ts(ms+11, 0)},
 	}
 	for _, s := range steps {
-		wall.set(s.wall)
+		wall.Set(s.wall)
 		if got := c.Now(); got != s.want {
 			t.Fatalf("%s: got %#x, want %#x", s.name, got, s.want)
 		}
@@ -55,8 +39,8 @@ func TestNowFollowsWallClock(t *testing.T) {
 }
 
 func TestLogicalOverflowCarries(t *testing.T) {
-	wall := &fakeWall{t: base}
-	c := New(wall.now)
+	wall := testclock.New(base)
+	c := New(wall.Now)
 	ms := base.UnixMilli()
 	var prev uint64
 	for i := 0; i < 1<<logicalBits+3; i++ {
@@ -99,8 +83,8 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestNowMonotonicUnderConcurrency(t *testing.T) {
-	wall := &fakeWall{t: base}
-	c := New(wall.now)
+	wall := testclock.New(base)
+	c := New(wall.Now)
 	const goroutines, perG = 8, 2000
 
 	results := make([][]uint64, goroutines)
@@ -113,7 +97,7 @@ func TestNowMonotonicUnderConcurrency(t *testing.T) {
 			for i := range perG {
 				switch {
 				case g == 0 && i%100 == 0: // wall clock jumps around, backwards too
-					wall.set(base.Add(time.Duration(i%300-150) * time.Millisecond))
+					wall.Set(base.Add(time.Duration(i%300-150) * time.Millisecond))
 				case g == 1 && i%50 == 0:
 					c.Update(ts(base.UnixMilli()+int64(i), 3))
 				}

@@ -1,9 +1,10 @@
 package metrics
 
 import (
-	"sync"
 	"testing"
 	"time"
+
+	"ringkv/internal/testclock"
 )
 
 func TestRecentBuckets(t *testing.T) {
@@ -22,27 +23,9 @@ func TestRecentBuckets(t *testing.T) {
 	}
 }
 
-// fakeClock is a settable clock for recent.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestRecentWindow(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
-	r := newRecent(clk.now)
+	clk := testclock.New(time.Unix(1_000_000, 0))
+	r := newRecent(clk.Now)
 	if p, n := r.quantile(0.99); p != 0 || n != 0 {
 		t.Fatalf("empty: got p99 %s of %d, want 0 of 0", p, n)
 	}
@@ -53,7 +36,7 @@ func TestRecentWindow(t *testing.T) {
 			d = 50 * time.Millisecond
 		}
 		r.record(d)
-		clk.add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 	}
 	p, n := r.quantile(0.99)
 	if n != 1000 {
@@ -67,21 +50,21 @@ func TestRecentWindow(t *testing.T) {
 	}
 	// Half a second later, with no requests since, the second's last half or so is still
 	// in the window (1–1.1 s).
-	clk.add(500 * time.Millisecond)
+	clk.Advance(500 * time.Millisecond)
 	if p, n := r.quantile(0.99); p < 50*time.Millisecond || n < 500 || n > 600 {
 		t.Errorf("0.5 s later: got p99 %s of %d, want 50 ms of 500–600", p, n)
 	}
 	// 0.7 s more: the slow second has left the window; only what came since counts.
-	clk.add(700 * time.Millisecond)
+	clk.Advance(700 * time.Millisecond)
 	for range 100 {
 		r.record(100 * time.Microsecond)
-		clk.add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 	}
 	if p, n := r.quantile(0.99); p > 125*time.Microsecond || n != 100 {
 		t.Errorf("1.2 s later: got p99 %s of %d samples, want 100 µs of 100", p, n)
 	}
 	// Idle for longer than the window: nothing.
-	clk.add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if p, n := r.quantile(0.99); p != 0 || n != 0 {
 		t.Errorf("idle: got p99 %s of %d, want 0 of 0", p, n)
 	}

@@ -3,11 +3,11 @@ package replica
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"ringkv/internal/eventually"
+	"ringkv/internal/testclock"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 )
@@ -284,24 +284,6 @@ func TestReadRepairFromLateReply(t *testing.T) {
 	})
 }
 
-// fakeClock is an injectable clock for the breakers.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-}
-
 func breakerOf(co *Coordinator, peer string) Breaker {
 	for _, b := range co.Breakers() {
 		if b.Peer == peer {
@@ -316,7 +298,7 @@ func breakerOf(co *Coordinator, peer string) Breaker {
 func TestBreakerOpensAndRecovers(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := testclock.New(time.Unix(1000, 0))
 	co := c.coordinator(t, "n0", Config{BreakerFailures: 3, BreakerCooldown: 10 * time.Second, Now: clock.Now}, nil)
 	n1 := c.nodes["n1"]
 	n1.set(modeDown)
@@ -406,7 +388,7 @@ func TestHedgedReadAfterDelay(t *testing.T) {
 func TestHedgeOnFailureAndOpenBreaker(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := testclock.New(time.Unix(1000, 0))
 	// Hedge delay and per-replica deadline of an hour: only the failure path
 	// can answer before testCtx expires.
 	co := c.coordinator(t, "n0", Config{
