@@ -204,8 +204,9 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 // streams), else at the request's fixed rate (per stream).
 func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
 	if s.d.Latency == nil {
-		th := throttle{start: time.Now()}
-		return func(ctx context.Context, n int) error { return th.wait(ctx, n, reqRate) }
+		var own limiter // this stream's alone
+		fixed := func() uint64 { return reqRate }
+		return func(ctx context.Context, n int) error { return own.wait(ctx, n, fixed, nil) }
 	}
 	rate := func() uint64 {
 		limit := reqRate

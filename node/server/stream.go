@@ -304,34 +304,3 @@ func (a *adaptive) rate(limit uint64, lat, target time.Duration, now time.Time) 
 	}
 	return a.cur
 }
-
-// throttle paces one server-side stream to a byte rate: after each chunk it sleeps until the
-// bytes so far fit the rate. A changed rate restarts the accounting.
-type throttle struct {
-	start time.Time
-	rate  uint64
-	bytes uint64
-}
-
-func (t *throttle) wait(ctx context.Context, n int, rate uint64) error {
-	if rate != t.rate {
-		t.start, t.rate, t.bytes = time.Now(), rate, 0
-	}
-	if rate == 0 {
-		return nil
-	}
-	t.bytes += uint64(n)
-	due := t.start.Add(time.Duration(float64(t.bytes) / float64(rate) * float64(time.Second)))
-	d := time.Until(due)
-	if d <= 0 {
-		return nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
-}
