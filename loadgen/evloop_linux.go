@@ -322,8 +322,7 @@ func (l *evLoop) readable(ctx context.Context, c *evConn) {
 		return
 	}
 	// wrk and the goroutine path read one answer per request; anything after it is not ours.
-	c.busy = false
-	c.w.record(ctx, c.op, c.key, kindOfStatus(c.p.code), time.Time{}, c.sent, time.Now(), l.from)
+	l.record(ctx, c, kindOfStatus(c.p.code))
 	if !c.p.keep || n == 0 || len(c.in) > 0 || c.written < len(c.out) {
 		// Not reusable: the server says so, or sent more than the answer, or answered
 		// before the whole request was written (the rest would precede the next one).
@@ -340,6 +339,7 @@ func (l *evLoop) fail(ctx context.Context, c *evConn, kind Kind) {
 	l.ready = append(l.ready, c)
 }
 
+// record counts the answer (or failure) of the connection's request, timed now.
 func (l *evLoop) record(ctx context.Context, c *evConn, kind Kind) {
 	c.busy = false
 	c.w.record(ctx, c.op, c.key, kind, time.Time{}, c.sent, time.Now(), l.from)
