@@ -58,64 +58,6 @@ func checkPlan(t *testing.T, old, next *Ring, moves []Move) {
 	}
 }
 
-func TestPlanSmall(t *testing.T) {
-	abc := []Member{{ID: "a", Tokens: []uint64{100}}, {ID: "b", Tokens: []uint64{200}}, {ID: "c", Tokens: []uint64{300}}}
-	three, err := New(1, 2, abc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	four, err := three.WithMember(Member{ID: "d", Tokens: []uint64{150}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name      string
-		old, next *Ring
-		want      []Move
-	}{
-		{"same ring", three, three, nil},
-		// The source is always the replica that leaves the set: (100,150] goes from {b,c} to
-		// {d,b}, so c's copy moves to d; (300,100] goes from {a,b} to {a,d}, so b's copy does.
-		{"add d at 150", three, four, []Move{
-			{Start: 100, End: 150, Source: "c", Target: "d"},
-			{Start: 300, End: 100, Source: "b", Target: "d"},
-		}},
-		// A removed member streams its own copies to the members that replace it.
-		{"remove d", four, three, []Move{
-			{Start: 100, End: 150, Source: "d", Target: "c"},
-			{Start: 300, End: 100, Source: "d", Target: "b"},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Plan(tt.old, tt.next)
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("Plan = %v, want %v", got, tt.want)
-			}
-			checkPlan(t, tt.old, tt.next, got)
-		})
-	}
-}
-
-func TestPlanGrowFromOne(t *testing.T) {
-	one, err := New(1, 3, []Member{{ID: "a", Tokens: []uint64{100}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	two, err := one.WithMember(Member{ID: "b"}, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := Plan(one, two)
-	// The whole ring (Start == End), merged into one move.
-	if len(got) != 1 || got[0].Start != got[0].End || got[0].Source != "a" || got[0].Target != "b" {
-		t.Errorf("Plan = %v, want one whole-ring move a -> b", got)
-	}
-	if f := MovedFraction(got); f != 1 {
-		t.Errorf("MovedFraction = %v, want 1", f)
-	}
-}
-
 // keyTokens hashes k distinct keys: a uniform sample of the token space.
 func keyTokens(k int) []uint64 {
 	out := make([]uint64, k)
