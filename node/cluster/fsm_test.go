@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -31,74 +30,6 @@ func testRings(t *testing.T) (cur, next RingState) {
 		t.Fatal(err)
 	}
 	return ringStateOf(r), ringStateOf(n)
-}
-
-type fsmStep struct {
-	cmd     command
-	wantErr error
-	epoch   uint64
-	change  bool
-}
-
-func TestFSMApply(t *testing.T) {
-	cur, next := testRings(t)
-	begin := &Change{Kind: KindAdd, NodeID: "d", FromEpoch: 1, Next: next, Moves: []MoveState{{Source: "a", Target: "d"}, {Source: "b", Target: "d"}}}
-	stale := &Change{Kind: KindAdd, NodeID: "d", FromEpoch: 7, Next: next}
-	tests := []struct {
-		name  string
-		steps []fsmStep
-	}{
-		{"commit after all moves", []fsmStep{
-			{cmd: command{Op: opBegin, Change: begin}, wantErr: ErrNoRing},
-			{cmd: command{Op: opBootstrap, Ring: &cur}, epoch: 1},
-			{cmd: command{Op: opBootstrap, Ring: &next}, epoch: 1}, // second bootstrap: no-op
-			{cmd: command{Op: opBegin, Change: stale}, wantErr: ErrChangeInFlight, epoch: 1},
-			{cmd: command{Op: opBegin, Change: begin}, epoch: 1, change: true},
-			{cmd: command{Op: opBegin, Change: begin}, wantErr: ErrChangeInFlight, epoch: 1, change: true},
-			{cmd: command{Op: opMoveDone, ChangeID: 1, Move: 0}, epoch: 1, change: true},
-			{cmd: command{Op: opMoveDone, ChangeID: 1, Move: 0}, epoch: 1, change: true}, // idempotent
-			{cmd: command{Op: opMoveDone, ChangeID: 2, Move: 1}, wantErr: ErrNoChange, epoch: 1, change: true},
-			{cmd: command{Op: opMoveDone, ChangeID: 1, Move: 5}, wantErr: ErrInvalidArgument, epoch: 1, change: true},
-			{cmd: command{Op: opCommit, ChangeID: 1}, wantErr: ErrInvalidArgument, epoch: 1, change: true},
-			{cmd: command{Op: opMoveDone, ChangeID: 1, Move: 1}, epoch: 1, change: true},
-			{cmd: command{Op: opCommit, ChangeID: 1}, epoch: 2},
-			{cmd: command{Op: opAbort}, wantErr: ErrNoChange, epoch: 2},
-		}},
-		{"abort keeps the epoch", []fsmStep{
-			{cmd: command{Op: opBootstrap, Ring: &cur}, epoch: 1},
-			{cmd: command{Op: opBegin, Change: begin}, epoch: 1, change: true},
-			{cmd: command{Op: opSetRate, RateBytes: 5}, epoch: 1, change: true},
-			{cmd: command{Op: opAbort, ChangeID: 1}, epoch: 1},
-			{cmd: command{Op: opBegin, Change: begin}, epoch: 1, change: true},
-			{cmd: command{Op: "nope"}, wantErr: ErrInvalidArgument, epoch: 1, change: true},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFSM(filepath.Join(t.TempDir(), "ring.json"), slog.New(slog.DiscardHandler))
-			for i, s := range tt.steps {
-				b, _ := json.Marshal(s.cmd)
-				res, _ := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b}).(applyResult)
-				if !errors.Is(res.err, s.wantErr) || (s.wantErr == nil && res.err != nil) {
-					t.Fatalf("step %d %s: got error %v, want %v", i, s.cmd.Op, res.err, s.wantErr)
-				}
-				p := f.load()
-				var epoch uint64
-				if p.view != nil {
-					epoch = p.view.Current.Epoch()
-				}
-				if epoch != s.epoch {
-					t.Fatalf("step %d %s: got epoch %d, want %d", i, s.cmd.Op, epoch, s.epoch)
-				}
-				if got := p.change != nil; got != s.change {
-					t.Fatalf("step %d %s: got change in flight %v, want %v", i, s.cmd.Op, got, s.change)
-				}
-				if got := p.view != nil && p.view.Next != nil; got != s.change {
-					t.Fatalf("step %d %s: got next ring %v, want %v", i, s.cmd.Op, got, s.change)
-				}
-			}
-		})
-	}
 }
 
 func TestFSMSnapshotAndLocalCopy(t *testing.T) {
