@@ -102,8 +102,8 @@ func TestPrometheusLint(t *testing.T) {
 		if want := map[bool]int{false: 0, true: 16}[vnodeMetrics]; perVnode != want {
 			t.Errorf("vnode metrics %v: got %d per-vnode read series, want %d", vnodeMetrics, perVnode, want)
 		}
-		if got := series(mfs, "ringkv_breaker_state"); got != 3 {
-			t.Errorf("got %d breaker state series, want 3", got)
+		if got := series(mfs, "ringkv_breaker_state"); got != 2 {
+			t.Errorf("got %d breaker state series, want 2 (closed, open)", got)
 		}
 		if _, err := reg.Prometheus().Gather(); err != nil {
 			t.Errorf("gather: %v", err)

@@ -25,7 +25,7 @@ var (
 	descHints = prometheus.NewDesc("ringkv_hints_total",
 		"Hints stored for unreachable replicas.", nil, nil)
 	descBreaker = prometheus.NewDesc("ringkv_breaker_state",
-		"Circuit breaker state per peer: 1 for the current state (closed, open, half-open), 0 for the others.",
+		"Circuit breaker state per peer: 1 for the current state (closed, open), 0 for the others.",
 		[]string{"peer", "state"}, nil)
 	descBreakerFailures = prometheus.NewDesc("ringkv_breaker_consecutive_failures",
 		"Consecutive failed calls to a peer.", []string{"peer"}, nil)
@@ -51,7 +51,7 @@ var (
 		"Bytes per vnode (only with per-vnode metrics on).", []string{"vnode"}, nil)
 )
 
-var breakerStates = [...]string{"closed", "open", "half-open"}
+var breakerStates = [...]string{"closed", "open"}
 
 // collector exports a Registry's numbers: the same ones Snapshot returns.
 type collector struct{ r *Registry }

@@ -12,11 +12,10 @@ type BreakerState string
 const (
 	// BreakerClosed lets every call through.
 	BreakerClosed BreakerState = "closed"
-	// BreakerOpen fails calls fast until the cool-down has passed.
+	// BreakerOpen skips the peer while the other replicas can reach ack without
+	// it; when they cannot, calls still go out (see Coordinator). A background
+	// probe, or the peer's connection turning ready, closes it.
 	BreakerOpen BreakerState = "open"
-	// BreakerHalfOpen has let one probe through and fails other calls fast
-	// until the probe ends: success closes the breaker, failure reopens it.
-	BreakerHalfOpen BreakerState = "half-open"
 )
 
 // Breaker is a snapshot of one peer's circuit breaker.
@@ -24,47 +23,46 @@ type Breaker struct {
 	Peer                string
 	State               BreakerState
 	ConsecutiveFailures int
+	// Reason is the last failure that counted towards opening the breaker
+	// (empty while closed with no failures).
+	Reason string
+	// Since is when the breaker opened (zero while closed).
+	Since time.Time
 }
 
 // breaker is one peer's circuit breaker. Safe for concurrent use.
 //
-// Closed: calls pass; K consecutive failures open it. Open: calls fail fast;
-// the first call after the cool-down becomes the probe and the breaker turns
-// half-open. Half-open: other calls fail fast; the probe's success closes
-// the breaker, its failure reopens it for another cool-down, and a probe
-// that ends neither way (abandoned by Close) leaves it open with the
-// cool-down already passed, so the next call probes again.
+// It opens on evidence that the peer is dead, not merely slow: K consecutive
+// failures of which the last was a dead one (connection refused or reset, no
+// connection: the peer is not there), or K consecutive deadline misses that
+// span at least slowSpell (a machine that is busy for a moment is not a dead
+// node). Any success closes it, and so does a sign of life from the
+// transport: the peer's connection turning ready or a background probe
+// answering (reachable). There is no half-open state: no client request is
+// ever the probe.
 type breaker struct {
-	failures int           // K
-	cooldown time.Duration // open -> half-open
+	failures  int           // K
+	slowSpell time.Duration // how long K deadline misses must span to open it
 
 	mu          sync.Mutex
 	state       BreakerState
 	consecutive int
+	streakStart time.Time // first failure of the current streak
 	openedAt    time.Time
+	reason      string
 }
 
-func newBreaker(failures int, cooldown time.Duration) *breaker {
-	return &breaker{failures: failures, cooldown: cooldown, state: BreakerClosed}
+func newBreaker(failures int, slowSpell time.Duration) *breaker {
+	return &breaker{failures: failures, slowSpell: slowSpell, state: BreakerClosed}
 }
 
-// allow reports whether a call may go out now. A true answer in the open
-// state makes the call the probe.
-func (b *breaker) allow(now time.Time) bool {
+// allow reports whether the breaker is closed: calls to the peer go out
+// without question. A false answer lets the caller skip the peer when it can
+// do without it.
+func (b *breaker) allow() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch b.state {
-	case BreakerClosed:
-		return true
-	case BreakerOpen:
-		if now.Sub(b.openedAt) < b.cooldown {
-			return false
-		}
-		b.state = BreakerHalfOpen
-		return true
-	default: // half-open: the probe is out
-		return false
-	}
+	return b.state == BreakerClosed
 }
 
 // success records a successful call: the breaker closes.
@@ -72,47 +70,38 @@ func (b *breaker) success() {
 	b.mu.Lock()
 	b.state = BreakerClosed
 	b.consecutive = 0
+	b.reason = ""
+	b.openedAt = time.Time{}
 	b.mu.Unlock()
 }
 
-// failure records a failed call (a timeout, an unreachable peer, an error).
-func (b *breaker) failure(now time.Time) {
+// reachable records a sign of life from the transport (the connection turned
+// ready, or a probe answered): the breaker closes, as on a success.
+func (b *breaker) reachable() { b.success() }
+
+// failure records a failed call. dead is true when the failure shows the peer
+// is not there (refused, reset, no connection) and false for a deadline miss
+// or another error; reason is one line for Breaker.Reason.
+func (b *breaker) failure(now time.Time, dead bool, reason string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.consecutive == 0 {
+		b.streakStart = now
+	}
 	b.consecutive++
-	switch b.state {
-	case BreakerClosed:
-		if b.consecutive >= b.failures {
-			b.state = BreakerOpen
-			b.openedAt = now
-		}
-	case BreakerHalfOpen:
+	b.reason = reason
+	if b.state == BreakerOpen {
+		return
+	}
+	if b.consecutive >= b.failures && (dead || now.Sub(b.streakStart) >= b.slowSpell) {
 		b.state = BreakerOpen
 		b.openedAt = now
 	}
-}
-
-// abandon records a call that ended neither in success nor in failure. A
-// probe that is abandoned returns the breaker to open; the cool-down has
-// passed, so the next call probes again.
-func (b *breaker) abandon() {
-	b.mu.Lock()
-	if b.state == BreakerHalfOpen {
-		b.state = BreakerOpen
-	}
-	b.mu.Unlock()
 }
 
 // snapshot returns the state for Breakers.
 func (b *breaker) snapshot(peer string) Breaker {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Breaker{Peer: peer, State: b.state, ConsecutiveFailures: b.consecutive}
-}
-
-// closed reports whether the breaker is closed, for ordering replicas.
-func (b *breaker) closed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state == BreakerClosed
+	return Breaker{Peer: peer, State: b.state, ConsecutiveFailures: b.consecutive, Reason: b.reason, Since: b.openedAt}
 }

@@ -8,47 +8,60 @@ import (
 
 func TestBreakerTransitions(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	b := newBreaker(3, 10*time.Second)
-	want := func(state BreakerState, failures int) {
-		t.Helper()
-		got := b.snapshot("p")
-		if got.State != state || got.ConsecutiveFailures != failures {
-			t.Fatalf("breaker = %s/%d, want %s/%d", got.State, got.ConsecutiveFailures, state, failures)
-		}
+	type step struct {
+		name   string
+		do     func(b *breaker)
+		state  BreakerState
+		fails  int
+		reason string
 	}
-	allow := func(now time.Time, want bool) {
-		t.Helper()
-		if got := b.allow(now); got != want {
-			t.Fatalf("allow(t0+%v) = %v, want %v", now.Sub(t0), got, want)
-		}
+	fail := func(at time.Duration, dead bool, reason string) func(*breaker) {
+		return func(b *breaker) { b.failure(t0.Add(at), dead, reason) }
 	}
-
-	allow(t0, true)
-	b.failure(t0)
-	b.failure(t0)
-	want(BreakerClosed, 2)
-	b.success() // a success resets the count
-	want(BreakerClosed, 0)
-	for range 3 {
-		b.failure(t0)
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"dead failures open it", []step{
+			{"refused", fail(0, true, "refused"), BreakerClosed, 1, "refused"},
+			{"refused", fail(0, true, "refused"), BreakerClosed, 2, "refused"},
+			{"a success resets the count", (*breaker).success, BreakerClosed, 0, ""},
+			{"refused", fail(time.Second, true, "refused"), BreakerClosed, 1, "refused"},
+			{"refused", fail(time.Second, true, "refused"), BreakerClosed, 2, "refused"},
+			{"third refusal: open", fail(time.Second, true, "reset"), BreakerOpen, 3, "reset"},
+			{"more failures keep it open", fail(2*time.Second, false, "slow"), BreakerOpen, 4, "slow"},
+			{"the connection turns ready: closed", (*breaker).reachable, BreakerClosed, 0, ""},
+		}},
+		{"one slow spell does not open it", []step{
+			{"miss", fail(0, false, "deadline"), BreakerClosed, 1, "deadline"},
+			{"miss", fail(time.Second, false, "deadline"), BreakerClosed, 2, "deadline"},
+			{"K misses within the spell: still closed", fail(2*time.Second, false, "deadline"), BreakerClosed, 3, "deadline"},
+			{"more misses within the spell", fail(4*time.Second, false, "deadline"), BreakerClosed, 4, "deadline"},
+			{"misses spanning the spell: open", fail(5*time.Second, false, "deadline"), BreakerOpen, 5, "deadline"},
+			{"a probe answers: closed", (*breaker).reachable, BreakerClosed, 0, ""},
+		}},
+		{"a dead failure after slow ones opens it", []step{
+			{"miss", fail(0, false, "deadline"), BreakerClosed, 1, "deadline"},
+			{"miss", fail(0, false, "deadline"), BreakerClosed, 2, "deadline"},
+			{"refused", fail(0, true, "refused"), BreakerOpen, 3, "refused"},
+			{"a call that goes through anyway succeeds: closed", (*breaker).success, BreakerClosed, 0, ""},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBreaker(3, 5*time.Second)
+			for i, s := range tc.steps {
+				s.do(b)
+				got := b.snapshot("p")
+				if got.State != s.state || got.ConsecutiveFailures != s.fails || got.Reason != s.reason {
+					t.Fatalf("step %d (%s): got %s/%d/%q, want %s/%d/%q", i, s.name,
+						got.State, got.ConsecutiveFailures, got.Reason, s.state, s.fails, s.reason)
+				}
+				if open := got.State == BreakerOpen; b.allow() == open || got.Since.IsZero() != !open {
+					t.Fatalf("step %d (%s): allow %v, since %v with state %s", i, s.name, b.allow(), got.Since, got.State)
+				}
+			}
+		})
 	}
-	want(BreakerOpen, 3)
-	allow(t0.Add(9*time.Second), false) // cooling down: fail fast
-
-	allow(t0.Add(10*time.Second), true) // the probe
-	want(BreakerHalfOpen, 3)
-	allow(t0.Add(10*time.Second), false) // one probe at a time
-	b.failure(t0.Add(11 * time.Second))  // probe failed: open again, new cool-down
-	want(BreakerOpen, 4)
-	allow(t0.Add(20*time.Second), false)
-
-	allow(t0.Add(21*time.Second), true)
-	b.abandon() // probe cancelled: open, next call probes again
-	want(BreakerOpen, 4)
-	allow(t0.Add(21*time.Second), true)
-	b.success()
-	want(BreakerClosed, 0)
-	allow(t0.Add(21*time.Second), true)
 }
 
 func TestQuantileEstimate(t *testing.T) {

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"ringkv/node/ring"
@@ -20,11 +21,18 @@ type Config struct {
 	HedgeMin, HedgeMax time.Duration
 	// NoHedge asks every replica of a read at once instead of ack first.
 	NoHedge bool
-	// BreakerFailures is K: a peer's breaker opens after K consecutive failures.
+	// BreakerFailures is K: a peer's breaker opens after K consecutive
+	// failures that show it is dead (refused, reset, unreachable), or after K
+	// consecutive deadline misses that span at least BreakerSlowSpell.
 	BreakerFailures int
-	// BreakerCooldown is how long an open breaker fails calls fast before it
-	// lets one probe through (half-open).
-	BreakerCooldown time.Duration
+	// BreakerSlowSpell is how long a streak of deadline misses must last
+	// before it opens a breaker: a node that is slow because the machine is
+	// busy for a moment is not a dead node.
+	BreakerSlowSpell time.Duration
+	// ProbeInterval is how often a peer whose breaker is open is probed in
+	// the background (its connection woken and a health check sent), so that
+	// no client request has to be the probe. ProbeTimeout bounds one probe.
+	ProbeInterval, ProbeTimeout time.Duration
 	// RepairWorkers bounds the read repairs written concurrently;
 	// RepairQueue bounds those waiting. Repairs beyond the queue are dropped
 	// (the next read of the key finds the replica stale again).
@@ -33,6 +41,8 @@ type Config struct {
 	MaxKeyBytes, MaxValueBytes int
 	// Now is the clock of the breakers; nil means time.Now. Tests inject one.
 	Now func() time.Time
+	// Logger, when set, logs a peer's breaker closing on a sign of life.
+	Logger *slog.Logger
 	// HintBytes bounds the hints kept for peers that missed writes (hinted
 	// handoff, see hints.go); the oldest go first when full. Negative: no hints.
 	HintBytes int
@@ -48,18 +58,20 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		ReplicaTimeout:  time.Second,
-		HedgeMin:        2 * time.Millisecond,
-		HedgeMax:        200 * time.Millisecond,
-		BreakerFailures: 5,
-		BreakerCooldown: time.Second,
-		RepairWorkers:   4,
-		RepairQueue:     1024,
-		MaxKeyBytes:     1 << 10,
-		MaxValueBytes:   1 << 20,
-		HintBytes:       64 << 20,
-		HintInterval:    time.Second,
-		Now:             time.Now,
+		ReplicaTimeout:   time.Second,
+		HedgeMin:         2 * time.Millisecond,
+		HedgeMax:         200 * time.Millisecond,
+		BreakerFailures:  5,
+		BreakerSlowSpell: 3 * time.Second,
+		ProbeInterval:    200 * time.Millisecond,
+		ProbeTimeout:     time.Second,
+		RepairWorkers:    4,
+		RepairQueue:      1024,
+		MaxKeyBytes:      1 << 10,
+		MaxValueBytes:    1 << 20,
+		HintBytes:        64 << 20,
+		HintInterval:     time.Second,
+		Now:              time.Now,
 	}
 }
 
@@ -75,8 +87,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: hedge min %v exceeds hedge max %v", ErrInvalidArgument, c.HedgeMin, c.HedgeMax)
 	case c.BreakerFailures < 0:
 		return fmt.Errorf("%w: breaker failures %d is negative", ErrInvalidArgument, c.BreakerFailures)
-	case c.BreakerCooldown < 0:
-		return fmt.Errorf("%w: breaker cooldown %v is negative", ErrInvalidArgument, c.BreakerCooldown)
+	case c.BreakerSlowSpell < 0:
+		return fmt.Errorf("%w: breaker slow spell %v is negative", ErrInvalidArgument, c.BreakerSlowSpell)
+	case c.ProbeInterval < 0 || c.ProbeTimeout < 0:
+		return fmt.Errorf("%w: probe interval %v / timeout %v are negative", ErrInvalidArgument, c.ProbeInterval, c.ProbeTimeout)
 	case c.RepairWorkers < 0 || c.RepairQueue < 0:
 		return fmt.Errorf("%w: repair workers %d / queue %d are negative", ErrInvalidArgument, c.RepairWorkers, c.RepairQueue)
 	case c.MaxKeyBytes < 0 || c.MaxValueBytes < 0:
@@ -100,8 +114,14 @@ func (c Config) withDefaults() Config {
 	if c.BreakerFailures <= 0 {
 		c.BreakerFailures = d.BreakerFailures
 	}
-	if c.BreakerCooldown <= 0 {
-		c.BreakerCooldown = d.BreakerCooldown
+	if c.BreakerSlowSpell <= 0 {
+		c.BreakerSlowSpell = d.BreakerSlowSpell
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = d.ProbeInterval
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = d.ProbeTimeout
 	}
 	if c.RepairWorkers <= 0 {
 		c.RepairWorkers = d.RepairWorkers

@@ -6,9 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 
 	"ringkv/node/hlc"
 	"ringkv/node/ring"
@@ -47,6 +52,11 @@ type Coordinator struct {
 type peer struct {
 	br      *breaker
 	latency ewma
+	// watched is the Replica whose transport watchPeer follows (guarded by
+	// Coordinator.peersMu); contacted turns true once its connection has
+	// either come up or failed to: the first attempt is over.
+	watched   Replica
+	contacted atomic.Bool
 }
 
 // target is one replica of one request.
@@ -182,9 +192,110 @@ func (c *Coordinator) peerState(id string) *peer {
 	if p, ok := c.peerSt[id]; ok {
 		return p
 	}
-	p = &peer{br: newBreaker(c.cfg.BreakerFailures, c.cfg.BreakerCooldown)}
+	p = &peer{br: newBreaker(c.cfg.BreakerFailures, c.cfg.BreakerSlowSpell)}
 	c.peerSt[id] = p
 	return p
+}
+
+// watch makes sure a goroutine follows r's transport for the peer p (see
+// watchPeer): started with the first Replica seen for the peer, restarted when
+// the peer's Replica changes (a new address).
+func (c *Coordinator) watch(id string, p *peer, r Replica) {
+	c.peersMu.RLock()
+	same := p.watched == r
+	c.peersMu.RUnlock()
+	if same {
+		return
+	}
+	tr, ok := r.(transporter)
+	if !ok || tr.Transport() == nil {
+		p.contacted.Store(true) // nothing to wait for
+		return
+	}
+	c.peersMu.Lock()
+	if p.watched == r {
+		c.peersMu.Unlock()
+		return
+	}
+	p.watched = r
+	c.peersMu.Unlock()
+	c.spawn(func() { c.watchPeer(id, p, r, tr.Transport()) })
+}
+
+// watchPeer follows one peer's connection until Close or until the peer's
+// Replica changes: it starts connecting at once (so the first request, and
+// the node's readiness, find the connection up), closes the breaker as soon
+// as the connection turns ready, and while the breaker is open probes the
+// peer every ProbeInterval, waking its connection out of reconnect backoff,
+// so that no client request has to be the probe.
+func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
+	t.Wake()
+	state := t.State()
+	moved := false // the connection has left its first idle state
+	for c.base.Err() == nil {
+		c.peersMu.RLock()
+		current := p.watched == r
+		c.peersMu.RUnlock()
+		if !current {
+			return
+		}
+		switch state {
+		case connectivity.Ready:
+			p.contacted.Store(true)
+			if !p.br.allow() {
+				p.br.reachable()
+				c.logPeer(id, "connection ready again")
+			}
+		case connectivity.TransientFailure:
+			p.contacted.Store(true)
+		case connectivity.Idle:
+			// Idle again after an attempt: it connected and lost the connection (a
+			// peer that stopped) before this goroutine saw it ready.
+			if moved {
+				p.contacted.Store(true)
+			} else {
+				t.Wake()
+			}
+		}
+		moved = moved || state != connectivity.Idle
+		if !p.br.allow() {
+			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
+			err := t.Probe(ctx)
+			cancel()
+			if err == nil && !p.br.allow() {
+				p.br.reachable()
+				c.logPeer(id, "answered a probe")
+			}
+		}
+		ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeInterval)
+		t.WaitForStateChange(ctx, state)
+		cancel()
+		state = t.State()
+	}
+}
+
+func (c *Coordinator) logPeer(id, what string) {
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.Info("peer reachable: breaker closed", "peer", id, "how", what)
+	}
+}
+
+// Unreached returns the peers of the current ring whose connection has not
+// yet finished its first attempt (come up, or failed to), starting the
+// attempt for those not yet tried. A node that has just started is usable
+// once this is empty: every peer that is up is connected.
+func (c *Coordinator) Unreached() []string {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range c.targets(v.Current.Members()) {
+		if t.p != nil && t.r != nil && !t.p.contacted.Load() {
+			out = append(out, t.id)
+		}
+	}
+	return out
 }
 
 // targets maps members to replicas: this node to local, the others to peers.
@@ -199,7 +310,11 @@ func (c *Coordinator) targets(ms []ring.Member) []target {
 		if c.peers != nil {
 			r = c.peers(m)
 		}
-		ts[i] = target{id: m.ID, r: r, p: c.peerState(m.ID)}
+		p := c.peerState(m.ID)
+		if r != nil {
+			c.watch(m.ID, p, r)
+		}
+		ts[i] = target{id: m.ID, r: r, p: p}
 	}
 	return ts
 }
@@ -254,15 +369,27 @@ func (cc *callCtx) release() {
 	}
 }
 
-// admit reports whether a call to t may go out, per its breaker.
+// admit reports whether a call to t may go out without question: it has a
+// connection and its breaker is closed.
 func (c *Coordinator) admit(t target) error {
 	if t.r == nil {
-		return fmt.Errorf("peer %s: %w: no connection", t.id, ErrReplicaUnavailable)
+		return fmt.Errorf("replica %s: %w: no connection", t.id, ErrReplicaUnavailable)
 	}
-	if t.p != nil && !t.p.br.allow(c.cfg.Now()) {
-		return fmt.Errorf("peer %s: %w", t.id, ErrBreakerOpen)
+	if t.p != nil && !t.p.br.allow() {
+		return c.skipped(t)
 	}
 	return nil
+}
+
+// skipped is the error recorded for a replica left out because its breaker is
+// open: which one, since when and why it opened.
+func (c *Coordinator) skipped(t target) error {
+	b := t.p.br.snapshot(t.id)
+	open := ""
+	if !b.Since.IsZero() {
+		open = fmt.Sprintf(" for %v", c.cfg.Now().Sub(b.Since).Round(time.Millisecond))
+	}
+	return fmt.Errorf("replica %s skipped: %w%s after %d failures (last: %s)", t.id, ErrBreakerOpen, open, b.ConsecutiveFailures, b.Reason)
 }
 
 // account feeds the outcome of one call to t into its breaker and latency.
@@ -278,13 +405,13 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 			c.readP99.observe(d)
 		}
 	case c.base.Err() != nil:
-		t.p.br.abandon() // cancelled by Close: says nothing about the peer
+		// cancelled by Close: says nothing about the peer
 	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView):
 		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
 		// on a ring change): it is alive, and its breaker must not open on a healthy node.
 		t.p.br.success()
 	default:
-		t.p.br.failure(c.cfg.Now())
+		t.p.br.failure(c.cfg.Now(), dead(err), strings.ReplaceAll(err.Error(), "\n", "; "))
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.p.latency.observe(c.cfg.ReplicaTimeout)
 		}
@@ -364,32 +491,62 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 	ts := c.targets(append(slices.Clip(natural), pending...))
 	vid := v.ID()
 
+	// A replica whose breaker is open is passed over while the others can still
+	// reach need without it; when they cannot (from the start, or once one of
+	// them fails), the write goes to it anyway. Those passed over to the end
+	// get a hint.
 	replies := make(chan writeReply, len(ts))
 	inflight, ok := 0, 0
 	var errs []error
+	var deferred []target
 	cc := c.newCallCtx()
+	defer cc.release()
+	send := func(t target, needed bool) bool {
+		cc.acquire()
+		if !c.spawn(func() { c.callWrite(cc, t, needed, key, rec, vid, replies) }) {
+			cc.release()
+			return false
+		}
+		inflight++
+		return true
+	}
 	for _, t := range ts {
-		if err := c.admit(t); err != nil {
+		switch err := c.admit(t); {
+		case err == nil:
+			if !send(t, false) {
+				return ErrClosed
+			}
+		case t.r == nil:
 			errs = append(errs, err)
 			if c.hintable(t, err) {
 				c.keepHint(t, key, rec)
 			}
-			continue
+		default:
+			deferred = append(deferred, t)
 		}
-		cc.acquire()
-		if !c.spawn(func() { c.callWrite(cc, t, key, rec, vid, replies) }) {
-			cc.release()
-			cc.release()
-			return ErrClosed
-		}
-		inflight++
 	}
-	cc.release()
+	passOver := func() {
+		for _, t := range deferred {
+			errs = append(errs, c.skipped(t))
+			if c.base.Err() == nil {
+				c.keepHint(t, key, rec)
+			}
+		}
+	}
 	for {
+		for ok+inflight < need && len(deferred) > 0 {
+			t := deferred[0]
+			deferred = deferred[1:]
+			if !send(t, true) {
+				return ErrClosed
+			}
+		}
 		if ok >= need {
+			passOver()
 			return nil
 		}
 		if ok+inflight < need {
+			passOver()
 			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
 				ErrNotEnoughReplicas, ok, len(ts), need, errors.Join(errs...))
 		}
@@ -402,13 +559,14 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 				ok++
 			}
 		case <-ctx.Done():
+			passOver()
 			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
 				ErrNotEnoughReplicas, ok, len(ts), need, ctx.Err())
 		}
 	}
 }
 
-func (c *Coordinator) callWrite(cc *callCtx, t target, key []byte, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
+func (c *Coordinator) callWrite(cc *callCtx, t target, needed bool, key []byte, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
 	start := time.Now()
 	_, err := t.r.Write(cc.ctx, key, rec, vid)
 	cc.release()
@@ -416,10 +574,7 @@ func (c *Coordinator) callWrite(cc *callCtx, t target, key []byte, rec store.Rec
 	if c.hintable(t, err) {
 		c.keepHint(t, key, rec)
 	}
-	if err != nil {
-		err = fmt.Errorf("replica %s: %w", t.id, err)
-	}
-	replies <- writeReply{err: err}
+	replies <- writeReply{err: callError(t, needed, err)}
 }
 
 // Get reads key from ack of its from replicas and returns the newest
@@ -450,8 +605,9 @@ type readOp struct {
 	replies  chan readReply
 	got      []*readReply // by target; nil until answered
 	newest   store.Record
-	any      bool // some replica had a version
-	next     int  // next target to launch
+	any      bool  // some replica had a version
+	next     int   // next target to launch
+	deferred []int // targets passed over for their open breaker, launched only if needed
 	ok       int
 	inflight int
 	errs     []error
@@ -474,12 +630,12 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 		wave = len(op.ts)
 	}
 	for range wave {
-		if !c.launch(op) {
+		if !c.launch(op, ack) {
 			break
 		}
 	}
 	var hedge <-chan time.Time
-	if op.next < len(op.ts) {
+	if op.next < len(op.ts) || len(op.deferred) > 0 {
 		timer := time.NewTimer(c.HedgeDelay())
 		defer timer.Stop()
 		hedge = timer.C
@@ -490,7 +646,10 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 			c.finish(op)
 			return rec, found, nil
 		}
-		if op.ok+op.inflight+len(op.ts)-op.next < ack {
+		if op.ok+op.inflight+len(op.ts)-op.next+len(op.deferred) < ack {
+			for _, i := range op.deferred {
+				op.errs = append(op.errs, c.skipped(op.ts[i]))
+			}
 			err := fmt.Errorf("%w: %d of %d answered, %d needed: %w",
 				ErrNotEnoughReplicas, op.ok, len(op.ts), ack, errors.Join(op.errs...))
 			c.finish(op) // op belongs to the finisher from here on
@@ -500,11 +659,11 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 		case r := <-op.replies:
 			c.take(op, r)
 			if r.err != nil {
-				c.launch(op) // replace the failed replica at once
+				c.launch(op, ack) // replace the failed replica at once
 			}
 		case <-hedge:
 			hedge = nil
-			for c.launch(op) {
+			for c.launch(op, ack) {
 			}
 		case <-ctx.Done():
 			err := fmt.Errorf("%w: %d of %d answered, %d needed: %w",
@@ -522,7 +681,7 @@ func (c *Coordinator) order(ts []target) []target {
 		switch {
 		case t.p == nil:
 			return 0
-		case t.p.br.closed():
+		case t.p.br.allow():
 			return 1
 		}
 		return 2
@@ -546,39 +705,52 @@ func (c *Coordinator) order(ts []target) []target {
 	return ts
 }
 
-// launch sends the read to the next target whose breaker admits it; false
-// when none is left. Targets refused by their breaker count as failed.
-func (c *Coordinator) launch(op *readOp) bool {
+// launch sends the read to one more target: the next in order whose breaker
+// is closed, else — when the calls in flight can no longer reach ack — one
+// passed over for its open breaker. false when none is left.
+func (c *Coordinator) launch(op *readOp, ack int) bool {
 	for op.next < len(op.ts) {
 		i := op.next
 		op.next++
 		t := op.ts[i]
 		if err := c.admit(t); err != nil {
-			op.errs = append(op.errs, err)
+			if t.r == nil {
+				op.errs = append(op.errs, err)
+			} else {
+				op.deferred = append(op.deferred, i)
+			}
 			continue
 		}
-		op.cc.acquire()
-		if !c.spawn(func() { c.callRead(op.cc, t, i, op.key, op.replies) }) {
-			op.cc.release()
-			op.errs = append(op.errs, ErrClosed)
-			op.next = len(op.ts)
-			return false
-		}
-		op.inflight++
-		return true
+		return c.send(op, i, false)
+	}
+	if len(op.deferred) > 0 && op.ok+op.inflight < ack {
+		i := op.deferred[0]
+		op.deferred = op.deferred[1:]
+		return c.send(op, i, true)
 	}
 	return false
 }
 
-func (c *Coordinator) callRead(cc *callCtx, t target, i int, key []byte, replies chan<- readReply) {
+// send starts the read call to target i of op.
+func (c *Coordinator) send(op *readOp, i int, needed bool) bool {
+	t := op.ts[i]
+	op.cc.acquire()
+	if !c.spawn(func() { c.callRead(op.cc, t, needed, i, op.key, op.replies) }) {
+		op.cc.release()
+		op.errs = append(op.errs, ErrClosed)
+		op.next, op.deferred = len(op.ts), nil
+		return false
+	}
+	op.inflight++
+	return true
+}
+
+func (c *Coordinator) callRead(cc *callCtx, t target, needed bool, i int, key []byte, replies chan<- readReply) {
 	start := time.Now()
 	rec, found, err := t.r.Read(cc.ctx, key)
 	cc.release()
 	c.account(t, time.Since(start), err, true)
-	if err != nil {
-		err = fmt.Errorf("replica %s: %w", t.id, err)
-	}
-	replies <- readReply{i: i, rec: rec, found: found, err: err}
+	replies <- readReply{i: i, rec: rec, found: found, err: callError(t, needed, err)}
 }
 
 // take records one reply.
@@ -660,4 +832,25 @@ func (c *Coordinator) repairOne(job repairJob) {
 	if err == nil && c.obs != nil {
 		c.obs.ReadRepair()
 	}
+}
+
+// callError names the replica in a failed call's error, and says when it was
+// asked although its breaker was open (needed).
+func callError(t target, needed bool, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case needed:
+		return fmt.Errorf("replica %s (asked with its breaker open): %w", t.id, err)
+	}
+	return fmt.Errorf("replica %s: %w", t.id, err)
+}
+
+// dead reports whether a failed call shows the peer is not there (refused,
+// reset, no connection: gRPC Unavailable) rather than slow or failing.
+func dead(err error) bool {
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable
+	}
+	return errors.Is(err, ErrReplicaUnavailable)
 }

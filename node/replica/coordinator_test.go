@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,13 +294,15 @@ func breakerOf(co *Coordinator, peer string) Breaker {
 	return Breaker{Peer: peer}
 }
 
-// A peer's breaker opens after K consecutive failures, fails calls fast
-// while open, and closes again after a successful probe past the cool-down.
-func TestBreakerOpensAndRecovers(t *testing.T) {
+// A peer's breaker opens after K consecutive refusals of its connection; while
+// it is open the peer is skipped only when the other replicas can still reach
+// ack, a 504 names the replicas skipped and why, and a request that needs the
+// peer sends to it anyway: its success closes the breaker.
+func TestOpenBreakerSkipsOnlyWhenOthersSuffice(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	clock := testclock.New(time.Unix(1000, 0))
-	co := c.coordinator(t, "n0", Config{BreakerFailures: 3, BreakerCooldown: 10 * time.Second, Now: clock.Now}, nil)
+	co := c.coordinator(t, "n0", Config{BreakerFailures: 3, Now: clock.Now}, nil)
 	n1 := c.nodes["n1"]
 	n1.set(modeDown)
 	// ack=3 waits for n1's outcome, so its breaker is updated on return.
@@ -311,45 +314,99 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	if got := breakerOf(co, "n1"); got.State != BreakerOpen || got.ConsecutiveFailures != 3 {
 		t.Fatalf("breaker n1 = %+v, want open after 3 failures", got)
 	}
-	if got := breakerOf(co, "n2"); got.State != BreakerClosed {
-		t.Fatalf("breaker n2 = %+v, want closed", got)
-	}
 
-	// Open: calls to n1 fail fast without reaching it, even once it is back.
-	n1.set(modeOK)
+	// The others suffice for ack=2: n1 is skipped, not called.
+	hints := co.Hints().Pending["n1"]
 	calls := n1.writes.Load()
-	_, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3)
-	if !errors.Is(err, ErrNotEnoughReplicas) || !errors.Is(err, ErrBreakerOpen) {
-		t.Fatalf("Put with open breaker error = %v, want %v and %v", err, ErrNotEnoughReplicas, ErrBreakerOpen)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 3); err != nil {
+		t.Fatalf("Put ack=2 with n1's breaker open: %v", err)
 	}
 	if got := n1.writes.Load(); got != calls {
-		t.Fatalf("n1 got %d calls while its breaker was open", got-calls)
+		t.Fatalf("n1 got %d calls while the others sufficed", got-calls)
 	}
+	// ... and it gets a hint.
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if got := co.Hints().Pending["n1"]; got != hints+1 {
+			return fmt.Errorf("hints for n1 = %d, want %d: it was skipped", got, hints+1)
+		}
+		return nil
+	})
 
-	// After the cool-down one probe goes through; it succeeds and closes it.
-	clock.Advance(10 * time.Second)
+	// ack=3 needs n1: the write goes to it although its breaker is open.
+	calls = n1.writes.Load()
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("Put ack=3 with n1 down error = %v, want %v", err, ErrNotEnoughReplicas)
+	}
+	if got := n1.writes.Load(); got != calls+1 {
+		t.Fatalf("n1 got %d calls, want 1: ack=3 cannot do without it", got-calls)
+	}
+	// n1 is back: the first write that needs it succeeds and closes the breaker.
+	n1.set(modeOK)
 	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put after cool-down: %v", err)
+		t.Fatalf("Put ack=3 with n1 back: %v", err)
 	}
 	if got := breakerOf(co, "n1"); got.State != BreakerClosed || got.ConsecutiveFailures != 0 {
 		t.Fatalf("breaker n1 = %+v, want closed", got)
 	}
 
-	// A failed probe reopens it for another cool-down.
+	// Reads: the same rule. Open n1's breaker again; ack=3 reads ask it anyway.
 	n1.set(modeDown)
 	for range 3 {
 		co.Put(ctx, []byte("k"), []byte("v"), 3, 3)
 	}
-	clock.Advance(10 * time.Second)
-	co.Put(ctx, []byte("k"), []byte("v"), 3, 3) // the probe fails
-	if got := breakerOf(co, "n1"); got.State != BreakerOpen {
-		t.Fatalf("breaker n1 after failed probe = %+v, want open", got)
-	}
 	n1.set(modeOK)
-	calls = n1.writes.Load()
-	co.Put(ctx, []byte("k"), []byte("v"), 3, 3)
-	if got := n1.writes.Load(); got != calls {
-		t.Fatalf("n1 got a call right after a failed probe")
+	if _, found, err := co.Get(ctx, []byte("k"), 3, 3); err != nil || !found {
+		t.Fatalf("Get ack=3 with n1's breaker open but n1 up = found %v err %v, want found", found, err)
+	}
+	if got := breakerOf(co, "n1"); got.State != BreakerClosed {
+		t.Fatalf("breaker n1 after a read that needed it = %+v, want closed", got)
+	}
+}
+
+// A replica whose breaker is open is asked once another fails and the request
+// cannot reach ack without it, and the 504 says so.
+func TestNeededReplicaWithOpenBreaker(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{BreakerFailures: 1, HedgeMin: time.Hour, HedgeMax: time.Hour}, nil)
+	n0, n1 := c.nodes["n0"], c.nodes["n1"]
+	n1.set(modeDown)
+	co.Put(ctx, []byte("k"), []byte("v"), 3, 3) // opens n1's breaker
+	if got := breakerOf(co, "n1"); got.State != BreakerOpen {
+		t.Fatalf("breaker n1 = %+v, want open", got)
+	}
+
+	// n0 fails: ack=2 now needs n1, which is asked and fails too.
+	n0.set(modeDown)
+	calls := n1.writes.Load()
+	_, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 3)
+	if !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("Put error = %v, want %v", err, ErrNotEnoughReplicas)
+	}
+	if got := n1.writes.Load() - calls; got != 1 {
+		t.Errorf("n1 got %d write calls, want 1: the write needed it", got)
+	}
+	for _, want := range []string{"replica n0: ", "replica n1 (asked with its breaker open): "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("got %q, want it to contain %q", err, want)
+		}
+	}
+	reads := n1.reads.Load()
+	_, _, err = co.Get(ctx, []byte("k"), 2, 3)
+	if !errors.Is(err, ErrNotEnoughReplicas) || !strings.Contains(err.Error(), "replica n1 (asked with its breaker open): ") {
+		t.Errorf("Get error = %v, want %v naming n1 as asked with its breaker open", err, ErrNotEnoughReplicas)
+	}
+	if got := n1.reads.Load() - reads; got != 1 {
+		t.Errorf("n1 got %d read calls, want 1: the read needed it", got)
+	}
+
+	// n1 is back: the read that needs it succeeds at once and closes its breaker.
+	n1.set(modeOK)
+	if _, found, err := co.Get(ctx, []byte("k"), 2, 3); err != nil || !found {
+		t.Fatalf("Get with n1 back = found %v err %v, want found", found, err)
+	}
+	if got := breakerOf(co, "n1"); got.State != BreakerClosed {
+		t.Errorf("breaker n1 = %+v, want closed", got)
 	}
 }
 
@@ -358,7 +415,7 @@ func TestBreakersListsPeers(t *testing.T) {
 	c := newCluster(t, 3)
 	co := c.coordinator(t, "n0", Config{}, nil)
 	got := co.Breakers()
-	want := []Breaker{{"n1", BreakerClosed, 0}, {"n2", BreakerClosed, 0}}
+	want := []Breaker{{Peer: "n1", State: BreakerClosed}, {Peer: "n2", State: BreakerClosed}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Breakers() = %v, want %v", got, want)
 	}
@@ -393,7 +450,7 @@ func TestHedgeOnFailureAndOpenBreaker(t *testing.T) {
 	// can answer before testCtx expires.
 	co := c.coordinator(t, "n0", Config{
 		ReplicaTimeout: time.Hour, HedgeMin: time.Hour, HedgeMax: time.Hour,
-		BreakerFailures: 1, BreakerCooldown: time.Hour, Now: clock.Now,
+		BreakerFailures: 1, Now: clock.Now,
 	}, nil)
 	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
 		t.Fatalf("Put: %v", err)

@@ -31,6 +31,9 @@ var (
 	// retries. gRPC FailedPrecondition on the Replica service; a refusal, so
 	// it does not count against the peer's breaker.
 	ErrStaleView = errors.New("stale ring view")
+	// ErrConnecting is a node's readiness while it is still making its first
+	// connection to a peer of its ring (see Coordinator.Unreached). HTTP 503.
+	ErrConnecting = errors.New("connecting to peers")
 	// ErrClosed is returned by a Coordinator after Close.
 	ErrClosed = errors.New("coordinator closed")
 )

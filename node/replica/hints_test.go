@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/connectivity"
+
 	"ringkv/internal/eventually"
+	"ringkv/node/ring"
 )
 
 // A replica that is down when a write happens gets the write handed over once it is back,
@@ -14,9 +17,21 @@ func TestHintedHandoff(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	obs := &countingObserver{}
-	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, HintInterval: 20 * time.Millisecond, BreakerCooldown: 50 * time.Millisecond}, obs)
+	// n2's connection reports its outages, as a real peer's does: its breaker, opened by
+	// the failed handoffs while it is down, closes when it is back.
+	tr := newFakeTransport(connectivity.Ready)
+	n2 := watchedFaulty{c.nodes["n2"], tr}
+	co := New(Config{ReplicaTimeout: time.Second, HintInterval: 20 * time.Millisecond, ProbeInterval: 10 * time.Millisecond},
+		"n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+			if m.ID == "n2" {
+				return n2
+			}
+			return c.nodes[m.ID]
+		}, nil, obs)
+	t.Cleanup(func() { co.Close() })
 
 	c.nodes["n2"].set(modeDown)
+	tr.set(connectivity.TransientFailure, false)
 	ts, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 3)
 	if err != nil {
 		t.Fatalf("Put with one replica down: %v", err)
@@ -38,6 +53,7 @@ func TestHintedHandoff(t *testing.T) {
 	}
 
 	c.nodes["n2"].set(modeOK)
+	tr.set(connectivity.Ready, true)
 	eventually.Succeeds(t, 10*time.Second, func() error {
 		rec, ok := c.nodes["n2"].has(t, "k")
 		if !ok || rec.TS != ts || string(rec.Value) != "v" {

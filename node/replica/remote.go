@@ -18,6 +18,7 @@ import (
 // each response goes to the OnEpoch callback, if any.
 type Remote struct {
 	client  kvpb.ReplicaClient
+	cc      grpcConn // nil when conn cannot report its state
 	epoch   func() uint64
 	onEpoch func(uint64)
 }
@@ -38,6 +39,7 @@ func OnEpoch(fn func(uint64)) RemoteOption {
 // node's current ring epoch; nil sends 0.
 func NewRemote(conn grpc.ClientConnInterface, epoch func() uint64, opts ...RemoteOption) *Remote {
 	r := &Remote{client: kvpb.NewReplicaClient(conn), epoch: epoch}
+	r.cc, _ = conn.(grpcConn)
 	for _, o := range opts {
 		o(r)
 	}
@@ -59,9 +61,10 @@ func (r *Remote) sawEpoch(e uint64) {
 
 // Read calls Replica.Read.
 func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, error) {
-	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()})
+	opts := r.callOptions()
+	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()}, opts...)
 	if err != nil {
-		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
+		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(r.unreached(opts, err)))
 	}
 	r.sawEpoch(resp.GetEpoch())
 	if !resp.GetFound() {
@@ -72,9 +75,10 @@ func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 
 // Write calls Replica.Write.
 func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
-	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight})
+	opts := r.callOptions()
+	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight}, opts...)
 	if err != nil {
-		return false, fmt.Errorf("remote write: %w", FromStatus(err))
+		return false, fmt.Errorf("remote write: %w", FromStatus(r.unreached(opts, err)))
 	}
 	r.sawEpoch(resp.GetEpoch())
 	return resp.GetApplied(), nil

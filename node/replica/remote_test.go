@@ -26,9 +26,11 @@ type replicaServer struct {
 	epoch     uint64
 	seenEpoch atomic.Uint64
 	fail      atomic.Int32 // codes.Code; OK = serve
+	calls     atomic.Int64
 }
 
 func (s *replicaServer) Read(ctx context.Context, req *kvpb.ReadRequest) (*kvpb.ReadResponse, error) {
+	s.calls.Add(1)
 	s.seenEpoch.Store(req.GetEpoch())
 	if c := codes.Code(s.fail.Load()); c != codes.OK {
 		return nil, status.Error(c, "injected")
@@ -45,6 +47,7 @@ func (s *replicaServer) Read(ctx context.Context, req *kvpb.ReadRequest) (*kvpb.
 }
 
 func (s *replicaServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvpb.WriteResponse, error) {
+	s.calls.Add(1)
 	s.seenEpoch.Store(req.GetEpoch())
 	if c := codes.Code(s.fail.Load()); c != codes.OK {
 		return nil, status.Error(c, "injected")

@@ -34,10 +34,19 @@
 //
 // # Circuit breakers
 //
-// Every peer has a breaker: after BreakerFailures consecutive failures it
-// opens and calls to the peer fail at once, without a goroutine or a
-// network call, so a dead node does not tie up workers. After
-// BreakerCooldown one probe goes through; its success closes the breaker.
+// Every peer has a breaker. It opens on evidence of death: BreakerFailures
+// consecutive failures the last of which was a refused or reset connection,
+// or as many deadline misses spanning BreakerSlowSpell (a node that is slow
+// because the machine is busy is not a dead node). A request skips a peer
+// whose breaker is open only while its other replicas can still reach ack;
+// when they cannot, the call goes out anyway, waking the connection and
+// waiting for it within the deadline, and an early ErrNotEnoughReplicas
+// names the replicas skipped and why. The breaker closes on any success, and
+// without a client request: a goroutine per peer follows its gRPC connection
+// (Transport), closing the breaker when the connection turns ready, and
+// probes a peer whose breaker is open every ProbeInterval. The same goroutine
+// starts the first connection at once; Unreached tells a starting node which
+// peers are still being tried.
 package replica
 
 import (
