@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // LocalCluster is a cluster of founders inside one process on loopback ports, for tests
@@ -71,6 +72,15 @@ func StartLocalCluster(ctx context.Context, n int, base Config, dir string, logg
 		a := nd.Addrs()
 		c.cfgs[i].HTTPAddr, c.cfgs[i].AdminAddr = a.HTTP, a.Admin
 	}
+	// As a client would (the course's tests poll /v0/status): the cluster is used from here on.
+	for i, nd := range c.nodes {
+		rctx, cancel := context.WithTimeout(ctx, readyWait)
+		err := nd.WaitReady(rctx)
+		cancel()
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("%s not ready: %w", c.cfgs[i].ID, err), c.Close())
+		}
+	}
 	return c, nil
 }
 
@@ -133,8 +143,17 @@ func (c *LocalCluster) Restart(i int) error {
 		return fmt.Errorf("restart %s: %w", c.cfgs[i].ID, err)
 	}
 	c.nodes[i] = nd
+	// As a client would (the course's tests poll /v0/status): the node is used from here on.
+	ctx, cancel := context.WithTimeout(c.ctx, readyWait)
+	defer cancel()
+	if err := nd.WaitReady(ctx); err != nil {
+		return fmt.Errorf("restart %s: not ready: %w", c.cfgs[i].ID, err)
+	}
 	return nil
 }
+
+// readyWait bounds how long Restart waits for a restarted node to be ready.
+const readyWait = 30 * time.Second
 
 // Close stops every running node in parallel.
 func (c *LocalCluster) Close() error {

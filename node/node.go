@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -91,6 +92,7 @@ type Node struct {
 	lnHTTP   net.Listener
 	lnAdmin  net.Listener
 	draining atomic.Bool
+	warm     atomic.Bool   // connected has found every peer tried once
 	drainc   chan struct{} // closed when draining starts
 
 	// Start/Close.
@@ -161,6 +163,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg := replica.DefaultConfig()
 	rcfg.CatchUp = func(ctx context.Context, stale ring.ViewID) error { return n.cl.WaitNewerView(ctx, stale) }
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
+	rcfg.Logger = logger
 	rcfg.MaxKeyBytes = server.MaxKeySize
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
 	n.coord = replica.New(rcfg, cfg.ID, n.View, n.local, n.peer, n.clock, n.metrics)
@@ -353,7 +356,45 @@ func (n *Node) ready() error {
 	if _, ok := r.Member(n.cfg.ID); !ok {
 		return fmt.Errorf("%w: not a member of the ring at epoch %d", replica.ErrNotAdmitted, r.Epoch())
 	}
+	return n.connected()
+}
+
+// connectWait bounds how long a starting node reports itself not ready while its first
+// connections to peers are still being made (a blackholed peer's first attempt ends after
+// gRPC's minimum connect timeout, 1 s).
+const connectWait = 5 * time.Second
+
+// connected is nil once the node's first connection attempt to every peer of its ring is
+// over (connected, or refused), or connectWait after start: from then on a request that
+// needs a peer that is up finds its connection ready, so a client that waits for /v0/status
+// (or /readyz) and then writes with ack=N succeeds.
+func (n *Node) connected() error {
+	if n.warm.Load() {
+		return nil
+	}
+	if un := n.coord.Unreached(); len(un) > 0 && time.Since(n.started) < connectWait {
+		return fmt.Errorf("%w: %s", replica.ErrConnecting, strings.Join(un, ", "))
+	}
+	n.warm.Store(true)
 	return nil
+}
+
+// WaitReady blocks until the node serves clients (see ready: admitted, not draining, its
+// first connections to peers made) or ctx ends, as a client that polls /readyz would.
+func (n *Node) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := n.ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
 
 // epochWait bounds one catch-up wait for a newer epoch.
@@ -596,13 +637,19 @@ func (n *Node) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// watchRing keeps the health service in step with the ring (admission, removal) and logs
-// epoch changes, until ctx ends.
+// watchRing keeps the health service in step with the ring (admission, removal) and with
+// the first connections to peers (see connected), and logs epoch changes, until ctx ends.
 func (n *Node) watchRing(ctx context.Context) {
 	var last uint64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		ch := n.cl.Watch()
 		n.setHealth()
+		var connecting <-chan time.Time
+		if !n.warm.Load() {
+			connecting = tick.C
+		}
 		if e := n.epoch(); e != last {
 			if last != 0 || e > 1 {
 				n.logger.Info("ring epoch", "epoch", e)
@@ -613,6 +660,7 @@ func (n *Node) watchRing(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ch:
+		case <-connecting:
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/internal/eventually"
+	"ringkv/internal/spin"
 	"ringkv/node"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -268,7 +269,16 @@ func TestSharding(t *testing.T) {
 
 // TestMissedUpdates: a replica that was down during an update is stale after its restart;
 // a read that includes an up-to-date replica returns the newest version.
-func TestMissedUpdates(t *testing.T) {
+func TestMissedUpdates(t *testing.T) { missedUpdates(t) }
+
+// The course's replication cases again, with both cores kept busy by spin loops: a node
+// that is slow because the machine is busy is not a dead node, and a restarted one is
+// used at once.
+func TestMissedUpdatesBusy(t *testing.T)     { spin.Cores(t); missedUpdates(t) }
+func TestQuorumWithOneDownBusy(t *testing.T) { spin.Cores(t); quorumWithOneDown(t) }
+func TestNodeAloneBusy(t *testing.T)         { spin.Cores(t); nodeAlone(t) }
+
+func missedUpdates(t *testing.T) {
 	type op struct {
 		method, value string
 	}
@@ -295,8 +305,9 @@ func TestMissedUpdates(t *testing.T) {
 			down := n - 1
 			for i, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
+					// No settling between cases: as in the course's tests, a node restarted
+					// by the case before is used as soon as it is ready.
 					key := fmt.Sprintf("k%d", i)
-					settle(t, c)
 					for _, o := range tc.before {
 						code := map[string]int{"PUT": 201, "DELETE": 202}[o.method]
 						expect(t, do(t, c, 0, o.method, "/v0/entity?id="+key+"&ack="+fmt.Sprint(n), []byte(o.value)), code, "")
@@ -336,7 +347,9 @@ func TestMissedUpdates(t *testing.T) {
 
 // TestQuorumWithOneDown: quorum writes succeed and quorum reads see them with one of three
 // nodes down, through every live node; fewer than ack live replicas answer 504.
-func TestQuorumWithOneDown(t *testing.T) {
+func TestQuorumWithOneDown(t *testing.T) { quorumWithOneDown(t) }
+
+func quorumWithOneDown(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	if err := c.Stop(2); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -362,7 +375,9 @@ func TestQuorumWithOneDown(t *testing.T) {
 
 // TestNodeAlone: a node started while the others are down serves the keys it holds as
 // their first replica with ack=1&from=1 and answers 504 for the others.
-func TestNodeAlone(t *testing.T) {
+func TestNodeAlone(t *testing.T) { nodeAlone(t) }
+
+func nodeAlone(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	keys := make([]string, 40)
 	for i := range keys {

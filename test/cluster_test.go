@@ -64,13 +64,14 @@ func buildBins(t *testing.T) bins {
 // tcluster is a set of kvnode processes: founders started with --peers, the others empty,
 // awaiting admission.
 type tcluster struct {
-	t     *testing.T
-	bins  bins
-	peers string
-	nodes []*proc
-	alive map[*proc]bool
-	conns map[string]*grpc.ClientConn
-	mu    sync.Mutex
+	t        *testing.T
+	bins     bins
+	peers    string
+	founders int
+	nodes    []*proc
+	alive    map[*proc]bool
+	conns    map[string]*grpc.ClientConn
+	mu       sync.Mutex
 	// runs numbers the traffic runs, so each writes keys of its own.
 	runs atomic.Int64
 }
@@ -84,7 +85,7 @@ func startCluster(t *testing.T, founders, extra int) *tcluster {
 // startClusterFlags is startCluster with extra flags for every kvnode.
 func startClusterFlags(t *testing.T, founders, extra int, flags []string) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, bins: buildBins(t), alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
+	c := &tcluster{t: t, bins: buildBins(t), founders: founders, alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
 	base := t.TempDir()
 	var peers []string
 	for i := range founders + extra {
@@ -208,7 +209,7 @@ func (c *tcluster) waitServing(p *proc) {
 	waitFor(c.t, 30*time.Second, p.id+" serving", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := c.kv(p).Put(ctx, &kvpb.PutRequest{Key: []byte("probe-" + p.id), Value: []byte("x"), Ack: 3})
+		_, err := c.kv(p).Put(ctx, &kvpb.PutRequest{Key: []byte("probe-" + p.id), Value: []byte("x"), Ack: uint32(min(3, c.founders))})
 		return err
 	})
 }

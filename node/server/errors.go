@@ -46,6 +46,7 @@ var errorTable = []errorCode{
 	{replica.ErrReplicaUnavailable, codes.Unavailable, http.StatusGatewayTimeout},
 	{replica.ErrNotAdmitted, codes.Unavailable, http.StatusServiceUnavailable},
 	{replica.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
+	{replica.ErrConnecting, codes.Unavailable, http.StatusServiceUnavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, http.StatusGatewayTimeout},
 	{context.Canceled, codes.Canceled, 499},
 	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
