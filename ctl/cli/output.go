@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -79,14 +78,6 @@ func Humanize(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// RPCError turns a gRPC error into a one-line reason ("node 127.0.0.1:9090: unavailable: ...").
-func RPCError(addr string, err error) error {
-	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("node %s: %s: %s", addr, codeWords(s.Code().String()), s.Message())
-	}
-	return fmt.Errorf("node %s: %w", addr, err)
 }
 
 // codeWords turns a gRPC code name into lowercase words: "DeadlineExceeded" -> "deadline exceeded".

@@ -193,7 +193,7 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 	plan, err := c.PlanChange(cctx, req)
 	cancel()
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	// The plan is the result of --dry-run; otherwise it goes to stderr under -o json, so
 	// stdout holds the one JSON document of the outcome.
@@ -242,7 +242,7 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 	started, err := c.StartChange(cctx, req)
 	cancel()
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "change %d started: %s, epoch %d -> %d, %d ranges to move\n",
 		started.GetId(), describe(req), started.GetFromEpoch(), started.GetToEpoch(), len(started.GetMoves()))

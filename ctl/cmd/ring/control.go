@@ -66,7 +66,7 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 	p, err := c.ChangeStatus(cctx, &kvpb.ChangeStatusRequest{})
 	cancel()
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)
@@ -124,14 +124,14 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 	defer cancel()
 	cur, err := c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if !inFlight(cur) {
 		return errNoChange
 	}
 	p, err := c.AbortChange(ctx, &kvpb.AbortChangeRequest{})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	// The node may answer before it has applied the abort itself: wait until it has.
 	for inFlight(p) && p.GetId() == cur.GetId() {
@@ -141,7 +141,7 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 		if p, err = c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{}); err != nil {
-			return rpcError(o.Addr(), err)
+			return cli.RPCError(o.Addr(), err)
 		}
 	}
 	if p.GetId() == 0 {
@@ -201,7 +201,7 @@ func runRate(ctx context.Context, o *RateOptions) error {
 	defer cancel()
 	p, err := c.SetChangeRate(ctx, &kvpb.SetChangeRateRequest{RateBytes: o.RateBytes})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
 	"ringkv/proto/kvpb"
@@ -120,22 +118,6 @@ func formatLimit(b uint64) string {
 		return "unthrottled"
 	}
 	return FormatRate(float64(b))
-}
-
-// rpcError maps a gRPC error to kvctl's exit codes: a precondition the cluster refuses
-// (a change in flight, a member that exists) exits 3, a bad argument 2, the rest 1.
-func rpcError(addr string, err error) error {
-	s, ok := status.FromError(err)
-	if !ok {
-		return cli.RPCError(addr, err)
-	}
-	switch s.Code() {
-	case codes.FailedPrecondition, codes.AlreadyExists:
-		return cli.RefusedErrorf("node %s: %s", addr, s.Message())
-	case codes.InvalidArgument:
-		return cli.UsageErrorf("node %s: %s", addr, s.Message())
-	}
-	return cli.RPCError(addr, err)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

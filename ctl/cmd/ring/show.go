@@ -52,7 +52,7 @@ func runShow(ctx context.Context, o *ShowOptions) error {
 	defer cancel()
 	resp, err := c.Ring(ctx, &kvpb.RingRequest{WithCounts: !o.NoCounts})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, resp)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"ringkv/ctl/cli"
 	"ringkv/proto/kvpb"
 )
 
@@ -86,7 +87,7 @@ func (w *watcher) follow(ctx context.Context, id, toEpoch uint64) (*kvpb.ChangeP
 			return w.resolve(ctx, c, id, toEpoch, last)
 		}
 		if s, ok := status.FromError(err); ok && (s.Code() == codes.Unimplemented || s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
-			return last, rpcError(w.Addr(), err)
+			return last, cli.RPCError(w.Addr(), err)
 		}
 		if lostAt.IsZero() {
 			lostAt = time.Now()
@@ -116,7 +117,7 @@ func (w *watcher) resolve(ctx context.Context, c kvpb.AdminClient, id, toEpoch u
 	}
 	rr, err := c.Ring(cctx, &kvpb.RingRequest{})
 	if err != nil {
-		return last, rpcError(w.Addr(), err)
+		return last, cli.RPCError(w.Addr(), err)
 	}
 	out := &kvpb.ChangeProgress{Id: id}
 	if last != nil {
