@@ -229,7 +229,7 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 	tm.Type("jj") // select n3, the dead node
 	tm.Type("d")
 	waitScreen("drain dialog", 10*time.Second, func(s string) bool {
-		return strings.Contains(s, "drain n3") && (strings.Contains(s, "press any key") || strings.Contains(s, "y/enter confirm"))
+		return strings.Contains(s, "remove n3") && (strings.Contains(s, "press any key") || strings.Contains(s, "y/enter confirm"))
 	})
 	tm.Type("n")
 	tm.Type("x") // closes a result dialog; a no-op key otherwise

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -51,7 +51,7 @@ func (a *AdminActions) PlanChange(ctx context.Context, req *kvpb.ChangeRequest) 
 	}
 	p, err := c.PlanChange(ctx, req)
 	if err != nil {
-		return nil, rpcError("plan "+describeReq(req), err)
+		return nil, rpcError("plan "+present.Change(req), err)
 	}
 	return p, nil
 }
@@ -64,7 +64,7 @@ func (a *AdminActions) StartChange(ctx context.Context, req *kvpb.ChangeRequest)
 	}
 	p, err := c.StartChange(ctx, req)
 	if err != nil {
-		return nil, rpcError("start "+describeReq(req), err)
+		return nil, rpcError("start "+present.Change(req), err)
 	}
 	return p, nil
 }
@@ -207,8 +207,7 @@ func (e *actionError) Error() string {
 	if e.st.Code() == codes.Unimplemented {
 		return fmt.Sprintf("%s: %s: %s", e.what, ErrNotAvailable, e.st.Message())
 	}
-	code := strings.ToLower(strings.ReplaceAll(e.st.Code().String(), "Exceeded", " exceeded"))
-	return fmt.Sprintf("%s: %s: %s", e.what, code, e.st.Message())
+	return fmt.Sprintf("%s: %s: %s", e.what, present.Code(e.st.Code()), e.st.Message())
 }
 
 func (e *actionError) Unwrap() []error {

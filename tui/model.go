@@ -15,6 +15,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 	"ringkv/tui/heatmap"
 	"ringkv/tui/keys"
@@ -353,7 +354,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.dialog = dialog{}
-		m.logEvent(fmt.Sprintf("change #%d started: %s", msg.Plan.GetId(), describeReq(msg.Plan.GetRequest())), false)
+		m.logEvent(fmt.Sprintf("change #%d started: %s", msg.Plan.GetId(), present.Change(msg.Plan.GetRequest())), false)
 		m.view = ScreenChanges
 		return m, nil
 	case ProfileMsg:
@@ -474,8 +475,8 @@ func (m *Model) onChange(p *kvpb.ChangeProgress) {
 	}
 	old := m.change
 	if old == nil || old.GetId() != p.GetId() || old.GetState() != p.GetState() {
-		if p.GetState() != "" && p.GetState() != "none" {
-			m.logEvent(fmt.Sprintf("change #%d %s: %s", p.GetId(), p.GetState(), describeReq(p.GetPlan().GetRequest())), p.GetState() == "failed")
+		if !present.NoChange(p) {
+			m.logEvent(fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetState() == "failed")
 		}
 	}
 	m.change = p
@@ -757,7 +758,7 @@ func (m Model) plan(req *kvpb.ChangeRequest) tea.Cmd {
 }
 
 func (m *Model) onPlan(msg PlanMsg) {
-	title := "Plan: " + describeReq(msg.Req)
+	title := "Plan: " + present.Change(msg.Req)
 	if msg.Err != nil {
 		m.dialog = dialog{kind: dialogResult, title: title, body: []string{msg.Err.Error()}, err: true}
 		return
@@ -822,18 +823,6 @@ func (m Model) stopBench() tea.Cmd {
 	}
 }
 
-func describeReq(r *kvpb.ChangeRequest) string {
-	switch r.GetKind() {
-	case kvpb.ChangeRequest_ADD:
-		return fmt.Sprintf("add %s (%s)", r.GetNodeId(), r.GetGrpcAddr())
-	case kvpb.ChangeRequest_REMOVE:
-		return "drain " + r.GetNodeId()
-	case kvpb.ChangeRequest_REBALANCE:
-		return "rebalance"
-	}
-	return "change"
-}
-
 func whatHappens(r *kvpb.ChangeRequest) string {
 	switch r.GetKind() {
 	case kvpb.ChangeRequest_ADD:
@@ -849,7 +838,7 @@ func whatHappens(r *kvpb.ChangeRequest) string {
 func planLines(p *kvpb.ChangePlan) []string {
 	lines := []string{fmt.Sprintf("epoch %d → %d, %d range moves, ~%s keys, ~%s",
 		p.GetFromEpoch(), p.GetToEpoch(), len(p.GetMoves()),
-		heatmap.FormatCount(float64(p.GetEstKeys())), heatmap.FormatBytes(float64(p.GetEstBytes())))}
+		heatmap.FormatCount(float64(p.GetEstKeys())), present.BytesShort(float64(p.GetEstBytes())))}
 	after := map[string]*kvpb.NodeOwnership{}
 	for _, o := range p.GetAfter() {
 		after[o.GetId()] = o

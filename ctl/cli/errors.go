@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"ringkv/ctl/present"
 )
 
 // Exit codes of kvctl, mapped in one place (ExitCode).
@@ -80,5 +82,5 @@ func RPCError(addr string, err error) error {
 	case ExitRefused:
 		return RefusedErrorf("node %s: %s", addr, s.Message())
 	}
-	return fmt.Errorf("node %s: %s: %s", addr, codeWords(s.Code().String()), s.Message())
+	return fmt.Errorf("node %s: %s: %s", addr, present.Code(s.Code()), s.Message())
 }

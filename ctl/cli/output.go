@@ -65,29 +65,3 @@ func (t *Table) Render() error {
 	}
 	return tw.Flush()
 }
-
-// Humanize formats a byte count as B, KiB, MiB, GiB.
-func Humanize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// codeWords turns a gRPC code name into lowercase words: "DeadlineExceeded" -> "deadline exceeded".
-func codeWords(name string) string {
-	var b strings.Builder
-	for i, r := range name {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToLower(b.String())
-}

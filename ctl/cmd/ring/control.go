@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -137,7 +138,7 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 	for inFlight(p) && p.GetId() == cur.GetId() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("change %d: abort journaled, still %s on %s: %w", cur.GetId(), p.GetState(), o.Addr(), ctx.Err())
+			return fmt.Errorf("change %d: abort journaled, still %s on %s: %w", cur.GetId(), present.State(p.GetState()), o.Addr(), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if p, err = c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{}); err != nil {
@@ -147,14 +148,14 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 	if p.GetId() == 0 {
 		p.Id, p.Plan = cur.GetId(), cur.GetPlan()
 	}
-	if p.GetState() == "" || p.GetState() == "none" {
+	if present.NoChange(p) {
 		p.State = "aborted"
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)
 	}
 	_, err = fmt.Fprintf(o.IO.Out, "change %d (%s) %s; the ring stays at epoch %d\n",
-		p.GetId(), describe(p.GetPlan().GetRequest()), p.GetState(), p.GetPlan().GetFromEpoch())
+		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), p.GetPlan().GetFromEpoch())
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
 )
@@ -100,7 +101,7 @@ func TestBreakers(t *testing.T) {
 		{[]*kvpb.BreakerState{b("n3", "half-open"), b("n2", "open")}, "open: n2 half-open: n3"},
 	}
 	for _, tt := range tests {
-		if got := breakers(tt.in); got != tt.want {
+		if got := present.Breakers(tt.in); got != tt.want {
 			t.Errorf("breakers(%v): got %q, want %q", tt.in, got, tt.want)
 		}
 	}
