@@ -47,8 +47,10 @@ func (m Model) Render() string {
 	default:
 		body = m.overviewView(bodyH)
 	}
-	if m.dialog.kind != dialogNone {
-		body = lipgloss.Place(m.width, bodyH, lipgloss.Center, lipgloss.Center, m.dialogView())
+	if m.dialog.open() {
+		d := m.dialog
+		d.SetSize(m.width, bodyH)
+		body = lipgloss.Place(m.width, bodyH, lipgloss.Center, lipgloss.Center, d.View())
 	}
 	lines := append(head, fit(body, m.width, bodyH)...)
 	lines = append(lines, foot...)
@@ -217,7 +219,7 @@ func (m Model) overviewView(h int) string {
 		cells = append(cells,
 			pad(fmtMs(p50(s)), 6, false),
 			pad(fmtMs(s.GetP99Ms()), 6, false),
-			pad(heatmap.FormatCount(float64(s.GetKeys())), 6, false),
+			pad(present.Count(float64(s.GetKeys())), 6, false),
 			pad(present.BytesShort(float64(s.GetDiskBytes())), 8, false),
 			pad(present.BreakersShort(s.GetBreakers()), 7, true),
 			pad(fmt.Sprintf("%.1f%%", n.share*100), 6, false),
@@ -401,33 +403,6 @@ func (m Model) bar(done, total uint64, w int) string {
 	}
 	n := int(math.Round(f * float64(w)))
 	return m.st.BarFull.Render(strings.Repeat("█", n)) + m.st.BarEmpty.Render(strings.Repeat("░", w-n))
-}
-
-func (m Model) dialogView() string {
-	d := m.dialog
-	w := max(20, min(72, m.width-6))
-	var b strings.Builder
-	b.WriteString(m.st.DialogTitle.Render(d.title))
-	b.WriteString("\n\n")
-	for _, l := range d.body {
-		if d.err {
-			// An error is read in full: wrap it rather than cut it.
-			for _, wl := range strings.Split(ansi.Wrap(l, w, " "), "\n") {
-				b.WriteString(m.st.Down.Render(wl) + "\n")
-			}
-			continue
-		}
-		b.WriteString(clipLine(l, w) + "\n")
-	}
-	switch d.kind {
-	case dialogInput:
-		b.WriteString("\n" + m.text.view() + "\n\n" + m.st.Dim.Render("enter submit · esc cancel"))
-	case dialogConfirm:
-		b.WriteString("\n" + m.st.Dim.Render("y/enter confirm · n/esc cancel"))
-	case dialogResult:
-		b.WriteString("\n" + m.st.Dim.Render("press any key"))
-	}
-	return m.st.Dialog.Render(strings.TrimRight(b.String(), "\n"))
 }
 
 func pad(s string, w int, left bool) string {

@@ -414,7 +414,7 @@ func (m Model) View() string {
 		b.WriteByte('\n')
 		b.WriteString(fmt.Sprintf("%s %s of %s  range (%016x, %016x]\n", m.st.Header.Render("selected"), what, first.Node, first.Start, last.End))
 		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s + %s w/s (all replicas) · %s keys, %s\n",
-			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), FormatCount(float64(ks)), present.BytesShort(float64(bs))))
+			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), present.Count(float64(ks)), present.BytesShort(float64(bs))))
 		drawn += 3
 	}
 
@@ -427,7 +427,7 @@ func (m Model) View() string {
 			for _, c := range hs {
 				b.WriteString(fmt.Sprintf("  %08x…%08x  %-*s %-*s %7s %7s %7s %8s\n", c.Start>>32, c.End>>32,
 					lw-1, c.Node, replicasWidth(hs), strings.Join(c.Replicas, ","),
-					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), FormatCount(float64(c.Keys)), present.BytesShort(float64(c.Bytes))))
+					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), present.Count(float64(c.Keys)), present.BytesShort(float64(c.Bytes))))
 			}
 		}
 	}
@@ -469,7 +469,7 @@ func FormatValue(m Metric, v float64) string {
 	case Bytes:
 		return present.BytesShort(v)
 	case Keys:
-		return FormatCount(v)
+		return present.Count(v)
 	}
 	return FormatRate(v)
 }
@@ -480,20 +480,5 @@ func FormatRate(v float64) string {
 	if v > 0 && v < 9.95 {
 		return fmt.Sprintf("%.1f", v)
 	}
-	return FormatCount(v)
-}
-
-// FormatCount formats a count compactly: 950, 1.2k, 3.4M.
-func FormatCount(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.1fG", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.1fM", v/1e6)
-	case v >= 1e4:
-		return fmt.Sprintf("%.0fk", v/1e3)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	}
-	return fmt.Sprintf("%.0f", v)
+	return present.Count(v)
 }
