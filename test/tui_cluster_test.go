@@ -189,7 +189,6 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 		goleak.IgnoreTopFunction("charm.land/bubbletea/v2.Tick.func1"))
 	acts := &tui.AdminActions{
 		Admin: func() (kvpb.AdminClient, error) { return tc.admin(tc.c.Config(0).GRPCAddr) },
-		Dial:  tc.admin,
 	}
 	t.Cleanup(func() { acts.Close() })
 	// The filter sees every message with the model about to handle it: keep its screen.
