@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -206,13 +207,12 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 	t.Cleanup(func() { _ = tm.Quit() }) // on a failure: stop the program before the leak check
 	waitScreen := func(what string, d time.Duration, cond func(s string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond(screen.Load().(string)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s within %s; screen:\n%s", what, d, screen.Load())
+		eventually.Succeeds(t, d, func() error {
+			if s := screen.Load().(string); !cond(s) {
+				return fmt.Errorf("no %s; screen:\n%s", what, s)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitScreen("three UP nodes", 10*time.Second, func(s string) bool {
 		return strings.Count(s, " UP ") == 3
