@@ -12,46 +12,58 @@ import (
 // Commands: each one RPC (or one receive from a source stream) under its own deadline,
 // answered by a named message.
 
-func (m Model) fetchStatus() tea.Cmd {
-	src, d := m.opts.Source, DefaultRPCTimeout
+// rpc is a command that runs call under a deadline of d and returns its message.
+func rpc(d time.Duration, call func(ctx context.Context) tea.Msg) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
+		return call(ctx)
+	}
+}
+
+// action is rpc on the console's Actions; a readonly console runs none (nil).
+func (m Model) action(d time.Duration, call func(ctx context.Context, a Actions) tea.Msg) tea.Cmd {
+	if m.opts.Readonly {
+		return nil
+	}
+	a := m.opts.Actions
+	return rpc(d, func(ctx context.Context) tea.Msg { return call(ctx, a) })
+}
+
+// recv is a command that receives one value from a source stream; a closed stream answers
+// sourceClosedMsg{what}.
+func recv[T any](ch <-chan T, what string, msg func(T) tea.Msg) tea.Cmd {
+	return func() tea.Msg {
+		v, ok := <-ch
+		if !ok {
+			return sourceClosedMsg{what}
+		}
+		return msg(v)
+	}
+}
+
+func (m Model) fetchStatus() tea.Cmd {
+	src := m.opts.Source
+	return rpc(DefaultRPCTimeout, func(ctx context.Context) tea.Msg {
 		r, err := src.Status(ctx)
 		return StatusMsg{Resp: r, Err: err}
-	}
+	})
 }
 
 func (m Model) fetchRing() tea.Cmd {
-	src, d := m.opts.Source, DefaultRPCTimeout
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
+	src := m.opts.Source
+	return rpc(DefaultRPCTimeout, func(ctx context.Context) tea.Msg {
 		r, err := src.Ring(ctx)
 		return RingMsg{Resp: r, Err: err}
-	}
+	})
 }
 
 func (m Model) recvStats() tea.Cmd {
-	ch := m.opts.Source.Stats()
-	return func() tea.Msg {
-		s, ok := <-ch
-		if !ok {
-			return sourceClosedMsg{"stats"}
-		}
-		return StatsMsg{Stats: s}
-	}
+	return recv(m.opts.Source.Stats(), "stats", func(s *kvpb.NodeStats) tea.Msg { return StatsMsg{Stats: s} })
 }
 
 func (m Model) recvChange() tea.Cmd {
-	ch := m.opts.Source.Changes()
-	return func() tea.Msg {
-		p, ok := <-ch
-		if !ok {
-			return sourceClosedMsg{"changes"}
-		}
-		return ChangeMsg{Progress: p}
-	}
+	return recv(m.opts.Source.Changes(), "changes", func(p *kvpb.ChangeProgress) tea.Msg { return ChangeMsg{Progress: p} })
 }
 
 func (m Model) tick() tea.Cmd {
@@ -63,64 +75,34 @@ func (m Model) refresh() tea.Cmd {
 }
 
 func (m Model) plan(req *kvpb.ChangeRequest) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout*3)
-		defer cancel()
+	return m.action(DefaultRPCTimeout*3, func(ctx context.Context, a Actions) tea.Msg {
 		p, err := a.PlanChange(ctx, req)
 		return PlanMsg{Req: req, Plan: p, Err: err}
-	}
-}
-
-func (m Model) profile(id, addr string) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout+DefaultProfileSecs*time.Second*2)
-		defer cancel()
-		r, err := a.CPUProfile(ctx, id, addr, DefaultProfileSecs)
-		return ProfileMsg{Node: id, Result: r, Err: err}
-	}
-}
-
-func (m Model) startBench(rate int) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout)
-		defer cancel()
-		return BenchMsg{Rate: rate, Err: a.StartBench(ctx, rate)}
-	}
-}
-
-func (m Model) stopBench() tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout)
-		defer cancel()
-		return BenchMsg{Rate: 0, Err: a.StopBench(ctx)}
-	}
+	})
 }
 
 func (m Model) startChange(req *kvpb.ChangeRequest) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout*3)
-		defer cancel()
+	return m.action(DefaultRPCTimeout*3, func(ctx context.Context, a Actions) tea.Msg {
 		p, err := a.StartChange(ctx, req)
 		return ChangeStartedMsg{Plan: p, Err: err}
-	}
+	})
+}
+
+func (m Model) profile(id, addr string) tea.Cmd {
+	return m.action(DefaultRPCTimeout+DefaultProfileSecs*time.Second*2, func(ctx context.Context, a Actions) tea.Msg {
+		r, err := a.CPUProfile(ctx, id, addr, DefaultProfileSecs)
+		return ProfileMsg{Node: id, Result: r, Err: err}
+	})
+}
+
+func (m Model) startBench(rate int) tea.Cmd {
+	return m.action(DefaultRPCTimeout, func(ctx context.Context, a Actions) tea.Msg {
+		return BenchMsg{Rate: rate, Err: a.StartBench(ctx, rate)}
+	})
+}
+
+func (m Model) stopBench() tea.Cmd {
+	return m.action(DefaultRPCTimeout, func(ctx context.Context, a Actions) tea.Msg {
+		return BenchMsg{Rate: 0, Err: a.StopBench(ctx)}
+	})
 }
