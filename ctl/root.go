@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 )
 
 // Main runs kvctl with args (without the program name) and returns the exit code.
@@ -24,7 +25,7 @@ func Main(args []string) int {
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		fmt.Fprintf(ios.ErrOut, "kvctl: %s\n", oneLine(err))
+		fmt.Fprintf(ios.ErrOut, "kvctl: %s\n", present.OneLine(err))
 	}
 	return cli.ExitCode(err)
 }
@@ -62,15 +63,4 @@ Start here:
 
 	root.AddCommand(commands(f)...)
 	return root
-}
-
-// oneLine keeps the first line of an error, for the one-line failure message.
-func oneLine(err error) string {
-	s := err.Error()
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }

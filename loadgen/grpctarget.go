@@ -66,24 +66,25 @@ func (t *GRPCTarget) client(conn int) kvpb.KVClient { return t.clients[conn%len(
 // Get implements Target.
 func (t *GRPCTarget) Get(ctx context.Context, conn int, key string) Kind {
 	_, err := t.client(conn).Get(ctx, &kvpb.GetRequest{Key: []byte(key), Ack: t.ack, From: t.from})
-	return grpcKind(ctx, err)
+	return GRPCKind(ctx, err)
 }
 
 // Put implements Target.
 func (t *GRPCTarget) Put(ctx context.Context, conn int, key string, value []byte) Kind {
 	_, err := t.client(conn).Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: value, Ack: t.ack, From: t.from})
-	return grpcKind(ctx, err)
+	return GRPCKind(ctx, err)
 }
 
 // Delete implements Target.
 func (t *GRPCTarget) Delete(ctx context.Context, conn int, key string) Kind {
 	_, err := t.client(conn).Delete(ctx, &kvpb.DeleteRequest{Key: []byte(key), Ack: t.ack, From: t.from})
-	return grpcKind(ctx, err)
+	return GRPCKind(ctx, err)
 }
 
-// grpcKind maps a KV RPC's error to its kind. ctx tells a client-side timeout or cancel apart
-// from the server's own DeadlineExceeded (missing replicas).
-func grpcKind(ctx context.Context, err error) Kind {
+// GRPCKind maps a KV RPC's error to its kind; every gRPC client of the KV API that counts
+// errors (the bench, the demo's fill) classifies them here. ctx tells a client-side timeout
+// or cancel apart from the server's own DeadlineExceeded (missing replicas).
+func GRPCKind(ctx context.Context, err error) Kind {
 	if err == nil {
 		return KindOK
 	}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ringkv/internal/eventually"
 )
 
 // demoTmux drives one tmux server on a private socket.
@@ -38,17 +41,14 @@ func (x demoTmux) screen() string {
 // waitScreen polls the pane until cond holds, failing after d.
 func (x demoTmux) waitScreen(what string, d time.Duration, cond func(string) bool) string {
 	x.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		s := x.screen()
-		if cond(s) {
-			return s
+	var s string
+	eventually.Succeeds(x.t, d, func() error {
+		if s = x.screen(); !cond(s) {
+			return fmt.Errorf("no %s; pane:\n%s", what, s)
 		}
-		if time.Now().After(deadline) {
-			x.t.Fatalf("no %s within %s; pane:\n%s", what, d, s)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	return s
 }
 
 // TestDemoInTmux runs the built `kvctl demo` in a real terminal (tmux): the console opens on
@@ -81,19 +81,15 @@ func TestDemoInTmux(t *testing.T) {
 		return strings.Contains(s, "press any key to close") && strings.Contains(s, "drain selected node")
 	})
 	x.must("send-keys", "-t", "demo", "q")
-	deadline := time.Now().Add(30 * time.Second)
 	var code []byte
-	for {
+	eventually.Succeeds(t, 30*time.Second, func() error {
 		b, err := os.ReadFile(exitFile)
-		if err == nil && len(b) > 0 {
-			code = b
-			break
+		if err != nil || len(b) == 0 {
+			return fmt.Errorf("kvctl demo did not exit after q; pane:\n%s", x.screen())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kvctl demo did not exit within 30s of q; pane:\n%s", x.screen())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		code = b
+		return nil
+	})
 	if got := strings.TrimSpace(string(code)); got != "EXIT=0" {
 		t.Errorf("got %s, want EXIT=0; pane:\n%s", got, x.screen())
 	}

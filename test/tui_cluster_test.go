@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -189,7 +190,6 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 		goleak.IgnoreTopFunction("charm.land/bubbletea/v2.Tick.func1"))
 	acts := &tui.AdminActions{
 		Admin: func() (kvpb.AdminClient, error) { return tc.admin(tc.c.Config(0).GRPCAddr) },
-		Dial:  tc.admin,
 	}
 	t.Cleanup(func() { acts.Close() })
 	// The filter sees every message with the model about to handle it: keep its screen.
@@ -207,13 +207,12 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 	t.Cleanup(func() { _ = tm.Quit() }) // on a failure: stop the program before the leak check
 	waitScreen := func(what string, d time.Duration, cond func(s string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond(screen.Load().(string)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s within %s; screen:\n%s", what, d, screen.Load())
+		eventually.Succeeds(t, d, func() error {
+			if s := screen.Load().(string); !cond(s) {
+				return fmt.Errorf("no %s; screen:\n%s", what, s)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitScreen("three UP nodes", 10*time.Second, func(s string) bool {
 		return strings.Count(s, " UP ") == 3
@@ -229,7 +228,7 @@ func TestTUINodeKilledDuringSession(t *testing.T) {
 	tm.Type("jj") // select n3, the dead node
 	tm.Type("d")
 	waitScreen("drain dialog", 10*time.Second, func(s string) bool {
-		return strings.Contains(s, "drain n3") && (strings.Contains(s, "press any key") || strings.Contains(s, "y/enter confirm"))
+		return strings.Contains(s, "remove n3") && (strings.Contains(s, "press any key") || strings.Contains(s, "y/enter confirm"))
 	})
 	tm.Type("n")
 	tm.Type("x") // closes a result dialog; a no-op key otherwise

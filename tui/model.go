@@ -4,7 +4,6 @@
 package tui
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 	"ringkv/tui/heatmap"
 	"ringkv/tui/keys"
@@ -74,52 +74,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// Messages. Every RPC runs in a tea.Cmd that returns one of these.
-type (
-	// StatusMsg carries an Admin Status answer.
-	StatusMsg struct {
-		Resp *kvpb.StatusResponse
-		Err  error
-	}
-	// RingMsg carries an Admin Ring answer.
-	RingMsg struct {
-		Resp *kvpb.RingResponse
-		Err  error
-	}
-	// StatsMsg is one node's stats sample.
-	StatsMsg struct{ Stats *kvpb.NodeStats }
-	// ChangeMsg is a progress report of the ring change in flight.
-	ChangeMsg struct{ Progress *kvpb.ChangeProgress }
-	// TickMsg re-checks the per-node deadlines.
-	TickMsg struct{}
-	// RefreshMsg asks for Status and Ring again.
-	RefreshMsg struct{}
-	// PlanMsg is a dry-run plan, to be confirmed.
-	PlanMsg struct {
-		Req  *kvpb.ChangeRequest
-		Plan *kvpb.ChangePlan
-		Err  error
-	}
-	// ChangeStartedMsg answers a confirmed StartChange.
-	ChangeStartedMsg struct {
-		Plan *kvpb.ChangePlan
-		Err  error
-	}
-	// ProfileMsg answers a CPU profile capture.
-	ProfileMsg struct {
-		Node   string
-		Result ProfileResult
-		Err    error
-	}
-	// BenchMsg answers a bench start (Rate > 0) or stop.
-	BenchMsg struct {
-		Rate int
-		Err  error
-	}
-	// sourceClosedMsg: a source stream ended.
-	sourceClosedMsg struct{ what string }
-)
-
 // Screen is one of the console's views.
 type Screen int
 
@@ -148,53 +102,16 @@ const (
 
 var sortNames = [...]string{"node", "ops/s", "p99", "keys", "disk", "share"}
 
-type node struct {
-	id, addr string
-	state    string // from Status / ring
-	stats    *kvpb.NodeStats
-	lastSeen time.Time // zero: never
-	down     bool
-	share    float64
-	vnodes   int
-	spark    []float64
-	sparkAt  time.Time // when the last sparkline point began
-}
-
-type event struct {
-	at   time.Time
-	text string
-	bad  bool
-}
-
-type dialogKind int
-
-const (
-	dialogNone dialogKind = iota
-	dialogInput
-	dialogConfirm
-	dialogBusy
-	dialogResult
-)
-
-type dialog struct {
-	kind  dialogKind
-	title string
-	body  []string
-	// input: what the text is for ("add", "bench").
-	input string
-	// confirm: the command run on yes.
-	onYes tea.Cmd
-	err   bool
-}
-
-// Model is the console's root model.
+// Model is the console's root model: the cluster state (its reducer is clusterState.apply),
+// the view the operator is on, and the components (heatmap, dialog, help).
 type Model struct {
+	clusterState
+
 	opts   Options
 	st     styles.Styles
 	km     keys.KeyMap
 	help   help.Model
 	heat   heatmap.Model
-	text   lineInput
 	width  int
 	height int
 
@@ -203,17 +120,8 @@ type Model struct {
 	sortBy   sortCol
 	selected int // index into the sorted node rows
 
-	started  time.Time
-	nodes    map[string]*node
-	epoch    uint64
-	replicas uint32
-	ring     *kvpb.RingState
-	ringIdx  ringIdx // of ring
-	change   *kvpb.ChangeProgress
-	events   []event
-	lastErr  string
-	bench    int // running bench rate, 0 = none
-	dialog   dialog
+	bench  int // running bench rate, 0 = none
+	dialog dialog
 }
 
 // New returns the console's model on opts.
@@ -225,16 +133,15 @@ func New(opts Options) Model {
 	h := help.New()
 	h.Styles = st.Help
 	m := Model{
-		opts:    opts,
-		st:      st,
-		km:      km,
-		help:    h,
-		heat:    heatmap.New(st, km),
-		width:   80,
-		height:  24,
-		started: opts.Now(),
-		nodes:   map[string]*node{},
-		view:    max(0, min(opts.Start, numViews-1)),
+		clusterState: newClusterState(opts.Now(), opts.DownAfter),
+		opts:         opts,
+		st:           st,
+		km:           km,
+		help:         h,
+		heat:         heatmap.New(st, km),
+		width:        80,
+		height:       24,
+		view:         max(0, min(opts.Start, numViews-1)),
 	}
 	m.resize()
 	return m
@@ -245,79 +152,21 @@ func (m Model) Init() tea.Cmd {
 	return tea.Batch(m.fetchStatus(), m.fetchRing(), m.recvStats(), m.recvChange(), m.tick())
 }
 
-func (m Model) fetchStatus() tea.Cmd {
-	src, d := m.opts.Source, DefaultRPCTimeout
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		r, err := src.Status(ctx)
-		return StatusMsg{Resp: r, Err: err}
-	}
-}
-
-func (m Model) fetchRing() tea.Cmd {
-	src, d := m.opts.Source, DefaultRPCTimeout
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		r, err := src.Ring(ctx)
-		return RingMsg{Resp: r, Err: err}
-	}
-}
-
-func (m Model) recvStats() tea.Cmd {
-	ch := m.opts.Source.Stats()
-	return func() tea.Msg {
-		s, ok := <-ch
-		if !ok {
-			return sourceClosedMsg{"stats"}
-		}
-		return StatsMsg{Stats: s}
-	}
-}
-
-func (m Model) recvChange() tea.Cmd {
-	ch := m.opts.Source.Changes()
-	return func() tea.Msg {
-		p, ok := <-ch
-		if !ok {
-			return sourceClosedMsg{"changes"}
-		}
-		return ChangeMsg{Progress: p}
-	}
-}
-
-func (m Model) tick() tea.Cmd {
-	return tea.Tick(m.opts.Tick, func(time.Time) tea.Msg { return TickMsg{} })
-}
-
-func (m Model) refresh() tea.Cmd {
-	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return RefreshMsg{} })
-}
-
-func (m *Model) logEvent(text string, bad bool) {
-	m.events = append(m.events, event{at: m.opts.Now(), text: text, bad: bad})
-	if len(m.events) > maxEvents {
-		m.events = m.events[len(m.events)-maxEvents:]
-	}
-}
-
-func (m *Model) node(id string) *node {
-	n, ok := m.nodes[id]
-	if !ok {
-		n = &node{id: id}
-		m.nodes[id] = n
-	}
-	return n
-}
-
 func (m *Model) resize() {
 	m.help.SetWidth(m.width)
 	m.heat.SetSize(m.width, m.bodyHeight())
+	m.dialog.SetSize(m.width, m.bodyHeight())
 }
 
 // Update handles one message.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	// The source's messages go through the reducer, then ask for the next one.
+	switch msg.(type) {
+	case StatusMsg, RingMsg, StatsMsg, ChangeMsg, TickMsg:
+		if m.apply(msg, m.opts.Now()) {
+			m.heat.SetRows(m.heatRows())
+		}
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -325,186 +174,65 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m.onKey(msg)
-	case StatusMsg:
-		m.onStatus(msg)
-		return m, nil
 	case RingMsg:
-		m.onRing(msg)
 		return m, m.refresh()
 	case RefreshMsg:
 		return m, tea.Batch(m.fetchStatus(), m.fetchRing())
 	case StatsMsg:
-		m.onStats(msg.Stats)
 		return m, m.recvStats()
 	case ChangeMsg:
-		m.onChange(msg.Progress)
 		return m, m.recvChange()
-	case sourceClosedMsg:
-		return m, nil
 	case TickMsg:
-		m.checkDeadlines()
 		return m, m.tick()
+	case inputMsg:
+		return m.submitInput(msg)
 	case PlanMsg:
 		m.onPlan(msg)
 		return m, nil
 	case ChangeStartedMsg:
 		if msg.Err != nil {
-			m.dialog = dialog{kind: dialogResult, title: "Change refused", body: []string{msg.Err.Error()}, err: true}
+			m.openDialog(newResult(m.st, m.km, "Change refused", []string{msg.Err.Error()}, true))
 			return m, nil
 		}
 		m.dialog = dialog{}
-		m.logEvent(fmt.Sprintf("change #%d started: %s", msg.Plan.GetId(), describeReq(msg.Plan.GetRequest())), false)
+		m.logEvent(m.opts.Now(), fmt.Sprintf("change #%d started: %s", msg.Plan.GetId(), present.Change(msg.Plan.GetRequest())), false)
 		m.view = ScreenChanges
 		return m, nil
 	case ProfileMsg:
 		if msg.Err != nil {
-			m.dialog = dialog{kind: dialogResult, title: "CPU profile of " + msg.Node, body: []string{msg.Err.Error()}, err: true}
+			m.openDialog(newResult(m.st, m.km, "CPU profile of "+msg.Node, []string{msg.Err.Error()}, true))
 			return m, nil
 		}
 		body := append([]string{"wrote " + msg.Result.Path, "", "top functions (flat):"}, msg.Result.Top...)
-		m.dialog = dialog{kind: dialogResult, title: "CPU profile of " + msg.Node, body: body}
+		m.openDialog(newResult(m.st, m.km, "CPU profile of "+msg.Node, body, false))
 		return m, nil
 	case BenchMsg:
 		if msg.Err != nil {
-			m.dialog = dialog{kind: dialogResult, title: "Bench", body: []string{msg.Err.Error()}, err: true}
+			m.openDialog(newResult(m.st, m.km, "Bench", []string{msg.Err.Error()}, true))
 			return m, nil
 		}
 		m.dialog = dialog{}
 		m.bench = msg.Rate
 		if msg.Rate > 0 {
-			m.logEvent(fmt.Sprintf("bench started at %d req/s", msg.Rate), false)
+			m.logEvent(m.opts.Now(), fmt.Sprintf("bench started at %d req/s", msg.Rate), false)
 		} else {
-			m.logEvent("bench stopped", false)
+			m.logEvent(m.opts.Now(), "bench stopped", false)
 		}
 		return m, nil
+	}
+	if m.dialog.kind == dialogInput {
+		// The text field's own messages (cursor).
+		var cmd tea.Cmd
+		m.dialog, cmd = m.dialog.Update(msg)
+		return m, cmd
 	}
 	return m, nil
 }
 
-func (m *Model) onStatus(msg StatusMsg) {
-	if msg.Err != nil {
-		m.lastErr = "status: " + msg.Err.Error()
-		return
-	}
-	m.lastErr = ""
-	r := msg.Resp
-	m.setEpoch(r.GetEpoch())
-	m.replicas = r.GetReplicas()
-	for _, ns := range r.GetNodes() {
-		n := m.node(ns.GetId())
-		n.addr = ns.GetGrpcAddr()
-		n.state = ns.GetState()
-	}
-	if c := r.GetChange(); c != nil {
-		m.onChange(c)
-	}
-}
-
-func (m *Model) setEpoch(e uint64) {
-	if e == 0 || e == m.epoch {
-		return
-	}
-	if m.epoch != 0 {
-		m.logEvent(fmt.Sprintf("ring epoch %d → %d", m.epoch, e), false)
-	}
-	m.epoch = e
-}
-
-func (m *Model) onRing(msg RingMsg) {
-	if msg.Err != nil {
-		m.lastErr = "ring: " + msg.Err.Error()
-		return
-	}
-	r := msg.Resp
-	m.ring = r.GetRing()
-	m.ringIdx = ringIndex(m.ring)
-	m.setEpoch(m.ring.GetEpoch())
-	if m.ring.GetReplicas() != 0 {
-		m.replicas = m.ring.GetReplicas()
-	}
-	for _, mem := range m.ring.GetMembers() {
-		n := m.node(mem.GetId())
-		if n.addr == "" {
-			n.addr = mem.GetGrpcAddr()
-		}
-		if n.state == "" {
-			n.state = mem.GetState()
-		}
-		n.vnodes = len(mem.GetTokens())
-	}
-	for _, o := range r.GetOwnership() {
-		m.node(o.GetId()).share = o.GetShare()
-	}
-	if c := r.GetChange(); c != nil {
-		m.onChange(c)
-	}
-	m.heat.SetRows(m.heatRows())
-}
-
-func (m *Model) onStats(s *kvpb.NodeStats) {
-	if s == nil || s.GetId() == "" {
-		return
-	}
-	n := m.node(s.GetId())
-	n.stats = s
-	n.lastSeen = m.opts.Now()
-	if n.down {
-		n.down = false
-		m.logEvent(fmt.Sprintf("node %s up", n.id), false)
-	}
-	// One sparkline point a second (the stream samples faster), so the column is a minute;
-	// samples without a time (test scripts) are a point each.
-	at := time.Unix(0, s.GetUnixNanos())
-	if s.GetUnixNanos() != 0 && len(n.spark) > 0 && at.Sub(n.sparkAt) < time.Second {
-		n.spark[len(n.spark)-1] = s.GetOpsPerSec()
-	} else {
-		n.spark = append(n.spark, s.GetOpsPerSec())
-		n.sparkAt = at
-	}
-	if len(n.spark) > sparkSamples {
-		n.spark = n.spark[len(n.spark)-sparkSamples:]
-	}
-	m.setEpoch(s.GetEpoch())
-	m.heat.SetRows(m.heatRows())
-}
-
-func (m *Model) onChange(p *kvpb.ChangeProgress) {
-	if p == nil {
-		return
-	}
-	old := m.change
-	if old == nil || old.GetId() != p.GetId() || old.GetState() != p.GetState() {
-		if p.GetState() != "" && p.GetState() != "none" {
-			m.logEvent(fmt.Sprintf("change #%d %s: %s", p.GetId(), p.GetState(), describeReq(p.GetPlan().GetRequest())), p.GetState() == "failed")
-		}
-	}
-	m.change = p
-}
-
-// checkDeadlines turns a node DOWN when its last stats sample is older than DownAfter.
-func (m *Model) checkDeadlines() {
-	now := m.opts.Now()
-	for _, id := range m.sortedIDs() {
-		n := m.nodes[id]
-		seen := n.lastSeen
-		if seen.IsZero() {
-			seen = m.started
-		}
-		if !n.down && now.Sub(seen) > m.opts.DownAfter {
-			n.down = true
-			m.logEvent(fmt.Sprintf("node %s down (no stats for %s)", n.id, now.Sub(seen).Truncate(100*time.Millisecond)), true)
-			m.heat.SetRows(m.heatRows())
-		}
-	}
-}
-
-func (m Model) sortedIDs() []string {
-	ids := make([]string, 0, len(m.nodes))
-	for id := range m.nodes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+// openDialog shows d, sized to the screen.
+func (m *Model) openDialog(d dialog) {
+	d.SetSize(m.width, m.bodyHeight())
+	m.dialog = d
 }
 
 // rows returns the nodes in the overview's sort order.
@@ -548,108 +276,14 @@ func (m Model) selectedNode() *node {
 	return rs[max(0, min(m.selected, len(rs)-1))]
 }
 
-func (n *node) displayState() string {
-	switch {
-	case n.down:
-		return "DOWN"
-	case n.state != "":
-		return n.state
-	case n.stats.GetState() != "":
-		return n.stats.GetState()
-	}
-	return "UP"
-}
-
-// heatRows builds the heatmap's rows from the ring: a row per member with the vnodes it owns
-// (its tokens; the vnode ending at token t is the range (previous token, t]) in token order.
-// A cell's load combines what every node that answered reports for that range: reads and
-// writes summed over the replicas, keys and bytes from the owner (the largest report when the
-// owner is down or silent). So a hot range lights up once, in the row of the node that owns it.
-func (m Model) heatRows() []heatmap.Row {
-	owners := m.ringIdx
-	if len(owners.tokens) == 0 {
-		return nil
-	}
-	type load struct {
-		reads, writes float64
-		keys, bytes   uint64 // the owner's
-		maxKeys       uint64 // the largest report
-		maxBytes      uint64
-		owner         bool
-	}
-	loads := make(map[uint64]*load, len(owners.tokens))
-	for _, id := range m.sortedIDs() {
-		n := m.nodes[id]
-		if n.down {
-			continue
-		}
-		for _, v := range n.stats.GetVnodes() {
-			l := loads[v.GetToken()]
-			if l == nil {
-				l = &load{}
-				loads[v.GetToken()] = l
-			}
-			l.reads += v.GetReads_1S()
-			l.writes += v.GetWrites_1S()
-			l.maxKeys = max(l.maxKeys, v.GetKeys())
-			l.maxBytes = max(l.maxBytes, v.GetBytes())
-			if owners.ownerOf(v.GetToken()) == id {
-				l.keys, l.bytes, l.owner = v.GetKeys(), v.GetBytes(), true
-			}
-		}
-	}
-	var rows []heatmap.Row
-	for _, id := range m.sortedIDs() {
-		n := m.nodes[id]
-		row := heatmap.Row{Node: id, Down: n.down}
-		for _, t := range owners.tokensOf(id) {
-			c := heatmap.Cell{Node: id, Start: owners.prev(t), End: t, Replicas: owners.replicas(t, int(m.replicas))}
-			if l := loads[t]; l != nil {
-				c.Reads, c.Writes = l.reads, l.writes
-				c.Keys, c.Bytes = l.keys, l.bytes
-				if !l.owner {
-					c.Keys, c.Bytes = l.maxKeys, l.maxBytes
-				}
-			}
-			row.Cells = append(row.Cells, c)
-		}
-		if len(row.Cells) > 0 {
-			rows = append(rows, row)
-		}
-	}
-	return rows
-}
-
 func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if k.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
-	switch m.dialog.kind {
-	case dialogInput:
-		switch {
-		case k.String() == "esc":
-			m.dialog = dialog{}
-			return m, nil
-		case k.String() == "enter":
-			return m.submitInput()
-		}
-		m.text = m.text.update(k)
-		return m, nil
-	case dialogConfirm:
-		switch {
-		case key.Matches(k, m.km.Confirm):
-			cmd := m.dialog.onYes
-			m.dialog = dialog{kind: dialogBusy, title: m.dialog.title, body: []string{"working…"}}
-			return m, cmd
-		case key.Matches(k, m.km.Cancel), key.Matches(k, m.km.Quit):
-			m.dialog = dialog{}
-		}
-		return m, nil
-	case dialogBusy:
-		return m, nil
-	case dialogResult:
-		m.dialog = dialog{}
-		return m, nil
+	if m.dialog.open() {
+		var cmd tea.Cmd
+		m.dialog, cmd = m.dialog.Update(k)
+		return m, cmd
 	}
 	if m.showHelp {
 		if key.Matches(k, m.km.Quit) {
@@ -682,23 +316,21 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, m.km.Rebalance):
 		return m, m.plan(&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE})
 	case key.Matches(k, m.km.Add):
-		m.openInput("add", "Add a node", "ID=ADDR of a running, empty node (e.g. n4=127.0.0.1:9094)")
+		return m, m.openInput("add", "Add a node", "ID=ADDR of a running, empty node (e.g. n4=127.0.0.1:9094)")
 	case key.Matches(k, m.km.Bench):
 		if m.bench > 0 {
-			m.dialog = dialog{kind: dialogConfirm, title: "Stop bench",
-				body:  []string{fmt.Sprintf("Stop the background bench running at %d req/s.", m.bench)},
-				onYes: m.stopBench()}
+			m.openDialog(newConfirm(m.st, m.km, "Stop bench",
+				[]string{fmt.Sprintf("Stop the background bench running at %d req/s.", m.bench)},
+				m.stopBench()))
 			return m, nil
 		}
-		m.openInput("bench", "Start a background bench", "rate in requests per second (e.g. 500)")
+		return m, m.openInput("bench", "Start a background bench", "rate in requests per second (e.g. 500)")
 	case key.Matches(k, m.km.Profile):
 		if n := m.selectedNode(); n != nil {
-			m.dialog = dialog{kind: dialogConfirm, title: "CPU profile",
-				body: []string{
-					fmt.Sprintf("Capture a %ds CPU profile of node %s (%s),", DefaultProfileSecs, n.id, n.addr),
-					"write it to a file and show its top functions.",
-				},
-				onYes: m.profile(n.id, n.addr)}
+			m.openDialog(newConfirm(m.st, m.km, "CPU profile", []string{
+				fmt.Sprintf("Capture a %ds CPU profile of node %s (%s),", DefaultProfileSecs, n.id, n.addr),
+				"write it to a file and show its top functions.",
+			}, m.profile(n.id, n.addr)))
 		}
 	case m.view == ScreenHeatmap:
 		var cmd tea.Cmd
@@ -712,16 +344,21 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-func (m *Model) openInput(what, title, prompt string) {
-	m.text = lineInput{}
-	m.dialog = dialog{kind: dialogInput, title: title, body: []string{prompt}, input: what}
+func (m *Model) openInput(what, title, prompt string) tea.Cmd {
+	d, cmd := newInput(m.st, m.km, what, title, prompt)
+	m.openDialog(d)
+	return cmd
 }
 
-func (m Model) submitInput() (tea.Model, tea.Cmd) {
-	v := strings.TrimSpace(m.text.value)
-	switch m.dialog.input {
+// submitInput acts on what was typed into the input dialog: plans an add, or asks to
+// confirm a bench; a malformed answer stays in the dialog with what is wanted.
+func (m Model) submitInput(in inputMsg) (tea.Model, tea.Cmd) {
+	if m.dialog.kind != dialogInput || m.dialog.input != in.what {
+		return m, nil // the dialog was closed meanwhile
+	}
+	switch in.what {
 	case "add":
-		id, addr, ok := strings.Cut(v, "=")
+		id, addr, ok := strings.Cut(in.value, "=")
 		if !ok || id == "" || addr == "" {
 			m.dialog.body = []string{"want ID=ADDR, e.g. n4=127.0.0.1:9094"}
 			m.dialog.err = true
@@ -730,154 +367,40 @@ func (m Model) submitInput() (tea.Model, tea.Cmd) {
 		m.dialog = dialog{}
 		return m, m.plan(&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: id, GrpcAddr: addr})
 	case "bench":
-		rate, err := strconv.Atoi(v)
+		rate, err := strconv.Atoi(in.value)
 		if err != nil || rate <= 0 {
 			m.dialog.body = []string{"want a positive rate in requests per second"}
 			m.dialog.err = true
 			return m, nil
 		}
-		m.dialog = dialog{kind: dialogConfirm, title: "Start bench",
-			body:  []string{fmt.Sprintf("Start a background bench at %d req/s against the cluster.", rate), "Press b again to stop it."},
-			onYes: m.startBench(rate)}
+		m.openDialog(newConfirm(m.st, m.km, "Start bench",
+			[]string{fmt.Sprintf("Start a background bench at %d req/s against the cluster.", rate), "Press b again to stop it."},
+			m.startBench(rate)))
 	}
 	return m, nil
 }
 
-func (m Model) plan(req *kvpb.ChangeRequest) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout*3)
-		defer cancel()
-		p, err := a.PlanChange(ctx, req)
-		return PlanMsg{Req: req, Plan: p, Err: err}
-	}
-}
-
+// onPlan shows a dry-run plan: to confirm, or as a result when it is refused or moves nothing.
 func (m *Model) onPlan(msg PlanMsg) {
-	title := "Plan: " + describeReq(msg.Req)
+	title := "Plan: " + present.Change(msg.Req)
 	if msg.Err != nil {
-		m.dialog = dialog{kind: dialogResult, title: title, body: []string{msg.Err.Error()}, err: true}
+		m.openDialog(newResult(m.st, m.km, title, []string{msg.Err.Error()}, true))
 		return
 	}
-	body := []string{whatHappens(msg.Req), ""}
-	body = append(body, planLines(msg.Plan)...)
+	body := []string{present.WhatHappens(msg.Req), ""}
+	body = append(body, present.PlanLines(msg.Plan)...)
 	if msg.Req.GetKind() == kvpb.ChangeRequest_REBALANCE && len(msg.Plan.GetRequest().GetTokenMoves()) == 0 {
-		m.dialog = dialog{kind: dialogResult, title: title + " — nothing to move", body: body}
+		m.openDialog(newResult(m.st, m.km, title+" — nothing to move", body, false))
 		return
 	}
 	if len(msg.Plan.GetRefusals()) > 0 {
-		m.dialog = dialog{kind: dialogResult, title: title + " — refused", body: body, err: true}
+		m.openDialog(newResult(m.st, m.km, title+" — refused", body, true))
 		return
 	}
 	body = append(body, "", "Start this change?")
-	a, req := m.opts.Actions, msg.Req
+	req := msg.Req
 	if len(msg.Plan.GetRequest().GetTokenMoves()) > 0 {
 		req = msg.Plan.GetRequest() // a rebalance starts the vnode moves shown, not a fresh choice
 	}
-	m.dialog = dialog{kind: dialogConfirm, title: title, body: body, onYes: func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout*3)
-		defer cancel()
-		p, err := a.StartChange(ctx, req)
-		return ChangeStartedMsg{Plan: p, Err: err}
-	}}
-}
-
-func (m Model) profile(id, addr string) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout+DefaultProfileSecs*time.Second*2)
-		defer cancel()
-		r, err := a.CPUProfile(ctx, id, addr, DefaultProfileSecs)
-		return ProfileMsg{Node: id, Result: r, Err: err}
-	}
-}
-
-func (m Model) startBench(rate int) tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout)
-		defer cancel()
-		return BenchMsg{Rate: rate, Err: a.StartBench(ctx, rate)}
-	}
-}
-
-func (m Model) stopBench() tea.Cmd {
-	if m.opts.Readonly {
-		return nil
-	}
-	a := m.opts.Actions
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultRPCTimeout)
-		defer cancel()
-		return BenchMsg{Rate: 0, Err: a.StopBench(ctx)}
-	}
-}
-
-func describeReq(r *kvpb.ChangeRequest) string {
-	switch r.GetKind() {
-	case kvpb.ChangeRequest_ADD:
-		return fmt.Sprintf("add %s (%s)", r.GetNodeId(), r.GetGrpcAddr())
-	case kvpb.ChangeRequest_REMOVE:
-		return "drain " + r.GetNodeId()
-	case kvpb.ChangeRequest_REBALANCE:
-		return "rebalance"
-	}
-	return "change"
-}
-
-func whatHappens(r *kvpb.ChangeRequest) string {
-	switch r.GetKind() {
-	case kvpb.ChangeRequest_ADD:
-		return fmt.Sprintf("Node %s at %s joins the ring and streams its new ranges in.", r.GetNodeId(), r.GetGrpcAddr())
-	case kvpb.ChangeRequest_REMOVE:
-		return fmt.Sprintf("Node %s streams its ranges to the new owners, then leaves the ring.", r.GetNodeId())
-	case kvpb.ChangeRequest_REBALANCE:
-		return "Vnodes move away from hot nodes by measured load."
-	}
-	return ""
-}
-
-func planLines(p *kvpb.ChangePlan) []string {
-	lines := []string{fmt.Sprintf("epoch %d → %d, %d range moves, ~%s keys, ~%s",
-		p.GetFromEpoch(), p.GetToEpoch(), len(p.GetMoves()),
-		heatmap.FormatCount(float64(p.GetEstKeys())), heatmap.FormatBytes(float64(p.GetEstBytes())))}
-	after := map[string]*kvpb.NodeOwnership{}
-	for _, o := range p.GetAfter() {
-		after[o.GetId()] = o
-	}
-	rebalance := p.GetRequest().GetKind() == kvpb.ChangeRequest_REBALANCE
-	for _, b := range p.GetBefore() {
-		a := after[b.GetId()]
-		line := fmt.Sprintf("  %-10s share %5.1f%% → %5.1f%%  vnodes %d → %d",
-			b.GetId(), b.GetShare()*100, a.GetShare()*100, b.GetVnodes(), a.GetVnodes())
-		if rebalance {
-			line += fmt.Sprintf("  load %.0f → %.0f op/s", b.GetLoad(), a.GetLoad())
-		}
-		lines = append(lines, line)
-	}
-	for _, o := range p.GetAfter() {
-		found := false
-		for _, b := range p.GetBefore() {
-			found = found || b.GetId() == o.GetId()
-		}
-		if !found {
-			lines = append(lines, fmt.Sprintf("  %-10s share   new → %5.1f%%  vnodes 0 → %d", o.GetId(), o.GetShare()*100, o.GetVnodes()))
-		}
-	}
-	for _, w := range p.GetWarnings() {
-		lines = append(lines, "warning: "+w)
-	}
-	for _, r := range p.GetRefusals() {
-		lines = append(lines, "refused: "+r)
-	}
-	return lines
+	m.openDialog(newConfirm(m.st, m.km, title, body, m.startChange(req)))
 }

@@ -32,8 +32,8 @@ type ProfileResult struct {
 
 // Actions are what the console can do to the cluster. Each method blocks for at most the RPC
 // it makes (StartBench returns once the bench is running); the console calls them from tea.Cmds,
-// one at a time. Methods that have no implementation yet return an error wrapping
-// ErrNotAvailable.
+// one at a time. An action the console was not given, or that the node does not implement,
+// returns an error wrapping ErrNotAvailable.
 type Actions interface {
 	// PlanChange dry-runs a ring change (drain = REMOVE, add = ADD, REBALANCE).
 	PlanChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error)

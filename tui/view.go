@@ -10,6 +10,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 	"ringkv/tui/heatmap"
 )
@@ -46,8 +47,10 @@ func (m Model) Render() string {
 	default:
 		body = m.overviewView(bodyH)
 	}
-	if m.dialog.kind != dialogNone {
-		body = lipgloss.Place(m.width, bodyH, lipgloss.Center, lipgloss.Center, m.dialogView())
+	if m.dialog.open() {
+		d := m.dialog
+		d.SetSize(m.width, bodyH)
+		body = lipgloss.Place(m.width, bodyH, lipgloss.Center, lipgloss.Center, d.View())
 	}
 	lines := append(head, fit(body, m.width, bodyH)...)
 	lines = append(lines, foot...)
@@ -216,9 +219,9 @@ func (m Model) overviewView(h int) string {
 		cells = append(cells,
 			pad(fmtMs(p50(s)), 6, false),
 			pad(fmtMs(s.GetP99Ms()), 6, false),
-			pad(heatmap.FormatCount(float64(s.GetKeys())), 6, false),
-			pad(heatmap.FormatBytes(float64(s.GetDiskBytes())), 8, false),
-			pad(breakers(s.GetBreakers()), 7, true),
+			pad(present.Count(float64(s.GetKeys())), 6, false),
+			pad(present.BytesShort(float64(s.GetDiskBytes())), 8, false),
+			pad(present.BreakersShort(s.GetBreakers()), 7, true),
 			pad(fmt.Sprintf("%.1f%%", n.share*100), 6, false),
 		)
 		switch {
@@ -290,8 +293,8 @@ func (m Model) alerts() []string {
 	if a := m.hotVnodeAlert(); a != "" {
 		out = append(out, m.st.Warn.Render(a))
 	}
-	if c := m.change; inFlight(c) {
-		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState(), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
+	if c := m.change; present.InFlight(c) {
+		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), present.Change(c.GetPlan().GetRequest()), c.GetState(), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
 	}
 	return out
 }
@@ -325,14 +328,6 @@ func (m Model) hotVnodeAlert() string {
 		hot.Start>>32, hot.End>>32, hot.Node, heatmap.FormatRate(top), top/(sum/float64(n)))
 }
 
-func inFlight(c *kvpb.ChangeProgress) bool {
-	switch c.GetState() {
-	case "", "none", "done", "aborted", "failed":
-		return false
-	}
-	return true
-}
-
 func (m Model) eventLines(n int) string {
 	if len(m.events) == 0 {
 		return m.st.Dim.Render("none") + "\n"
@@ -357,14 +352,14 @@ func (m Model) eventLines(n int) string {
 func (m Model) changesView(h int) string {
 	var b strings.Builder
 	c := m.change
-	if c == nil || c.GetState() == "" || c.GetState() == "none" {
+	if present.NoChange(c) {
 		b.WriteString(m.st.Dim.Render("no ring change in flight") + "\n")
 	} else {
-		b.WriteString(m.st.Header.Render(fmt.Sprintf("Change #%d: %s — %s", c.GetId(), describeReq(c.GetPlan().GetRequest()), c.GetState())))
+		b.WriteString(m.st.Header.Render(fmt.Sprintf("Change #%d: %s — %s", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()))))
 		b.WriteByte('\n')
 		barW := max(10, min(40, m.width-44))
 		b.WriteString(fmt.Sprintf("%-14s %s %s  %s/s  ETA %s\n", "total", m.bar(c.GetBytesDone(), c.GetBytesTotal(), barW),
-			pct(c.GetBytesDone(), c.GetBytesTotal()), heatmap.FormatBytes(c.GetRateBytesPerSec()), eta(c.GetEtaSeconds())))
+			pct(c.GetBytesDone(), c.GetBytesTotal()), present.BytesShort(c.GetRateBytesPerSec()), eta(c.GetEtaSeconds())))
 		// Per node: what each receiver has taken in.
 		type agg struct{ done, total uint64 }
 		per := map[string]*agg{}
@@ -391,7 +386,7 @@ func (m Model) changesView(h int) string {
 			}
 			mv := r.GetMove()
 			b.WriteString(fmt.Sprintf("%08x…%08x %s→%s %s %s %s\n", mv.GetStart()>>32, mv.GetEnd()>>32, mv.GetSource(), mv.GetTarget(),
-				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), r.GetState()))
+				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.State(r.GetState())))
 		}
 	}
 	b.WriteByte('\n')
@@ -408,33 +403,6 @@ func (m Model) bar(done, total uint64, w int) string {
 	}
 	n := int(math.Round(f * float64(w)))
 	return m.st.BarFull.Render(strings.Repeat("█", n)) + m.st.BarEmpty.Render(strings.Repeat("░", w-n))
-}
-
-func (m Model) dialogView() string {
-	d := m.dialog
-	w := max(20, min(72, m.width-6))
-	var b strings.Builder
-	b.WriteString(m.st.DialogTitle.Render(d.title))
-	b.WriteString("\n\n")
-	for _, l := range d.body {
-		if d.err {
-			// An error is read in full: wrap it rather than cut it.
-			for _, wl := range strings.Split(ansi.Wrap(l, w, " "), "\n") {
-				b.WriteString(m.st.Down.Render(wl) + "\n")
-			}
-			continue
-		}
-		b.WriteString(clipLine(l, w) + "\n")
-	}
-	switch d.kind {
-	case dialogInput:
-		b.WriteString("\n" + m.text.view() + "\n\n" + m.st.Dim.Render("enter submit · esc cancel"))
-	case dialogConfirm:
-		b.WriteString("\n" + m.st.Dim.Render("y/enter confirm · n/esc cancel"))
-	case dialogResult:
-		b.WriteString("\n" + m.st.Dim.Render("press any key"))
-	}
-	return m.st.Dialog.Render(strings.TrimRight(b.String(), "\n"))
 }
 
 func pad(s string, w int, left bool) string {
@@ -496,31 +464,6 @@ func fmtMs(ms float64) string {
 		return fmt.Sprintf("%.0fms", ms)
 	}
 	return fmt.Sprintf("%.1fs", ms/1000)
-}
-
-// breakers summarises a node's circuit breakers: ok, the peer whose breaker is open
-// ("open n1"), or how many are open / half-open.
-func breakers(bs []*kvpb.BreakerState) string {
-	var open, half []string
-	for _, b := range bs {
-		switch b.GetState() {
-		case "open":
-			open = append(open, b.GetPeer())
-		case "half-open":
-			half = append(half, b.GetPeer())
-		}
-	}
-	switch {
-	case len(open) == 1:
-		return "open " + open[0]
-	case len(open) > 1:
-		return fmt.Sprintf("%d open", len(open))
-	case len(half) == 1:
-		return "half " + half[0]
-	case len(half) > 1:
-		return fmt.Sprintf("%d half", len(half))
-	}
-	return "ok"
 }
 
 func pct(done, total uint64) string {

@@ -3,6 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/ctl/present"
 )
 
 // Exit codes of kvctl, mapped in one place (ExitCode).
@@ -33,7 +38,8 @@ func RefusedErrorf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, a...))
 }
 
-// ExitCode maps an error returned by a command to the process exit code.
+// ExitCode maps an error returned by a command to the process exit code. A gRPC status
+// that no command translated (RPCError) is mapped by its code, as RPCError would.
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
@@ -42,7 +48,39 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, ErrRefused):
 		return ExitRefused
-	default:
-		return ExitFailure
 	}
+	if s, ok := status.FromError(err); ok {
+		return codeExit(s.Code())
+	}
+	return ExitFailure
+}
+
+// codeExit is the one table from a gRPC code to kvctl's exit code: what the cluster calls
+// an invalid argument is a usage error; a precondition it refuses (an unsafe change, a
+// change in flight, a member that exists) is a refusal; everything else is a failure.
+func codeExit(c codes.Code) int {
+	switch c {
+	case codes.InvalidArgument:
+		return ExitUsage
+	case codes.FailedPrecondition, codes.AlreadyExists:
+		return ExitRefused
+	}
+	return ExitFailure
+}
+
+// RPCError turns an error of a call to the node at addr into kvctl's one-line reason and
+// exit code: "usage: node 127.0.0.1:9090: ..." (exit 2), "refused: node ...: ..." (exit 3),
+// "node 127.0.0.1:9090: unavailable: ..." (exit 1). Every command maps gRPC errors here.
+func RPCError(addr string, err error) error {
+	s, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("node %s: %w", addr, err)
+	}
+	switch codeExit(s.Code()) {
+	case ExitUsage:
+		return UsageErrorf("node %s: %s", addr, s.Message())
+	case ExitRefused:
+		return RefusedErrorf("node %s: %s", addr, s.Message())
+	}
+	return fmt.Errorf("node %s: %s: %s", addr, present.Code(s.Code()), s.Message())
 }

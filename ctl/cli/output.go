@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -65,38 +64,4 @@ func (t *Table) Render() error {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
-}
-
-// Humanize formats a byte count as B, KiB, MiB, GiB.
-func Humanize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// RPCError turns a gRPC error into a one-line reason ("node 127.0.0.1:9090: unavailable: ...").
-func RPCError(addr string, err error) error {
-	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("node %s: %s: %s", addr, codeWords(s.Code().String()), s.Message())
-	}
-	return fmt.Errorf("node %s: %w", addr, err)
-}
-
-// codeWords turns a gRPC code name into lowercase words: "DeadlineExceeded" -> "deadline exceeded".
-func codeWords(name string) string {
-	var b strings.Builder
-	for i, r := range name {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-	}
-	return strings.ToLower(b.String())
 }

@@ -14,6 +14,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"ringkv/ctl/present"
 	"ringkv/tui/keys"
 	"ringkv/tui/styles"
 )
@@ -413,7 +414,7 @@ func (m Model) View() string {
 		b.WriteByte('\n')
 		b.WriteString(fmt.Sprintf("%s %s of %s  range (%016x, %016x]\n", m.st.Header.Render("selected"), what, first.Node, first.Start, last.End))
 		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s + %s w/s (all replicas) · %s keys, %s\n",
-			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), FormatCount(float64(ks)), FormatBytes(float64(bs))))
+			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), present.Count(float64(ks)), present.BytesShort(float64(bs))))
 		drawn += 3
 	}
 
@@ -426,7 +427,7 @@ func (m Model) View() string {
 			for _, c := range hs {
 				b.WriteString(fmt.Sprintf("  %08x…%08x  %-*s %-*s %7s %7s %7s %8s\n", c.Start>>32, c.End>>32,
 					lw-1, c.Node, replicasWidth(hs), strings.Join(c.Replicas, ","),
-					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), FormatCount(float64(c.Keys)), FormatBytes(float64(c.Bytes))))
+					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), present.Count(float64(c.Keys)), present.BytesShort(float64(c.Bytes))))
 			}
 		}
 	}
@@ -466,9 +467,9 @@ func clip(s string, w int) string {
 func FormatValue(m Metric, v float64) string {
 	switch m {
 	case Bytes:
-		return FormatBytes(v)
+		return present.BytesShort(v)
 	case Keys:
-		return FormatCount(v)
+		return present.Count(v)
 	}
 	return FormatRate(v)
 }
@@ -479,38 +480,5 @@ func FormatRate(v float64) string {
 	if v > 0 && v < 9.95 {
 		return fmt.Sprintf("%.1f", v)
 	}
-	return FormatCount(v)
-}
-
-// FormatCount formats a count compactly: 950, 1.2k, 3.4M.
-func FormatCount(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.1fG", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.1fM", v/1e6)
-	case v >= 1e4:
-		return fmt.Sprintf("%.0fk", v/1e3)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	}
-	return fmt.Sprintf("%.0f", v)
-}
-
-// FormatBytes formats a byte count in binary units as cli.Humanize does, but shorter:
-// 512 B, 1.5 KiB, 600 KiB, 20 MiB, 3.1 GiB (one decimal below 10, none above).
-func FormatBytes(v float64) string {
-	const unit = 1024
-	if v < unit {
-		return fmt.Sprintf("%.0f B", max(v, 0))
-	}
-	exp := 0
-	for v >= unit && exp < 5 {
-		v /= unit
-		exp++
-	}
-	if v < 9.95 {
-		return fmt.Sprintf("%.1f %ciB", v, "BKMGTP"[exp])
-	}
-	return fmt.Sprintf("%.0f %ciB", v, "BKMGTP"[exp])
+	return present.Count(v)
 }

@@ -24,6 +24,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/cmd/pprof"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -109,7 +110,7 @@ type nodeDump struct {
 
 func (d *nodeDump) add(name string, data []byte) { d.entries = append(d.entries, entry{name, data}) }
 func (d *nodeDump) fail(what string, err error) {
-	d.errs = append(d.errs, fmt.Sprintf("%s: %s", what, oneLine(err)))
+	d.errs = append(d.errs, fmt.Sprintf("%s: %s", what, present.OneLine(err)))
 }
 
 // RunZip collects the diagnostics and writes o.File.
@@ -401,12 +402,4 @@ func safeName(id string) string {
 		}
 		return r
 	}, id)
-}
-
-func oneLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
@@ -402,7 +401,7 @@ var _ loadgen.Target = (*fillTarget)(nil)
 func (f *fillTarget) Put(ctx context.Context, conn int, key string, value []byte) loadgen.Kind {
 	// ack=1: the fill waits for one replica, the other two catch up in the background.
 	_, err := f.clients[conn%len(f.clients)].Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: value, Ack: 1})
-	k := putKind(ctx, err)
+	k := loadgen.GRPCKind(ctx, err)
 	d := f.done.Add(1)
 	if !k.IsError() {
 		return k
@@ -423,28 +422,6 @@ func (f *fillTarget) Get(context.Context, int, string) loadgen.Kind { return loa
 
 // Delete implements loadgen.Target; the fill only writes.
 func (f *fillTarget) Delete(context.Context, int, string) loadgen.Kind { return loadgen.KindOK }
-
-// putKind classifies a Put's error as loadgen's gRPC target does.
-func putKind(ctx context.Context, err error) loadgen.Kind {
-	switch {
-	case err == nil:
-		return loadgen.KindOK
-	case ctx.Err() != nil:
-		return loadgen.KindTimeout
-	}
-	switch s := status.Convert(err); s.Code() {
-	case codes.Unavailable:
-		if m := s.Message(); strings.Contains(m, "connection") || strings.Contains(m, "transport") || strings.Contains(m, "dial") {
-			return loadgen.KindConnection
-		}
-		return loadgen.KindUnavailable
-	case codes.DeadlineExceeded:
-		return loadgen.KindUnavailable
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:
-		return loadgen.KindClient
-	}
-	return loadgen.KindOther
-}
 
 // fill writes the keyspace's keys in order, as fast as the cluster takes them, within its
 // budgets, with progress on stderr. The keys written are the keyspace the load then uses.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -65,10 +66,6 @@ type result struct {
 	Time      string `json:"time,omitempty"`
 }
 
-func tsTime(ts uint64) string {
-	return time.UnixMilli(int64(ts >> 16)).UTC().Format(time.RFC3339Nano)
-}
-
 // NewCmdGet returns `kvctl get KEY`. runF replaces the run step in tests.
 func NewCmdGet(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 	o := newOptions(f)
@@ -105,7 +102,7 @@ func runGet(ctx context.Context, o *Options) error {
 		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
-		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Value: string(resp.GetValue()), Timestamp: resp.GetTimestamp(), Time: tsTime(resp.GetTimestamp())})
+		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Value: string(resp.GetValue()), Timestamp: resp.GetTimestamp(), Time: present.Time(resp.GetTimestamp())})
 	}
 	if _, err := o.IO.Out.Write(resp.GetValue()); err != nil {
 		return err
@@ -162,7 +159,7 @@ func runPut(ctx context.Context, o *Options) error {
 		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
-		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Timestamp: resp.GetTimestamp(), Time: tsTime(resp.GetTimestamp())})
+		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Timestamp: resp.GetTimestamp(), Time: present.Time(resp.GetTimestamp())})
 	}
 	fmt.Fprintf(o.IO.Out, "stored %s (%d bytes)\n", o.Key, len(o.Value))
 	return nil
@@ -204,7 +201,7 @@ func runDel(ctx context.Context, o *Options) error {
 		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
-		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Timestamp: resp.GetTimestamp(), Time: tsTime(resp.GetTimestamp())})
+		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Timestamp: resp.GetTimestamp(), Time: present.Time(resp.GetTimestamp())})
 	}
 	fmt.Fprintf(o.IO.Out, "deleted %s\n", o.Key)
 	return nil

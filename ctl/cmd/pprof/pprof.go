@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/node/metrics"
 	"ringkv/proto/kvpb"
 )
@@ -206,7 +207,7 @@ func formatValue(v int64, unit string) string {
 	case strings.HasSuffix(unit, "nanoseconds"):
 		return time.Duration(v).Round(time.Microsecond).String()
 	case strings.HasSuffix(unit, "bytes"), strings.HasSuffix(unit, "space"):
-		return cli.Humanize(uint64(max(v, 0)))
+		return present.Bytes(uint64(max(v, 0)))
 	}
 	return fmt.Sprint(v)
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -171,7 +171,7 @@ func (o *ChangeOptions) complete(cmd *cobra.Command, runF func(*ChangeOptions) e
 		return cli.UsageErrorf("--interval and --timeout must be positive")
 	}
 	if !o.DryRun && !o.Yes && !o.IO.InTTY {
-		return cli.UsageErrorf("stdin is not a terminal: pass --yes to %s without a prompt, or --dry-run to see the plan", kindName(o.Kind))
+		return cli.UsageErrorf("stdin is not a terminal: pass --yes to %s without a prompt, or --dry-run to see the plan", present.Kind(o.Kind))
 	}
 	if runF != nil {
 		return runF(o)
@@ -193,7 +193,7 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 	plan, err := c.PlanChange(cctx, req)
 	cancel()
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	// The plan is the result of --dry-run; otherwise it goes to stderr under -o json, so
 	// stdout holds the one JSON document of the outcome.
@@ -230,7 +230,7 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 	}
 	if !o.Yes {
 		ok, err := o.confirm(fmt.Sprintf("%s: %d ranges, ~%s will move. Go ahead? [y/N] ",
-			describe(req), len(plan.GetMoves()), cli.Humanize(plan.GetEstBytes())))
+			present.Change(req), len(plan.GetMoves()), present.Bytes(plan.GetEstBytes())))
 		if err != nil {
 			return err
 		}
@@ -242,15 +242,15 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 	started, err := c.StartChange(cctx, req)
 	cancel()
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "change %d started: %s, epoch %d -> %d, %d ranges to move\n",
-		started.GetId(), describe(req), started.GetFromEpoch(), started.GetToEpoch(), len(started.GetMoves()))
+		started.GetId(), present.Change(req), started.GetFromEpoch(), started.GetToEpoch(), len(started.GetMoves()))
 	if o.NoWait {
 		if o.JSON() {
 			return cli.PrintJSON(o.IO.Out, started)
 		}
-		fmt.Fprintf(o.IO.Out, "change %d started: %s\nfollow it: kvctl ring status --addr %s\n", started.GetId(), describe(req), o.Addr())
+		fmt.Fprintf(o.IO.Out, "change %d started: %s\nfollow it: kvctl ring status --addr %s\n", started.GetId(), present.Change(req), o.Addr())
 		return nil
 	}
 	if started.Request == nil {
@@ -262,13 +262,6 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 		return err
 	}
 	return printOutcome(o.Deps, final)
-}
-
-func oneLine(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return strings.ToLower(s.Code().String()) + ": " + s.Message()
-	}
-	return err.Error()
 }
 
 // confirm asks on stderr and reads one line from stdin.
@@ -289,7 +282,7 @@ func (o *ChangeOptions) confirm(prompt string) (bool, error) {
 // node's ownership before and after, warnings and refusals.
 func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 	w := ios.Out
-	fmt.Fprintf(w, "plan: %s, ring epoch %d -> %d\n", describe(p.GetRequest()), p.GetFromEpoch(), p.GetToEpoch())
+	fmt.Fprintf(w, "plan: %s, ring epoch %d -> %d\n", present.Change(p.GetRequest()), p.GetFromEpoch(), p.GetToEpoch())
 	var frac float64
 	for _, m := range p.GetMoves() {
 		frac += fraction(m.GetStart(), m.GetEnd())
@@ -305,13 +298,13 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 		}
 	}
 	fmt.Fprintf(w, "moves: %d ranges (%s of the token space), est. %d keys, %s\n",
-		len(p.GetMoves()), pct(frac), p.GetEstKeys(), cli.Humanize(p.GetEstBytes()))
+		len(p.GetMoves()), pct(frac), p.GetEstKeys(), present.Bytes(p.GetEstBytes()))
 	if len(p.GetMoves()) > 0 {
 		if allMoves || len(p.GetMoves()) <= 12 {
 			t := cli.NewTable(ios, "  RANGE", "FROM", "TO", "SHARE", "EST-KEYS", "EST-BYTES")
 			for _, m := range p.GetMoves() {
 				t.Row("  "+tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(),
-					pct(fraction(m.GetStart(), m.GetEnd())), m.GetEstKeys(), cli.Humanize(m.GetEstBytes()))
+					pct(fraction(m.GetStart(), m.GetEnd())), m.GetEstKeys(), present.Bytes(m.GetEstBytes()))
 			}
 			if err := t.Render(); err != nil {
 				return err
@@ -347,7 +340,7 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 			t := cli.NewTable(ios, "  FROM", "TO", "RANGES", "SHARE", "EST-KEYS", "EST-BYTES")
 			for _, k := range order {
 				a := by[k]
-				t.Row("  "+k.from, k.to, a.n, pct(a.frac), a.keys, cli.Humanize(a.bytes))
+				t.Row("  "+k.from, k.to, a.n, pct(a.frac), a.keys, present.Bytes(a.bytes))
 			}
 			if err := t.Render(); err != nil {
 				return err
@@ -456,7 +449,7 @@ func printOutcome(d Deps, p *kvpb.ChangeProgress) error {
 			took = fmt.Sprintf(" in %s", time.Duration(p.GetFinishedUnix()-p.GetStartedUnix())*time.Second)
 		}
 		fmt.Fprintf(d.IO.Out, "change %d %s: %s; moved %s, %d keys%s; ring epoch %d\n",
-			p.GetId(), p.GetState(), describe(p.GetPlan().GetRequest()), cli.Humanize(bd), kd, took, epochAfter(p))
+			p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest()), present.Bytes(bd), kd, took, epochAfter(p))
 	}
 	switch p.GetState() {
 	case "done":
@@ -464,7 +457,7 @@ func printOutcome(d Deps, p *kvpb.ChangeProgress) error {
 	case "aborted":
 		return fmt.Errorf("change %d was aborted; the ring stays at epoch %d", p.GetId(), p.GetPlan().GetFromEpoch())
 	default:
-		return fmt.Errorf("change %d %s: %s", p.GetId(), p.GetState(), p.GetError())
+		return fmt.Errorf("change %d %s: %s", p.GetId(), present.State(p.GetState()), p.GetError())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -66,7 +67,7 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 	p, err := c.ChangeStatus(cctx, &kvpb.ChangeStatusRequest{})
 	cancel()
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)
@@ -124,37 +125,37 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 	defer cancel()
 	cur, err := c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if !inFlight(cur) {
 		return errNoChange
 	}
 	p, err := c.AbortChange(ctx, &kvpb.AbortChangeRequest{})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	// The node may answer before it has applied the abort itself: wait until it has.
 	for inFlight(p) && p.GetId() == cur.GetId() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("change %d: abort journaled, still %s on %s: %w", cur.GetId(), p.GetState(), o.Addr(), ctx.Err())
+			return fmt.Errorf("change %d: abort journaled, still %s on %s: %w", cur.GetId(), present.State(p.GetState()), o.Addr(), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if p, err = c.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{}); err != nil {
-			return rpcError(o.Addr(), err)
+			return cli.RPCError(o.Addr(), err)
 		}
 	}
 	if p.GetId() == 0 {
 		p.Id, p.Plan = cur.GetId(), cur.GetPlan()
 	}
-	if p.GetState() == "" || p.GetState() == "none" {
+	if present.NoChange(p) {
 		p.State = "aborted"
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)
 	}
 	_, err = fmt.Fprintf(o.IO.Out, "change %d (%s) %s; the ring stays at epoch %d\n",
-		p.GetId(), describe(p.GetPlan().GetRequest()), p.GetState(), p.GetPlan().GetFromEpoch())
+		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), p.GetPlan().GetFromEpoch())
 	return err
 }
 
@@ -201,7 +202,7 @@ func runRate(ctx context.Context, o *RateOptions) error {
 	defer cancel()
 	p, err := c.SetChangeRate(ctx, &kvpb.SetChangeRateRequest{RateBytes: o.RateBytes})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -117,7 +118,7 @@ func eta(d time.Duration) string {
 func summary(p *kvpb.ChangeProgress) string {
 	kd, kt, bd, bt := totals(p)
 	rd, ra := rangesDone(p)
-	s := fmt.Sprintf("%s, ranges %d/%d, %s, keys %s", p.GetState(), rd, ra, of(bd, bt, cli.Humanize), of(kd, kt, count))
+	s := fmt.Sprintf("%s, ranges %d/%d, %s, keys %s", present.State(p.GetState()), rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count))
 	if p.GetRateBytesPerSec() > 0 {
 		s += ", " + FormatRate(p.GetRateBytesPerSec())
 	}
@@ -201,7 +202,7 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 	}
 	rd, ra := rangesDone(p)
 	head := fmt.Sprintf("change %d %s: %s, ranges %d/%d, bytes %s, keys %s, %s, ETA %s, limit %s",
-		p.GetId(), describe(p.GetPlan().GetRequest()), p.GetState(), rd, ra, of(bd, bt, cli.Humanize), of(kd, kt, count),
+		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count),
 		FormatRate(rate), eta(left), formatLimit(p.GetRateLimitBytes()))
 	if !r.TTY {
 		if !force && !r.lastPrint.IsZero() && now.Sub(r.lastPrint) < r.Every {
@@ -210,7 +211,7 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 		r.lastPrint = now
 		var parts []string
 		for _, n := range nodes {
-			parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, cli.Humanize(n.BytesDone), humanOrQ(n.BytesTotal), FormatRate(n.Rate)))
+			parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, present.Bytes(n.BytesDone), humanOrQ(n.BytesTotal), FormatRate(n.Rate)))
 		}
 		line := head
 		if len(parts) > 0 {
@@ -222,7 +223,7 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 	lines := []string{head}
 	for _, n := range nodes {
 		l := fmt.Sprintf("  -> %-10s ranges %d/%d  bytes %-28s keys %-24s %10s  ETA %s",
-			n.ID, n.RangesDone, n.Ranges, of(n.BytesDone, n.BytesTotal, cli.Humanize), of(n.KeysDone, n.KeysTotal, count), FormatRate(n.Rate), eta(n.ETA))
+			n.ID, n.RangesDone, n.Ranges, of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count), FormatRate(n.Rate), eta(n.ETA))
 		if n.Failed > 0 {
 			l += fmt.Sprintf("  %d failed, retrying: %s", n.Failed, n.LastErr)
 		}
@@ -251,17 +252,17 @@ func humanOrQ(n uint64) string {
 	if n == 0 {
 		return "?"
 	}
-	return cli.Humanize(n)
+	return present.Bytes(n)
 }
 
 // PrintProgress renders a change's progress as tables on stdout: one line per node and,
 // with ranges, one per range.
 func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) error {
-	if p.GetId() == 0 || p.GetState() == "" || p.GetState() == "none" {
+	if p.GetId() == 0 || present.NoChange(p) {
 		_, err := fmt.Fprintln(ios.Out, "no ring change in flight")
 		return err
 	}
-	fmt.Fprintf(ios.Out, "change %d: %s, epoch %d -> %d\n", p.GetId(), describe(p.GetPlan().GetRequest()), p.GetPlan().GetFromEpoch(), p.GetPlan().GetToEpoch())
+	fmt.Fprintf(ios.Out, "change %d: %s, epoch %d -> %d\n", p.GetId(), present.Change(p.GetPlan().GetRequest()), p.GetPlan().GetFromEpoch(), p.GetPlan().GetToEpoch())
 	fmt.Fprintf(ios.Out, "%s, limit %s\n", summary(p), formatLimit(p.GetRateLimitBytes()))
 	if p.GetError() != "" {
 		fmt.Fprintf(ios.Out, "error: %s\n", p.GetError())
@@ -280,7 +281,7 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 		if n.Failed > 0 {
 			note = fmt.Sprintf("%d failed: %s", n.Failed, n.LastErr)
 		}
-		t.Row(n.ID, fmt.Sprintf("%d/%d", n.RangesDone, n.Ranges), of(n.BytesDone, n.BytesTotal, cli.Humanize), of(n.KeysDone, n.KeysTotal, count), note)
+		t.Row(n.ID, fmt.Sprintf("%d/%d", n.RangesDone, n.Ranges), of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count), note)
 	}
 	if err := t.Render(); err != nil {
 		return err
@@ -291,8 +292,8 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 	t = cli.NewTable(ios, "RANGE", "FROM", "TO", "STATE", "BYTES", "KEYS", "ERROR")
 	for _, r := range p.GetRanges() {
 		m := r.GetMove()
-		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), r.GetState(),
-			of(r.GetBytesDone(), m.GetEstBytes(), cli.Humanize), of(r.GetKeysDone(), m.GetEstKeys(), count), r.GetError())
+		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), present.State(r.GetState()),
+			of(r.GetBytesDone(), m.GetEstBytes(), present.Bytes), of(r.GetKeysDone(), m.GetEstKeys(), count), r.GetError())
 	}
 	return t.Render()
 }

@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -122,59 +121,9 @@ func formatLimit(b uint64) string {
 	return FormatRate(float64(b))
 }
 
-// rpcError maps a gRPC error to kvctl's exit codes: a precondition the cluster refuses
-// (a change in flight, a member that exists) exits 3, a bad argument 2, the rest 1.
-func rpcError(addr string, err error) error {
-	s, ok := status.FromError(err)
-	if !ok {
-		return cli.RPCError(addr, err)
-	}
-	switch s.Code() {
-	case codes.FailedPrecondition, codes.AlreadyExists:
-		return cli.RefusedErrorf("node %s: %s", addr, s.Message())
-	case codes.InvalidArgument:
-		return cli.UsageErrorf("node %s: %s", addr, s.Message())
-	}
-	return cli.RPCError(addr, err)
-}
-
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
-func kindName(k kvpb.ChangeRequest_Kind) string {
-	switch k {
-	case kvpb.ChangeRequest_ADD:
-		return "add"
-	case kvpb.ChangeRequest_REMOVE:
-		return "remove"
-	case kvpb.ChangeRequest_REBALANCE:
-		return "rebalance"
-	}
-	return "change"
-}
-
-// describe names a change: "add n4 (10.0.0.4:9090)", "rebalance (3 vnodes)".
-func describe(req *kvpb.ChangeRequest) string {
-	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
-		if n := len(req.GetTokenMoves()); n > 0 {
-			return fmt.Sprintf("rebalance (%d vnodes)", n)
-		}
-		return "rebalance"
-	}
-	s := kindName(req.GetKind()) + " " + req.GetNodeId()
-	if req.GetGrpcAddr() != "" {
-		s += " (" + req.GetGrpcAddr() + ")"
-	}
-	return s
-}
-
-func terminal(state string) bool {
-	switch state {
-	case "done", "aborted", "failed":
-		return true
-	}
-	return false
-}
-
+// inFlight tells whether p is a change (it has an id) that has started and not finished.
 func inFlight(p *kvpb.ChangeProgress) bool {
-	return p != nil && p.GetId() != 0 && p.GetState() != "" && p.GetState() != "none" && !terminal(p.GetState())
+	return p.GetId() != 0 && present.InFlight(p)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -52,7 +53,7 @@ func runShow(ctx context.Context, o *ShowOptions) error {
 	defer cancel()
 	resp, err := c.Ring(ctx, &kvpb.RingRequest{WithCounts: !o.NoCounts})
 	if err != nil {
-		return rpcError(o.Addr(), err)
+		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, resp)
@@ -68,7 +69,7 @@ func PrintRing(ios *cli.IOStreams, resp *kvpb.RingResponse, counts bool) error {
 	for _, o := range resp.GetOwnership() {
 		keys, bytes := "-", "-"
 		if counts && o.GetError() == "" {
-			keys, bytes = fmt.Sprint(o.GetKeys()), cli.Humanize(o.GetBytes())
+			keys, bytes = fmt.Sprint(o.GetKeys()), present.Bytes(o.GetBytes())
 		}
 		t.Row(o.GetId(), o.GetState(), o.GetVnodes(), pct(o.GetShare()), pct(o.GetReplicaShare()), keys, bytes, o.GetError())
 	}
@@ -76,7 +77,7 @@ func PrintRing(ios *cli.IOStreams, resp *kvpb.RingResponse, counts bool) error {
 		return err
 	}
 	if ch := resp.GetChange(); inFlight(ch) {
-		fmt.Fprintf(ios.Out, "change %d in flight: %s, %s\n", ch.GetId(), describe(ch.GetPlan().GetRequest()), summary(ch))
+		fmt.Fprintf(ios.Out, "change %d in flight: %s, %s\n", ch.GetId(), present.Change(ch.GetPlan().GetRequest()), summary(ch))
 	} else {
 		fmt.Fprintln(ios.Out, "no change in flight")
 	}

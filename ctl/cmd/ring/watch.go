@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -66,11 +68,11 @@ func (w *watcher) follow(ctx context.Context, id, toEpoch uint64) (*kvpb.ChangeP
 				if id == 0 && inFlight(p) {
 					id, toEpoch = p.GetId(), p.GetPlan().GetToEpoch()
 				}
-				if p.GetId() != id || p.GetState() == "none" || p.GetState() == "" {
+				if p.GetId() != id || present.NoChange(p) {
 					return errGone
 				}
 				last = p
-				if terminal(p.GetState()) {
+				if present.Finished(p.GetState()) {
 					r.Update(p, true)
 					return nil
 				}
@@ -86,15 +88,15 @@ func (w *watcher) follow(ctx context.Context, id, toEpoch uint64) (*kvpb.ChangeP
 			return w.resolve(ctx, c, id, toEpoch, last)
 		}
 		if s, ok := status.FromError(err); ok && (s.Code() == codes.Unimplemented || s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
-			return last, rpcError(w.Addr(), err)
+			return last, cli.RPCError(w.Addr(), err)
 		}
 		if lostAt.IsZero() {
 			lostAt = time.Now()
-			fmt.Fprintf(w.IO.ErrOut, "lost the watch on %s (%s); retrying for %s\n", w.Addr(), oneLine(err), w.Reconnect)
+			fmt.Fprintf(w.IO.ErrOut, "lost the watch on %s (%s); retrying for %s\n", w.Addr(), present.RPC(err), w.Reconnect)
 			r.drawn = 0
 		}
 		if time.Since(lostAt) > w.Reconnect {
-			return last, fmt.Errorf("lost contact with %s: %s; the change goes on: kvctl ring status --addr ANY-NODE", w.Addr(), oneLine(err))
+			return last, fmt.Errorf("lost contact with %s: %s; the change goes on: kvctl ring status --addr ANY-NODE", w.Addr(), present.RPC(err))
 		}
 		select {
 		case <-ctx.Done():
@@ -110,13 +112,13 @@ func (w *watcher) resolve(ctx context.Context, c kvpb.AdminClient, id, toEpoch u
 	cctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
 	p, err := c.ChangeStatus(cctx, &kvpb.ChangeStatusRequest{})
-	if err == nil && p.GetId() == id && terminal(p.GetState()) {
+	if err == nil && p.GetId() == id && present.Finished(p.GetState()) {
 		w.fill(p)
 		return p, nil
 	}
 	rr, err := c.Ring(cctx, &kvpb.RingRequest{})
 	if err != nil {
-		return last, rpcError(w.Addr(), err)
+		return last, cli.RPCError(w.Addr(), err)
 	}
 	out := &kvpb.ChangeProgress{Id: id}
 	if last != nil {

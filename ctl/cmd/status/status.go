@@ -4,13 +4,12 @@ package status
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -99,52 +98,24 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 		}
 		t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), dash(info.GetRaftRole()), info.GetEpoch(),
 			fmt.Sprintf("%.1f", info.GetOpsPerSec()), p99(info.GetP99Ms()), info.GetKeys(),
-			cli.Humanize(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), breakers(info.GetBreakers()), note)
+			present.Bytes(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), present.Breakers(info.GetBreakers()), note)
 	}
 	return t.Render()
-}
-
-// breakers summarises a node's circuit breakers in one cell: "ok" when every breaker is
-// closed (or the node has none), else the peers by state: "open: n2", "open: n2,n3 half-open: n1".
-func breakers(bs []*kvpb.BreakerState) string {
-	var open, half []string
-	for _, b := range bs {
-		switch b.GetState() {
-		case "open":
-			open = append(open, b.GetPeer())
-		case "half-open":
-			half = append(half, b.GetPeer())
-		}
-	}
-	sort.Strings(open)
-	sort.Strings(half)
-	var parts []string
-	if len(open) > 0 {
-		parts = append(parts, "open: "+strings.Join(open, ","))
-	}
-	if len(half) > 0 {
-		parts = append(parts, "half-open: "+strings.Join(half, ","))
-	}
-	if len(parts) == 0 {
-		return "ok"
-	}
-	return strings.Join(parts, " ")
 }
 
 // changeLine describes the ring change in flight: "change #3 in flight: rebalance, streaming,
 // 44% (224.0 KiB of 512.0 KiB) at 50.0 KiB/s, ETA 6s". "" when none is.
 func changeLine(c *kvpb.ChangeProgress) string {
-	switch c.GetState() {
-	case "", "none", "done", "aborted", "failed":
+	if !present.InFlight(c) {
 		return ""
 	}
-	l := fmt.Sprintf("change #%d in flight: %s, %s", c.GetId(), describe(c.GetPlan().GetRequest()), c.GetState())
+	l := fmt.Sprintf("change #%d in flight: %s, %s", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()))
 	if total := c.GetBytesTotal(); total > 0 {
 		l += fmt.Sprintf(", %.0f%% (%s of %s)", min(100, 100*float64(c.GetBytesDone())/float64(total)),
-			cli.Humanize(c.GetBytesDone()), cli.Humanize(total))
+			present.Bytes(c.GetBytesDone()), present.Bytes(total))
 	}
 	if r := c.GetRateBytesPerSec(); r > 0 {
-		l += fmt.Sprintf(" at %s/s", cli.Humanize(uint64(r)))
+		l += fmt.Sprintf(" at %s/s", present.Bytes(uint64(r)))
 	}
 	if e := c.GetEtaSeconds(); e > 0 {
 		l += ", ETA " + (time.Duration(e * float64(time.Second))).Round(time.Second).String()
@@ -153,18 +124,6 @@ func changeLine(c *kvpb.ChangeProgress) string {
 		l += " (" + msg + ")"
 	}
 	return l
-}
-
-func describe(r *kvpb.ChangeRequest) string {
-	switch r.GetKind() {
-	case kvpb.ChangeRequest_ADD:
-		return fmt.Sprintf("add %s (%s)", r.GetNodeId(), r.GetGrpcAddr())
-	case kvpb.ChangeRequest_REMOVE:
-		return "remove " + r.GetNodeId()
-	case kvpb.ChangeRequest_REBALANCE:
-		return "rebalance"
-	}
-	return "change"
 }
 
 func p99(ms float64) string {
@@ -179,7 +138,7 @@ func free(n uint64) string {
 	if n == 0 {
 		return "-"
 	}
-	return cli.Humanize(n)
+	return present.Bytes(n)
 }
 
 func dash(s string) string {

@@ -87,25 +87,6 @@ func TestStatusOfCluster(t *testing.T) {
 	}
 }
 
-func TestBreakers(t *testing.T) {
-	b := func(peer, state string) *kvpb.BreakerState { return &kvpb.BreakerState{Peer: peer, State: state} }
-	tests := []struct {
-		in   []*kvpb.BreakerState
-		want string
-	}{
-		{nil, "ok"},
-		{[]*kvpb.BreakerState{b("n2", "closed"), b("n3", "closed")}, "ok"},
-		{[]*kvpb.BreakerState{b("n2", "open"), b("n3", "closed")}, "open: n2"},
-		{[]*kvpb.BreakerState{b("n3", "open"), b("n2", "open")}, "open: n2,n3"},
-		{[]*kvpb.BreakerState{b("n3", "half-open"), b("n2", "open")}, "open: n2 half-open: n3"},
-	}
-	for _, tt := range tests {
-		if got := breakers(tt.in); got != tt.want {
-			t.Errorf("breakers(%v): got %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestChangeLine(t *testing.T) {
 	tests := []struct {
 		in   *kvpb.ChangeProgress

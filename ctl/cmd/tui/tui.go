@@ -95,13 +95,11 @@ func backgroundBench(addr string, keys int64) console.BenchFunc {
 // profileDir, and bench (nil = not available).
 func NewActions(f *cli.Factory, profileDir string, bench console.BenchFunc) *console.AdminActions {
 	return &console.AdminActions{
-		Admin:      func() (kvpb.AdminClient, error) { return f.Admin("") },
-		Dial:       f.Admin,
-		ProfileDir: profileDir,
-		Bench:      bench,
+		Admin: func() (kvpb.AdminClient, error) { return f.Admin("") },
 		Profile: func(ctx context.Context, nodeID, addr string, seconds int) (console.ProfileResult, error) {
 			return captureCPU(ctx, f, profileDir, nodeID, addr, seconds)
 		},
+		Bench: bench,
 	}
 }
 

@@ -1,0 +1,192 @@
+// Package present is the one place where kvctl and the console turn the cluster's values
+// into the words an operator reads: a ring change and its state, circuit breakers, byte
+// sizes, errors and gRPC codes, HLC timestamps. Every surface renders them through here, so
+// that one idea has one spelling.
+package present
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/hlc"
+	"ringkv/proto/kvpb"
+)
+
+// Kind names a change's kind as the kvctl command that starts it: "add", "remove",
+// "rebalance" ("change" for an unknown kind).
+func Kind(k kvpb.ChangeRequest_Kind) string {
+	switch k {
+	case kvpb.ChangeRequest_ADD:
+		return "add"
+	case kvpb.ChangeRequest_REMOVE:
+		return "remove"
+	case kvpb.ChangeRequest_REBALANCE:
+		return "rebalance"
+	}
+	return "change"
+}
+
+// Change names a change: "add n4 (10.0.0.4:9090)", "remove n2", "rebalance (3 vnodes)".
+func Change(r *kvpb.ChangeRequest) string {
+	if r.GetKind() == kvpb.ChangeRequest_REBALANCE {
+		if n := len(r.GetTokenMoves()); n > 0 {
+			return fmt.Sprintf("rebalance (%d vnodes)", n)
+		}
+		return "rebalance"
+	}
+	s := Kind(r.GetKind())
+	if r.GetNodeId() != "" {
+		s += " " + r.GetNodeId()
+	}
+	if r.GetGrpcAddr() != "" {
+		s += " (" + r.GetGrpcAddr() + ")"
+	}
+	return s
+}
+
+// State renders a change's (or a range move's) state as the cluster reports it:
+// "streaming", "done", "aborted", ...
+func State(s string) string { return s }
+
+// NoChange tells whether p reports no change at all (no state, or "none").
+func NoChange(p *kvpb.ChangeProgress) bool {
+	return p.GetState() == "" || p.GetState() == "none"
+}
+
+// Finished tells whether a change state is final: done, aborted or failed.
+func Finished(state string) bool {
+	switch state {
+	case "done", "aborted", "failed":
+		return true
+	}
+	return false
+}
+
+// InFlight tells whether p is a change that has started and not finished.
+func InFlight(p *kvpb.ChangeProgress) bool {
+	return !NoChange(p) && !Finished(p.GetState())
+}
+
+// breakerPeers returns the peers whose breaker is open and half-open, sorted.
+func breakerPeers(bs []*kvpb.BreakerState) (open, half []string) {
+	for _, b := range bs {
+		switch b.GetState() {
+		case "open":
+			open = append(open, b.GetPeer())
+		case "half-open":
+			half = append(half, b.GetPeer())
+		}
+	}
+	slices.Sort(open)
+	slices.Sort(half)
+	return open, half
+}
+
+// Breakers summarises a node's circuit breakers: "ok" when every breaker is closed (or the
+// node has none), else the peers by state: "open: n2", "open: n2,n3 half-open: n1".
+func Breakers(bs []*kvpb.BreakerState) string {
+	open, half := breakerPeers(bs)
+	var parts []string
+	if len(open) > 0 {
+		parts = append(parts, "open: "+strings.Join(open, ","))
+	}
+	if len(half) > 0 {
+		parts = append(parts, "half-open: "+strings.Join(half, ","))
+	}
+	if len(parts) == 0 {
+		return "ok"
+	}
+	return strings.Join(parts, " ")
+}
+
+// BreakersShort is Breakers in at most seven cells, for a table column: "ok", the one peer
+// whose breaker is open ("open n1"), or how many are open ("2 open"); the same for half-open.
+func BreakersShort(bs []*kvpb.BreakerState) string {
+	open, half := breakerPeers(bs)
+	switch {
+	case len(open) == 1:
+		return "open " + open[0]
+	case len(open) > 1:
+		return fmt.Sprintf("%d open", len(open))
+	case len(half) == 1:
+		return "half " + half[0]
+	case len(half) > 1:
+		return fmt.Sprintf("%d half", len(half))
+	}
+	return "ok"
+}
+
+// Bytes formats a byte count in binary units with one decimal: 512 B, 1.5 KiB, 20.0 MiB.
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// BytesShort is Bytes for narrow columns: one decimal below 10, none above: 512 B,
+// 1.5 KiB, 600 KiB, 20 MiB, 3.1 GiB.
+func BytesShort(v float64) string {
+	const unit = 1024
+	if v < unit {
+		return fmt.Sprintf("%.0f B", max(v, 0))
+	}
+	exp := 0
+	for v >= unit && exp < 5 {
+		v /= unit
+		exp++
+	}
+	if v < 9.95 {
+		return fmt.Sprintf("%.1f %ciB", v, "BKMGTP"[exp])
+	}
+	return fmt.Sprintf("%.0f %ciB", v, "BKMGTP"[exp])
+}
+
+// OneLine is the first line of err's text, for a one-line failure message.
+func OneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Code turns a gRPC code into lowercase words: DeadlineExceeded -> "deadline exceeded",
+// FailedPrecondition -> "failed precondition".
+func Code(c codes.Code) string {
+	name := c.String()
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
+}
+
+// RPC is a gRPC error in words, "unavailable: no leader", or err's first line when it
+// carries no status.
+func RPC(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return Code(s.Code()) + ": " + s.Message()
+	}
+	return OneLine(err)
+}
+
+// Time is the wall-clock time of an HLC timestamp, in UTC, as RFC 3339 with milliseconds
+// when they are not zero.
+func Time(ts uint64) string {
+	return hlc.Physical(ts).UTC().Format(time.RFC3339Nano)
+}

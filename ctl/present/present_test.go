@@ -1,0 +1,119 @@
+package present
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ringkv/proto/kvpb"
+)
+
+func TestChange(t *testing.T) {
+	tests := []struct {
+		in   *kvpb.ChangeRequest
+		want string
+	}{
+		{&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: "10.0.0.4:9090"}, "add n4 (10.0.0.4:9090)"},
+		{&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4"}, "add n4"},
+		// The console's drain key and kvctl ring drain/remove start the same REMOVE change.
+		{&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}, "remove n2"},
+		{&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}, "rebalance"},
+		{&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE, TokenMoves: make([]*kvpb.TokenMove, 3)}, "rebalance (3 vnodes)"},
+		{nil, "change"},
+	}
+	for _, tt := range tests {
+		if got := Change(tt.in); got != tt.want {
+			t.Errorf("Change(%v): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestInFlight(t *testing.T) {
+	for state, want := range map[string]bool{"": false, "none": false, "streaming": true, "flipping": true, "done": false, "aborted": false, "failed": false} {
+		if got := InFlight(&kvpb.ChangeProgress{Id: 1, State: state}); got != want {
+			t.Errorf("InFlight(%q): got %v, want %v", state, got, want)
+		}
+	}
+	if InFlight(nil) {
+		t.Errorf("InFlight(nil): got true, want false")
+	}
+}
+
+func TestBreakers(t *testing.T) {
+	b := func(peer, state string) *kvpb.BreakerState { return &kvpb.BreakerState{Peer: peer, State: state} }
+	tests := []struct {
+		in          []*kvpb.BreakerState
+		long, short string
+	}{
+		{nil, "ok", "ok"},
+		{[]*kvpb.BreakerState{b("n2", "closed"), b("n3", "closed")}, "ok", "ok"},
+		{[]*kvpb.BreakerState{b("n2", "open"), b("n3", "closed")}, "open: n2", "open n2"},
+		{[]*kvpb.BreakerState{b("n3", "open"), b("n2", "open")}, "open: n2,n3", "2 open"},
+		{[]*kvpb.BreakerState{b("n3", "half-open"), b("n2", "open")}, "open: n2 half-open: n3", "open n2"},
+		{[]*kvpb.BreakerState{b("n3", "half-open")}, "half-open: n3", "half n3"},
+		{[]*kvpb.BreakerState{b("n3", "half-open"), b("n1", "half-open")}, "half-open: n1,n3", "2 half"},
+	}
+	for _, tt := range tests {
+		if got := Breakers(tt.in); got != tt.long {
+			t.Errorf("Breakers(%v): got %q, want %q", tt.in, got, tt.long)
+		}
+		if got := BreakersShort(tt.in); got != tt.short {
+			t.Errorf("BreakersShort(%v): got %q, want %q", tt.in, got, tt.short)
+		}
+	}
+}
+
+func TestBytes(t *testing.T) {
+	tests := []struct {
+		in          uint64
+		long, short string
+	}{
+		{0, "0 B", "0 B"},
+		{512, "512 B", "512 B"},
+		{1023, "1023 B", "1023 B"},
+		{1024, "1.0 KiB", "1.0 KiB"},
+		{1536, "1.5 KiB", "1.5 KiB"},
+		{614400, "600.0 KiB", "600 KiB"},
+		{20 << 20, "20.0 MiB", "20 MiB"},
+		{3328599654, "3.1 GiB", "3.1 GiB"},
+	}
+	for _, tt := range tests {
+		if got := Bytes(tt.in); got != tt.long {
+			t.Errorf("Bytes(%d): got %q, want %q", tt.in, got, tt.long)
+		}
+		if got := BytesShort(float64(tt.in)); got != tt.short {
+			t.Errorf("BytesShort(%d): got %q, want %q", tt.in, got, tt.short)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		in           error
+		oneLine, rpc string
+	}{
+		{errors.New("first\nsecond"), "first", "first"},
+		{status.Error(codes.DeadlineExceeded, "slow"), "rpc error: code = DeadlineExceeded desc = slow", "deadline exceeded: slow"},
+		{status.Error(codes.FailedPrecondition, "a change is in flight"), "rpc error: code = FailedPrecondition desc = a change is in flight", "failed precondition: a change is in flight"},
+		{status.Error(codes.Unavailable, "no leader"), "rpc error: code = Unavailable desc = no leader", "unavailable: no leader"},
+	}
+	for _, tt := range tests {
+		if got := OneLine(tt.in); got != tt.oneLine {
+			t.Errorf("OneLine(%v): got %q, want %q", tt.in, got, tt.oneLine)
+		}
+		if got := RPC(tt.in); got != tt.rpc {
+			t.Errorf("RPC(%v): got %q, want %q", tt.in, got, tt.rpc)
+		}
+	}
+}
+
+func TestTime(t *testing.T) {
+	at := time.Date(2026, 11, 23, 21, 0, 0, 250e6, time.UTC)
+	ts := uint64(at.UnixMilli())<<16 | 7 // a logical counter of 7 does not move the wall time
+	if got, want := Time(ts), "2026-11-23T21:00:00.25Z"; got != want {
+		t.Errorf("Time(%d): got %q, want %q", ts, got, want)
+	}
+}

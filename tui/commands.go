@@ -1,0 +1,108 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"ringkv/proto/kvpb"
+)
+
+// Commands: each one RPC (or one receive from a source stream) under its own deadline,
+// answered by a named message.
+
+// rpc is a command that runs call under a deadline of d and returns its message.
+func rpc(d time.Duration, call func(ctx context.Context) tea.Msg) tea.Cmd {
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return call(ctx)
+	}
+}
+
+// action is rpc on the console's Actions; a readonly console runs none (nil).
+func (m Model) action(d time.Duration, call func(ctx context.Context, a Actions) tea.Msg) tea.Cmd {
+	if m.opts.Readonly {
+		return nil
+	}
+	a := m.opts.Actions
+	return rpc(d, func(ctx context.Context) tea.Msg { return call(ctx, a) })
+}
+
+// recv is a command that receives one value from a source stream; a closed stream answers
+// sourceClosedMsg{what}.
+func recv[T any](ch <-chan T, what string, msg func(T) tea.Msg) tea.Cmd {
+	return func() tea.Msg {
+		v, ok := <-ch
+		if !ok {
+			return sourceClosedMsg{what}
+		}
+		return msg(v)
+	}
+}
+
+func (m Model) fetchStatus() tea.Cmd {
+	src := m.opts.Source
+	return rpc(DefaultRPCTimeout, func(ctx context.Context) tea.Msg {
+		r, err := src.Status(ctx)
+		return StatusMsg{Resp: r, Err: err}
+	})
+}
+
+func (m Model) fetchRing() tea.Cmd {
+	src := m.opts.Source
+	return rpc(DefaultRPCTimeout, func(ctx context.Context) tea.Msg {
+		r, err := src.Ring(ctx)
+		return RingMsg{Resp: r, Err: err}
+	})
+}
+
+func (m Model) recvStats() tea.Cmd {
+	return recv(m.opts.Source.Stats(), "stats", func(s *kvpb.NodeStats) tea.Msg { return StatsMsg{Stats: s} })
+}
+
+func (m Model) recvChange() tea.Cmd {
+	return recv(m.opts.Source.Changes(), "changes", func(p *kvpb.ChangeProgress) tea.Msg { return ChangeMsg{Progress: p} })
+}
+
+func (m Model) tick() tea.Cmd {
+	return tea.Tick(m.opts.Tick, func(time.Time) tea.Msg { return TickMsg{} })
+}
+
+func (m Model) refresh() tea.Cmd {
+	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return RefreshMsg{} })
+}
+
+func (m Model) plan(req *kvpb.ChangeRequest) tea.Cmd {
+	return m.action(DefaultRPCTimeout*3, func(ctx context.Context, a Actions) tea.Msg {
+		p, err := a.PlanChange(ctx, req)
+		return PlanMsg{Req: req, Plan: p, Err: err}
+	})
+}
+
+func (m Model) startChange(req *kvpb.ChangeRequest) tea.Cmd {
+	return m.action(DefaultRPCTimeout*3, func(ctx context.Context, a Actions) tea.Msg {
+		p, err := a.StartChange(ctx, req)
+		return ChangeStartedMsg{Plan: p, Err: err}
+	})
+}
+
+func (m Model) profile(id, addr string) tea.Cmd {
+	return m.action(DefaultRPCTimeout+DefaultProfileSecs*time.Second*2, func(ctx context.Context, a Actions) tea.Msg {
+		r, err := a.CPUProfile(ctx, id, addr, DefaultProfileSecs)
+		return ProfileMsg{Node: id, Result: r, Err: err}
+	})
+}
+
+func (m Model) startBench(rate int) tea.Cmd {
+	return m.action(DefaultRPCTimeout, func(ctx context.Context, a Actions) tea.Msg {
+		return BenchMsg{Rate: rate, Err: a.StartBench(ctx, rate)}
+	})
+}
+
+func (m Model) stopBench() tea.Cmd {
+	return m.action(DefaultRPCTimeout, func(ctx context.Context, a Actions) tea.Msg {
+		return BenchMsg{Rate: 0, Err: a.StopBench(ctx)}
+	})
+}

@@ -1,0 +1,287 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"ringkv/ctl/present"
+	"ringkv/proto/kvpb"
+	"ringkv/tui/heatmap"
+)
+
+// clusterState is what the console knows of the cluster: the nodes and their last samples,
+// the ring, the change in flight and the event log. apply is its reducer: the source's
+// messages in, the state out; it does no I/O, reads no clock (now is passed in) and draws
+// nothing, so tests drive it with tables and no terminal.
+type clusterState struct {
+	started   time.Time
+	downAfter time.Duration
+
+	nodes    map[string]*node
+	epoch    uint64
+	replicas uint32
+	ring     *kvpb.RingState
+	ringIdx  ringIdx // of ring
+	change   *kvpb.ChangeProgress
+	events   []event
+	lastErr  string
+}
+
+func newClusterState(started time.Time, downAfter time.Duration) clusterState {
+	return clusterState{started: started, downAfter: downAfter, nodes: map[string]*node{}}
+}
+
+// apply folds one message of the source into the state at now: StatusMsg, RingMsg,
+// StatsMsg, ChangeMsg, TickMsg (which turns silent nodes DOWN); other messages are ignored.
+// It tells whether the heatmap's rows (heatRows) changed.
+func (m *clusterState) apply(msg tea.Msg, now time.Time) (rowsChanged bool) {
+	switch msg := msg.(type) {
+	case StatusMsg:
+		m.onStatus(msg, now)
+	case RingMsg:
+		return m.onRing(msg, now)
+	case StatsMsg:
+		return m.onStats(msg.Stats, now)
+	case ChangeMsg:
+		m.onChange(msg.Progress, now)
+	case TickMsg:
+		return m.checkDeadlines(now)
+	}
+	return false
+}
+
+type node struct {
+	id, addr string
+	state    string // from Status / ring
+	stats    *kvpb.NodeStats
+	lastSeen time.Time // zero: never
+	down     bool
+	share    float64
+	vnodes   int
+	spark    []float64
+	sparkAt  time.Time // when the last sparkline point began
+}
+
+type event struct {
+	at   time.Time
+	text string
+	bad  bool
+}
+
+// logEvent appends a line to the event log, keeping the last maxEvents.
+func (m *clusterState) logEvent(at time.Time, text string, bad bool) {
+	m.events = append(m.events, event{at: at, text: text, bad: bad})
+	if len(m.events) > maxEvents {
+		m.events = m.events[len(m.events)-maxEvents:]
+	}
+}
+
+func (m *clusterState) node(id string) *node {
+	n, ok := m.nodes[id]
+	if !ok {
+		n = &node{id: id}
+		m.nodes[id] = n
+	}
+	return n
+}
+
+func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
+	if msg.Err != nil {
+		m.lastErr = "status: " + msg.Err.Error()
+		return
+	}
+	m.lastErr = ""
+	r := msg.Resp
+	m.setEpoch(r.GetEpoch(), now)
+	m.replicas = r.GetReplicas()
+	for _, ns := range r.GetNodes() {
+		n := m.node(ns.GetId())
+		n.addr = ns.GetGrpcAddr()
+		n.state = ns.GetState()
+	}
+	if c := r.GetChange(); c != nil {
+		m.onChange(c, now)
+	}
+}
+
+func (m *clusterState) setEpoch(e uint64, now time.Time) {
+	if e == 0 || e == m.epoch {
+		return
+	}
+	if m.epoch != 0 {
+		m.logEvent(now, fmt.Sprintf("ring epoch %d → %d", m.epoch, e), false)
+	}
+	m.epoch = e
+}
+
+func (m *clusterState) onRing(msg RingMsg, now time.Time) bool {
+	if msg.Err != nil {
+		m.lastErr = "ring: " + msg.Err.Error()
+		return false
+	}
+	r := msg.Resp
+	m.ring = r.GetRing()
+	m.ringIdx = ringIndex(m.ring)
+	m.setEpoch(m.ring.GetEpoch(), now)
+	if m.ring.GetReplicas() != 0 {
+		m.replicas = m.ring.GetReplicas()
+	}
+	for _, mem := range m.ring.GetMembers() {
+		n := m.node(mem.GetId())
+		if n.addr == "" {
+			n.addr = mem.GetGrpcAddr()
+		}
+		if n.state == "" {
+			n.state = mem.GetState()
+		}
+		n.vnodes = len(mem.GetTokens())
+	}
+	for _, o := range r.GetOwnership() {
+		m.node(o.GetId()).share = o.GetShare()
+	}
+	if c := r.GetChange(); c != nil {
+		m.onChange(c, now)
+	}
+	return true
+}
+
+func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
+	if s == nil || s.GetId() == "" {
+		return false
+	}
+	n := m.node(s.GetId())
+	n.stats = s
+	n.lastSeen = now
+	if n.down {
+		n.down = false
+		m.logEvent(now, fmt.Sprintf("node %s up", n.id), false)
+	}
+	// One sparkline point a second (the stream samples faster), so the column is a minute;
+	// samples without a time (test scripts) are a point each.
+	at := time.Unix(0, s.GetUnixNanos())
+	if s.GetUnixNanos() != 0 && len(n.spark) > 0 && at.Sub(n.sparkAt) < time.Second {
+		n.spark[len(n.spark)-1] = s.GetOpsPerSec()
+	} else {
+		n.spark = append(n.spark, s.GetOpsPerSec())
+		n.sparkAt = at
+	}
+	if len(n.spark) > sparkSamples {
+		n.spark = n.spark[len(n.spark)-sparkSamples:]
+	}
+	m.setEpoch(s.GetEpoch(), now)
+	return true
+}
+
+func (m *clusterState) onChange(p *kvpb.ChangeProgress, now time.Time) {
+	if p == nil {
+		return
+	}
+	old := m.change
+	if old == nil || old.GetId() != p.GetId() || old.GetState() != p.GetState() {
+		if !present.NoChange(p) {
+			m.logEvent(now, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetState() == "failed")
+		}
+	}
+	m.change = p
+}
+
+// checkDeadlines turns a node DOWN when its last stats sample is older than DownAfter.
+func (m *clusterState) checkDeadlines(now time.Time) bool {
+	down := false
+	for _, id := range m.sortedIDs() {
+		n := m.nodes[id]
+		seen := n.lastSeen
+		if seen.IsZero() {
+			seen = m.started
+		}
+		if !n.down && now.Sub(seen) > m.downAfter {
+			n.down, down = true, true
+			m.logEvent(now, fmt.Sprintf("node %s down (no stats for %s)", n.id, now.Sub(seen).Truncate(100*time.Millisecond)), true)
+		}
+	}
+	return down
+}
+
+func (m *clusterState) sortedIDs() []string {
+	ids := make([]string, 0, len(m.nodes))
+	for id := range m.nodes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (n *node) displayState() string {
+	switch {
+	case n.down:
+		return "DOWN"
+	case n.state != "":
+		return n.state
+	case n.stats.GetState() != "":
+		return n.stats.GetState()
+	}
+	return "UP"
+}
+
+// heatRows builds the heatmap's rows from the ring: a row per member with the vnodes it owns
+// (its tokens; the vnode ending at token t is the range (previous token, t]) in token order.
+// A cell's load combines what every node that answered reports for that range: reads and
+// writes summed over the replicas, keys and bytes from the owner (the largest report when the
+// owner is down or silent). So a hot range lights up once, in the row of the node that owns it.
+func (m *clusterState) heatRows() []heatmap.Row {
+	owners := m.ringIdx
+	if len(owners.tokens) == 0 {
+		return nil
+	}
+	type load struct {
+		reads, writes float64
+		keys, bytes   uint64 // the owner's
+		maxKeys       uint64 // the largest report
+		maxBytes      uint64
+		owner         bool
+	}
+	loads := make(map[uint64]*load, len(owners.tokens))
+	for _, id := range m.sortedIDs() {
+		n := m.nodes[id]
+		if n.down {
+			continue
+		}
+		for _, v := range n.stats.GetVnodes() {
+			l := loads[v.GetToken()]
+			if l == nil {
+				l = &load{}
+				loads[v.GetToken()] = l
+			}
+			l.reads += v.GetReads_1S()
+			l.writes += v.GetWrites_1S()
+			l.maxKeys = max(l.maxKeys, v.GetKeys())
+			l.maxBytes = max(l.maxBytes, v.GetBytes())
+			if owners.ownerOf(v.GetToken()) == id {
+				l.keys, l.bytes, l.owner = v.GetKeys(), v.GetBytes(), true
+			}
+		}
+	}
+	var rows []heatmap.Row
+	for _, id := range m.sortedIDs() {
+		n := m.nodes[id]
+		row := heatmap.Row{Node: id, Down: n.down}
+		for _, t := range owners.tokensOf(id) {
+			c := heatmap.Cell{Node: id, Start: owners.prev(t), End: t, Replicas: owners.replicas(t, int(m.replicas))}
+			if l := loads[t]; l != nil {
+				c.Reads, c.Writes = l.reads, l.writes
+				c.Keys, c.Bytes = l.keys, l.bytes
+				if !l.owner {
+					c.Keys, c.Bytes = l.maxKeys, l.maxBytes
+				}
+			}
+			row.Cells = append(row.Cells, c)
+		}
+		if len(row.Cells) > 0 {
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}

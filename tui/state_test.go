@@ -1,0 +1,134 @@
+package tui
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"ringkv/proto/kvpb"
+)
+
+// TestApply drives the cluster state's reducer with scripts of messages, no terminal: each
+// step is a message at a time (ms after the start), and the state after the script is read
+// back as the nodes' states, the epoch, the last error and the event log.
+func TestApply(t *testing.T) {
+	status := func(epoch uint64, ids ...string) StatusMsg {
+		r := &kvpb.StatusResponse{Epoch: epoch, Replicas: 3}
+		for _, id := range ids {
+			r.Nodes = append(r.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: id + ":9090", State: "UP"})
+		}
+		return StatusMsg{Resp: r}
+	}
+	ring := func(epoch uint64, ids ...string) RingMsg {
+		rs := &kvpb.RingState{Epoch: epoch, Replicas: 3}
+		for i, id := range ids {
+			rs.Members = append(rs.Members, &kvpb.Member{Id: id, GrpcAddr: id + ":9090", State: "UP", Tokens: []uint64{uint64(i+1) << 60}})
+		}
+		return RingMsg{Resp: &kvpb.RingResponse{Ring: rs}}
+	}
+	stats := func(id string, epoch uint64) StatsMsg {
+		return StatsMsg{Stats: &kvpb.NodeStats{Id: id, Epoch: epoch, OpsPerSec: 10}}
+	}
+	change := func(id uint64, state string) ChangeMsg {
+		return ChangeMsg{Progress: &kvpb.ChangeProgress{Id: id, State: state,
+			Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}}}
+	}
+	type step struct {
+		ms  int
+		msg tea.Msg
+	}
+	tests := []struct {
+		name       string
+		steps      []step
+		wantStates string // "id=state ..." in id order
+		wantEpoch  uint64
+		wantErr    string
+		wantEvents []string
+		wantRows   bool // the last step changed the heatmap's rows
+	}{
+		{
+			name:       "status names the nodes",
+			steps:      []step{{0, status(3, "n1", "n2")}},
+			wantStates: "n1=UP n2=UP", wantEpoch: 3,
+		},
+		{
+			name:       "ring adds members and rebuilds the heatmap",
+			steps:      []step{{0, status(3, "n1")}, {10, ring(4, "n1", "n2")}},
+			wantStates: "n1=UP n2=UP", wantEpoch: 4,
+			wantEvents: []string{"ring epoch 3 → 4"}, wantRows: true,
+		},
+		{
+			name:       "a status error is shown and cleared by the next answer",
+			steps:      []step{{0, StatusMsg{Err: errors.New("unavailable")}}},
+			wantStates: "", wantErr: "status: unavailable",
+		},
+		{
+			name:       "a status error is cleared",
+			steps:      []step{{0, StatusMsg{Err: errors.New("unavailable")}}, {10, status(1, "n1")}},
+			wantStates: "n1=UP", wantEpoch: 1,
+		},
+		{
+			name:       "a silent node turns DOWN after DownAfter",
+			steps:      []step{{0, status(1, "n1", "n2")}, {1000, stats("n1", 1)}, {1600, TickMsg{}}},
+			wantStates: "n1=UP n2=DOWN", wantEpoch: 1,
+			wantEvents: []string{"node n2 down (no stats for 1.6s)"}, wantRows: true,
+		},
+		{
+			name:       "a tick before the deadline changes nothing",
+			steps:      []step{{0, status(1, "n1")}, {1400, TickMsg{}}},
+			wantStates: "n1=UP", wantEpoch: 1,
+		},
+		{
+			name:       "a DOWN node's sample brings it back",
+			steps:      []step{{0, status(1, "n1")}, {1600, TickMsg{}}, {1700, stats("n1", 1)}},
+			wantStates: "n1=UP", wantEpoch: 1,
+			wantEvents: []string{"node n1 down (no stats for 1.6s)", "node n1 up"}, wantRows: true,
+		},
+		{
+			name:       "a change is logged once per state",
+			steps:      []step{{0, change(5, "streaming")}, {10, change(5, "streaming")}, {20, change(5, "done")}},
+			wantEvents: []string{"change #5 streaming: remove n2", "change #5 done: remove n2"},
+		},
+		{
+			name:  "no change is not logged",
+			steps: []step{{0, ChangeMsg{Progress: &kvpb.ChangeProgress{State: "none"}}}},
+		},
+	}
+	start := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newClusterState(start, 1500*time.Millisecond)
+			var rows bool
+			for _, st := range tt.steps {
+				rows = s.apply(st.msg, start.Add(time.Duration(st.ms)*time.Millisecond))
+			}
+			var states []string
+			for _, id := range s.sortedIDs() {
+				states = append(states, id+"="+s.nodes[id].displayState())
+			}
+			if got := strings.Join(states, " "); got != tt.wantStates {
+				t.Errorf("got states %q, want %q", got, tt.wantStates)
+			}
+			if s.epoch != tt.wantEpoch {
+				t.Errorf("got epoch %d, want %d", s.epoch, tt.wantEpoch)
+			}
+			if s.lastErr != tt.wantErr {
+				t.Errorf("got error %q, want %q", s.lastErr, tt.wantErr)
+			}
+			var events []string
+			for _, e := range s.events {
+				events = append(events, e.text)
+			}
+			if !slices.Equal(events, tt.wantEvents) {
+				t.Errorf("got events %q, want %q", events, tt.wantEvents)
+			}
+			if rows != tt.wantRows {
+				t.Errorf("got rows changed %v, want %v", rows, tt.wantRows)
+			}
+		})
+	}
+}
