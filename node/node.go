@@ -638,7 +638,7 @@ func wrapServe(name string, err error) error {
 
 // Start creates a node and runs it in the background until ctx ends or Close.
 func Start(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
-	metrics.KeepMutexWaitsTimed() // so that a mutex capture sees contention older than itself
+	metrics.KeepMutexWaitsTimed() // as Main does
 	n, err := New(cfg, logger, opts...)
 	if err != nil {
 		return nil, err
