@@ -161,7 +161,6 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg := replica.DefaultConfig()
 	rcfg.CatchUp = func(ctx context.Context, stale ring.ViewID) error { return n.cl.WaitNewerView(ctx, stale) }
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
-	rcfg.MaxKeyBytes = server.MaxKeySize
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
 	n.coord = replica.New(rcfg, cfg.ID, n.View, n.local, n.peer, n.clock, n.metrics)
 	closers = append(closers, n.coord.Close)

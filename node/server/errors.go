@@ -111,11 +111,3 @@ func HTTPStatus(err error) int {
 }
 
 var errEmptyKey = fmt.Errorf("%w: empty key", replica.ErrInvalidArgument)
-
-func errKeyTooLarge(n int) error {
-	return fmt.Errorf("%w: key is %d bytes, limit %d", replica.ErrKeyTooLarge, n, MaxKeySize)
-}
-
-func errValueTooLarge(n int, limit int64) error {
-	return fmt.Errorf("%w: value is %d bytes, limit %d", replica.ErrValueTooLarge, n, limit)
-}

@@ -75,8 +75,8 @@ func TestErrorTable(t *testing.T) {
 	}{
 		{ErrNotFound, codes.NotFound, 404},
 		{replica.ErrInvalidArgument, codes.InvalidArgument, 400},
-		{errKeyTooLarge(2000), codes.InvalidArgument, 400},
-		{errValueTooLarge(10, 5), codes.InvalidArgument, 413},
+		{replica.ErrKeyTooLarge, codes.InvalidArgument, 400},
+		{replica.ErrValueTooLarge, codes.InvalidArgument, 413},
 		{ErrUnknownPath, codes.InvalidArgument, 400},
 		{ErrMethodNotAllowed, codes.Unimplemented, 405},
 		{replica.ErrNotEnoughReplicas, codes.Unavailable, 504},
