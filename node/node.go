@@ -20,9 +20,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
+	"ringkv/node/peers"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/server"
@@ -224,11 +226,14 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate = n.recentLatency, cfg.MoveLatencyTarget, rangeClient.Rate
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
+	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
+	changes := change.New(change.Config{
+		Cluster: n.cl, View: n.View, Peers: pr, Info: n.nodeInfo, Stats: n.metrics,
+		Counter: n.st, Mover: n.mover, DefaultRate: cfg.ChangeRate,
+	})
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
-		ID: cfg.ID, Info: n.nodeInfo, View: n.View, PeerAdmin: n.peerAdmin,
-		PeerTimeout: 2 * time.Second, Stats: n.metrics, Profile: metrics.Capture, Logs: n.logs.Lines,
-		Changes: n.cl, MoveProgress: n.mover.Progress, Counter: n.st, DefaultRate: cfg.ChangeRate,
-		Draining: n.drainc,
+		Node: describer{n}, View: n.View, Peers: pr, Stats: n.metrics, Profiler: server.ProfilerFunc(metrics.Capture),
+		Logs: n.logs, Changes: changes, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
@@ -464,6 +469,16 @@ func (n *Node) peer(m ring.Member) replica.Replica {
 	n.remotes[m.Addr] = r
 	return r
 }
+
+// peerDialer is the node's connections as a peers.Dialer.
+type peerDialer struct{ n *Node }
+
+func (d peerDialer) Admin(addr string) (kvpb.AdminClient, error) { return d.n.peerAdmin(addr) }
+
+// describer is the node as a server.Describer.
+type describer struct{ n *Node }
+
+func (d describer) NodeInfo(ctx context.Context) *kvpb.NodeInfoResponse { return d.n.nodeInfo(ctx) }
 
 func (n *Node) peerAdmin(addr string) (kvpb.AdminClient, error) {
 	c, err := n.conn(addr)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/metrics"
 	"ringkv/node/replica"
@@ -23,7 +24,7 @@ var (
 	ErrUnknownPath = errors.New("unknown path")
 	// ErrMethodNotAllowed: an HTTP method the path does not serve.
 	ErrMethodNotAllowed = errors.New("method not allowed")
-	// ErrUnimplemented: an RPC whose implementation belongs to a later issue.
+	// ErrUnimplemented: an RPC this node was built without (its dependency is nil).
 	ErrUnimplemented = errors.New("unimplemented")
 )
 
@@ -54,7 +55,7 @@ var errorTable = []errorCode{
 	{context.Canceled, codes.Canceled, 499, "CANCELED"},
 	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "STORE_CLOSED"},
 	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented, "UNIMPLEMENTED"},
-	{ErrRefused, codes.FailedPrecondition, http.StatusConflict, "REFUSED"},
+	{change.ErrRefused, codes.FailedPrecondition, http.StatusConflict, "REFUSED"},
 	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonStaleView},
 	{ErrChecksum, codes.DataLoss, http.StatusBadGateway, "CHECKSUM"},
 	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict, "UNSAFE"},

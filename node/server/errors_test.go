@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
@@ -36,7 +37,7 @@ func TestRefusalIsNotRetriedAsStaleView(t *testing.T) {
 		err       error
 		wantStale bool
 	}{
-		{ErrRefused, false},
+		{change.ErrRefused, false},
 		{cluster.ErrUnsafe, false},
 		{cluster.ErrChangeInFlight, false},
 		{metrics.ErrCaptureBusy, false},
