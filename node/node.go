@@ -29,6 +29,7 @@ import (
 	"ringkv/node/ring"
 	"ringkv/node/server"
 	"ringkv/node/store"
+	"ringkv/node/stream"
 	"ringkv/proto/kvpb"
 )
 
@@ -186,7 +187,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, fmt.Errorf("cluster metadata: %w", err)
 	}
 	closers = append(closers, n.cl.Close)
-	rangeClient := &server.RangeClient{
+	rangeClient := &stream.RangeClient{
 		Conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
 		View: func() ring.ViewID { return n.View().ID() },
 		Rate: func() uint64 {

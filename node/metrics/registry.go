@@ -202,7 +202,7 @@ func (r *Registry) ObserveOp(op, role string, d time.Duration, err error) {
 // RecentP99 returns the p99 latency of the operations in role (coordinator or replica)
 // observed over about the last second (1–1.1 s, at most 25% above the true value), and how
 // many there were; 0, 0 when there were none or the role is unknown. Cheap and lock-free:
-// meant to be polled, as by a ring change pacing its streams (server.RangeClient.Latency).
+// meant to be polled, as by a ring change pacing its streams (stream.RangeClient.Latency).
 func (r *Registry) RecentP99(role string) (time.Duration, uint64) {
 	i := slotIndex("get", role)
 	if i < 0 {

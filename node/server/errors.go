@@ -15,6 +15,7 @@ import (
 	"ringkv/node/metrics"
 	"ringkv/node/replica"
 	"ringkv/node/store"
+	"ringkv/node/stream"
 )
 
 var (
@@ -57,7 +58,7 @@ var errorTable = []errorCode{
 	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented, "UNIMPLEMENTED"},
 	{change.ErrRefused, codes.FailedPrecondition, http.StatusConflict, "REFUSED"},
 	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonStaleView},
-	{ErrChecksum, codes.DataLoss, http.StatusBadGateway, "CHECKSUM"},
+	{stream.ErrChecksum, codes.DataLoss, http.StatusBadGateway, "CHECKSUM"},
 	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict, "UNSAFE"},
 	{cluster.ErrChangeInFlight, codes.FailedPrecondition, http.StatusConflict, "CHANGE_IN_FLIGHT"},
 	{cluster.ErrMemberExists, codes.AlreadyExists, http.StatusConflict, "MEMBER_EXISTS"},

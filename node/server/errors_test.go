@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"ringkv/internal/storetest"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
@@ -57,7 +58,7 @@ func TestRefusalIsNotRetriedAsStaleView(t *testing.T) {
 			var catchUps atomic.Int32
 			cfg := replica.DefaultConfig()
 			cfg.CatchUp = func(context.Context, ring.ViewID) error { catchUps.Add(1); return nil }
-			local := replica.NewLocal(openStreamStore(t), nil)
+			local := replica.NewLocal(storetest.Open(t), nil)
 			co := replica.New(cfg, "n0", func() *ring.View { return view }, local,
 				func(ring.Member) replica.Replica { return peer }, hlc.New(nil), nil)
 			t.Cleanup(func() { co.Close() })
