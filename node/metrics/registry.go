@@ -59,6 +59,8 @@ type Registry struct {
 	vt atomic.Pointer[vnodeTable]
 	mu sync.Mutex // guards rebuilding vt and ticking its rates
 
+	breakers atomic.Pointer[func() []replica.Breaker] // Config.Breakers, or SetBreakers's
+
 	prom *prometheus.Registry
 }
 
@@ -106,6 +108,7 @@ func New(cfg Config) *Registry {
 		cfg.ErrorKind = DefaultErrorKind
 	}
 	r := &Registry{cfg: cfg, start: time.Now()}
+	r.SetBreakers(cfg.Breakers)
 	for i := range r.slots {
 		r.slots[i].lat = newLatency()
 	}
@@ -466,8 +469,8 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		}
 	}
 	ns.P99Ms = quantilesOf(coord).p99
-	if r.cfg.Breakers != nil {
-		for _, b := range r.cfg.Breakers() {
+	if fn := r.breakers.Load(); fn != nil {
+		for _, b := range (*fn)() {
 			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{
 				Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(max(b.ConsecutiveFailures, 0)),
 			})
@@ -552,3 +555,15 @@ var (
 	_ replica.Observer      = (*Registry)(nil)
 	_ replica.VnodeObserver = (*Registry)(nil)
 )
+
+// SetBreakers makes Snapshot report the circuit breakers fn returns (replica.Coordinator.
+// Breakers), in place of Config.Breakers. The coordinator observes its operations into the
+// Registry, so it is built after it: the node calls SetBreakers once the coordinator exists.
+// Safe for concurrent use with Snapshot.
+func (r *Registry) SetBreakers(fn func() []replica.Breaker) {
+	if fn == nil {
+		r.breakers.Store(nil)
+		return
+	}
+	r.breakers.Store(&fn)
+}
