@@ -1,18 +1,16 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
+	"ringkv/node/auth"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
-	"ringkv/node/server"
 	"ringkv/proto/kvpb"
 )
 
@@ -49,13 +47,7 @@ func dialOptions(secret string, limit int) []grpc.DialOption {
 		}),
 	}
 	if secret != "" {
-		opts = append(opts,
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-				return invoker(metadata.AppendToOutgoingContext(ctx, server.SecretHeader, secret), method, req, reply, cc, o...)
-			}),
-			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
-				return streamer(metadata.AppendToOutgoingContext(ctx, server.SecretHeader, secret), desc, cc, method, o...)
-			}))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(secret)))
 	}
 	return opts
 }

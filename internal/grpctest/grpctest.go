@@ -10,8 +10,9 @@ import (
 )
 
 // Serve starts a gRPC server with the services register adds on 127.0.0.1:0 and returns a
-// client connection to it; both stop at the test's end.
-func Serve(tb testing.TB, register func(*grpc.Server)) *grpc.ClientConn {
+// client connection to it, dialed with opts besides insecure transport; both stop at the
+// test's end.
+func Serve(tb testing.TB, register func(*grpc.Server), opts ...grpc.DialOption) *grpc.ClientConn {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -24,7 +25,7 @@ func Serve(tb testing.TB, register func(*grpc.Server)) *grpc.ClientConn {
 		defer close(done)
 		_ = srv.Serve(ln)
 	}()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(ln.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		tb.Fatalf("dial: %v", err)
 	}
