@@ -34,7 +34,7 @@ type Config struct {
 	HTTPAddr  string
 	GRPCAddr  string
 	AdminAddr string
-	// Peers are the founders, this node included; empty = await admission (issue 3).
+	// Peers are the founders, this node included; empty = await admission (kvctl ring add).
 	Peers []Peer
 	// Replicas is the replication factor N (capped by cluster size).
 	Replicas int
