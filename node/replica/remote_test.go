@@ -3,16 +3,15 @@ package replica
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/grpctest"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
@@ -69,27 +68,7 @@ func (s *replicaServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvp
 
 func startReplicaServer(t *testing.T, srv *replicaServer) *grpc.ClientConn {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	gs := grpc.NewServer()
-	kvpb.RegisterReplicaServer(gs, srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gs.Serve(lis)
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("grpc.NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		<-done
-	})
-	return conn
+	return grpctest.Serve(t, func(s *grpc.Server) { kvpb.RegisterReplicaServer(s, srv) })
 }
 
 func TestRemote(t *testing.T) {
