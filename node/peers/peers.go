@@ -43,9 +43,6 @@ func (p Peers) CallTimeout() time.Duration {
 	return p.Timeout
 }
 
-// Admin returns the Admin client of the member at addr.
-func (p Peers) Admin(addr string) (kvpb.AdminClient, error) { return p.Dial.Admin(addr) }
-
 // Ask calls ask on every member's Admin service in parallel, each call bounded by
 // p.CallTimeout; this node answers through local instead when local's ok is true. errs[i]
 // is set for the members that failed.
