@@ -1,8 +1,9 @@
 // Package server holds a ringkv node's network front: the gRPC builder with its
 // interceptors (recover, logging, metrics, auth) and the health service, the thin KV,
-// Replica and Admin handlers, and the course's v0 HTTP API. Handlers validate, call the
-// domain (the coordinator, the local replica, the node) and map errors through one table
-// (errors.go).
+// Replica and Admin handlers, and the course's v0 HTTP API. It is transport only: handlers
+// check a request's form, call the domain (replica.Coordinator, replica.Local, change.Service,
+// metrics) and map errors through one table (errors.go); no rule about a ring, a disk or a
+// quorum lives here.
 package server
 
 import (
