@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
 )
@@ -42,17 +44,12 @@ func BenchmarkClusterKV(b *testing.B) {
 	ctx := context.Background()
 
 	// Wait until every replica acknowledges (ack=3): peers connected, ring served.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err := kv.Put(ctx, &kvpb.PutRequest{Key: []byte("settle"), Value: []byte("x"), Ack: 3, From: 3})
-		if err == nil {
-			break
+	eventually.Succeeds(b, 15*time.Second, func() error {
+		if _, err := kv.Put(ctx, &kvpb.PutRequest{Key: []byte("settle"), Value: []byte("x"), Ack: 3, From: 3}); err != nil {
+			return fmt.Errorf("cluster did not settle: %w", err)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("cluster did not settle: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	value := make([]byte, 100)
 	keys := make([][]byte, 10_000)

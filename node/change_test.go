@@ -22,8 +22,8 @@ import (
 
 	"ringkv/internal/eventually"
 	"ringkv/node"
+	"ringkv/node/auth"
 	"ringkv/node/ring"
-	"ringkv/node/server"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 )
@@ -620,7 +620,7 @@ func TestSecretCluster(t *testing.T) {
 	if _, err := admin.PlanChange(context.Background(), req); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("plan without the secret: got %v, want Unauthenticated", err)
 	}
-	ctx := metadata.AppendToOutgoingContext(context.Background(), server.SecretHeader, "s3cret")
+	ctx := metadata.AppendToOutgoingContext(context.Background(), auth.Header, "s3cret")
 	plan, err := admin.PlanChange(ctx, req)
 	if err != nil {
 		t.Fatalf("plan with the secret: %v", err)

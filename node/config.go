@@ -34,7 +34,7 @@ type Config struct {
 	HTTPAddr  string
 	GRPCAddr  string
 	AdminAddr string
-	// Peers are the founders, this node included; empty = await admission (issue 3).
+	// Peers are the founders, this node included; empty = await admission (kvctl ring add).
 	Peers []Peer
 	// Replicas is the replication factor N (capped by cluster size).
 	Replicas int
@@ -64,7 +64,7 @@ type Config struct {
 	// MoveLatencyTarget, when positive, paces the ranges this node pulls and serves in a
 	// ring change by its own latency: while the p99 of the last second of its client-facing
 	// and replica requests stays at or under the target the pace grows, above it the pace
-	// halves (server.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a
+	// halves (stream.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a
 	// source), never above the change's rate. 0 = the rate alone.
 	MoveLatencyTarget time.Duration
 }

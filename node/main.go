@@ -10,16 +10,21 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"ringkv/node/metrics"
 )
 
 // Main is kvnode: it parses args (without the program name), runs the node until SIGTERM
 // or SIGINT, drains and returns the exit code: 0 after a clean shutdown, 2 for bad flags,
 // 1 for any other failure.
 func Main(args []string) int {
-	return run(args, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return run(ctx, args, os.Stderr)
 }
 
-func run(args []string, stderr io.Writer) int {
+// run is Main until ctx ends (Main's ctx ends at SIGTERM or SIGINT).
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")
 	fs.SetOutput(io.Discard)
@@ -42,8 +47,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	metrics.KeepMutexWaitsTimed() // so that a mutex capture sees contention older than itself
 	n, err := New(cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)

@@ -2,6 +2,8 @@ package node
 
 import (
 	"bytes"
+	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func TestMainBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := run(tt.args, &stderr); code != 2 {
+			if code := run(context.Background(), tt.args, &stderr); code != 2 {
 				t.Errorf("exit code %d, want 2", code)
 			}
 			out := stderr.String()
@@ -64,5 +66,23 @@ func TestDefaultsMatchSpec(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.GRPCAddr != "127.0.0.1:9090" || c.AdminAddr != "127.0.0.1:7070" ||
 		c.Replicas != 3 || c.VNodes < 64 || c.MaxValueSize != 1<<20 {
 		t.Errorf("got %+v, want SPEC.md's defaults", c)
+	}
+}
+
+// TestMainKeepsMutexWaitsTimed: the kvnode binary (Main -> run) switches the background mutex
+// sampling on, so a mutex profile of a real kvnode sees contention older than the capture.
+// Before, only Start (tests, the demo) did.
+func TestMainKeepsMutexWaitsTimed(t *testing.T) {
+	prev := runtime.SetMutexProfileFraction(0)
+	t.Cleanup(func() { runtime.SetMutexProfileFraction(prev) })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve nothing: New, then Run drains at once
+	var stderr bytes.Buffer
+	args := []string{"--id", "a", "--in-memory", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"}
+	if code := run(ctx, args, &stderr); code != 0 {
+		t.Fatalf("run = %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	if got := runtime.SetMutexProfileFraction(-1); got == 0 {
+		t.Errorf("mutex profile fraction after kvnode's run = %d, want sampling on", got)
 	}
 }

@@ -2,32 +2,29 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
 
+	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
+	"ringkv/node/peers"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/server"
 	"ringkv/node/store"
+	"ringkv/node/stream"
 	"ringkv/proto/kvpb"
 )
 
@@ -53,7 +50,9 @@ func WithListeners(grpcLn, httpLn, adminLn net.Listener) Option {
 	return func(o *options) { o.grpc, o.http, o.admin = grpcLn, httpLn, adminLn }
 }
 
-// Node is one running ringkv node. Create it with New (or Start), serve with Run.
+// Node is one running ringkv node. Create it with New (or Start), serve with Run. node.go
+// wires it; conns.go holds its connections to peers, epoch.go its readiness and catch-up
+// with the cluster's ring, run.go its serving and drain.
 type Node struct {
 	cfg     Config
 	logger  *slog.Logger
@@ -103,6 +102,11 @@ type Node struct {
 
 // New opens the node's store, builds its ring from cfg.Peers (a static founders' ring at
 // epoch 1) and binds its listeners; Run serves. logger nil = slog.Default().
+//
+// It builds in dependency order, each part from those before it: listeners, the metadata
+// group (cluster), the store and metrics, the local replica and the coordinator, the
+// range-stream client and the mover, the ring-change domain, then the servers. No part is
+// handed a function that reads one built later.
 func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	cfg, err = cfg.complete()
 	if err != nil {
@@ -144,31 +148,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		}
 	}()
 
-	scfg := store.DefaultConfig()
-	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
-	n.st, err = store.Open(scfg)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	closers = append(closers, n.st.Close)
-
-	mcfg := metrics.DefaultConfig()
-	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
-	mcfg.Breakers = func() []replica.Breaker { return n.coord.Breakers() }
-	n.metrics = metrics.New(mcfg)
-
-	n.local = replica.NewLocal(n.st, n.metrics, replica.LocalView(cfg.ID, n.View, func(ctx context.Context, vid ring.ViewID) error {
-		return n.cl.WaitView(ctx, vid)
-	}))
-	rcfg := replica.DefaultConfig()
-	rcfg.CatchUp = func(ctx context.Context, stale ring.ViewID) error { return n.cl.WaitNewerView(ctx, stale) }
-	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
-	rcfg.Logger = logger
-	rcfg.MaxKeyBytes = server.MaxKeySize
-	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
-	n.coord = replica.New(rcfg, cfg.ID, n.View, n.local, n.peer, n.clock, n.metrics)
-	closers = append(closers, n.coord.Close)
-
+	// Listeners: the metadata group's address may be the bound gRPC port.
 	if n.lnGRPC, err = listen(o.grpc, cfg.GRPCAddr, "--grpc"); err != nil {
 		return nil, err
 	}
@@ -183,20 +163,46 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	closers = append(closers, n.lnAdmin.Close)
 	o = options{} // owned by n from here on
 
-	n.cl, err = cluster.New(n.clusterConfig())
-	if err != nil {
+	// The metadata group: the ring every other part routes by.
+	if n.cl, err = cluster.New(n.clusterConfig()); err != nil {
 		return nil, fmt.Errorf("cluster metadata: %w", err)
 	}
 	closers = append(closers, n.cl.Close)
-	rangeClient := &server.RangeClient{
+
+	scfg := store.DefaultConfig()
+	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
+	if n.st, err = store.Open(scfg); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	closers = append(closers, n.st.Close)
+
+	mcfg := metrics.DefaultConfig()
+	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
+	if err := mcfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
+	}
+	n.metrics = metrics.New(mcfg)
+
+	// The data path: this node's replica, then the coordinator over it and the peers.
+	n.local = replica.NewLocal(n.st, n.metrics, replica.LocalView(cfg.ID, n.cl.View, n.cl.WaitView))
+	rcfg := replica.DefaultConfig()
+	rcfg.CatchUp = n.cl.WaitNewerView
+	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
+	rcfg.Logger = logger
+	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
+	if err := rcfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: replica: %w", ErrInvalidConfig, err)
+	}
+	n.coord = replica.New(rcfg, cfg.ID, n.cl.View, n.local, n.peer, n.clock, n.metrics)
+	closers = append(closers, n.coord.Close)
+	// The coordinator observes into the registry, so the registry learns its breakers now.
+	n.metrics.SetBreakers(n.coord.Breakers)
+
+	// This node's part of ring changes: the range-stream client and the mover.
+	rangeClient := &stream.RangeClient{
 		Conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
-		View: func() ring.ViewID { return n.View().ID() },
-		Rate: func() uint64 {
-			if ch := n.cl.Change(); ch != nil {
-				return ch.RateBytes
-			}
-			return 0
-		},
+		View: func() ring.ViewID { return n.cl.View().ID() },
+		Rate: n.changeRate,
 	}
 	if cfg.MoveLatencyTarget > 0 {
 		rangeClient.LatencyTarget = cfg.MoveLatencyTarget
@@ -210,29 +216,33 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if n.mover, err = cluster.NewMover(n.cl, rangeClient, n.st, mvcfg); err != nil {
 		return nil, fmt.Errorf("mover: %w", err)
 	}
+	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
+	changes := change.New(change.Config{
+		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.metrics,
+		Counter: n.st, Mover: n.mover, DefaultRate: cfg.ChangeRate,
+	})
 
+	// The servers, last: every service they register is built.
 	n.grpcSrv, n.health = server.NewGRPC(server.GRPCConfig{
 		Logger: logger, Secret: secret,
 		// WaitForHandlers: Stop (after DrainTimeout) waits for handlers to return, so none
 		// runs against the store once it is closed.
 		Options: []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit(cfg)), grpc.MaxSendMsgSize(msgLimit(cfg)), grpc.WaitForHandlers(true)},
 	})
-	data := server.Data{Coordinator: n.coord, View: n.View, Ready: n.ready, MaxValueSize: cfg.MaxValueSize, Logger: logger}
+	data := server.Data{Coordinator: n.coord, View: n.cl.View, Ready: n.ready, MaxValueSize: cfg.MaxValueSize, Logger: logger}
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
 	rdeps := server.ReplicaDeps{
-		Local: n.local, Store: n.st, Clock: n.clock, View: n.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
+		Local: n.local, Store: n.st, Clock: n.clock, View: n.cl.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
 	}
 	if cfg.MoveLatencyTarget > 0 {
 		// The ranges this node serves as a source back off by its own latency too: its
 		// clients are the ones a stream it sends slows down.
-		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate = n.recentLatency, cfg.MoveLatencyTarget, rangeClient.Rate
+		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate = n.recentLatency, cfg.MoveLatencyTarget, n.changeRate
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
-		ID: cfg.ID, Info: n.nodeInfo, View: n.View, PeerAdmin: n.peerAdmin,
-		PeerTimeout: 2 * time.Second, Stats: n.metrics, Profile: metrics.Capture, Logs: n.logs.Lines,
-		Changes: n.cl, MoveProgress: n.mover.Progress, Counter: n.st, DefaultRate: cfg.ChangeRate,
-		Draining: n.drainc,
+		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.metrics, Profiler: server.ProfilerFunc(metrics.Capture),
+		Logs: n.logs, Changes: changes, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
@@ -299,12 +309,7 @@ func (n *Node) clusterConfig() cluster.Config {
 
 // View returns the ring view the node routes by (the raft-held ring, lock-free): Current,
 // plus Next while a change is in flight; nil while the node awaits admission.
-func (n *Node) View() *ring.View {
-	if n.cl == nil {
-		return nil
-	}
-	return n.cl.View()
-}
+func (n *Node) View() *ring.View { return n.cl.View() }
 
 // Cluster returns the node's member of the metadata group.
 func (n *Node) Cluster() *cluster.Cluster { return n.cl }
@@ -326,6 +331,14 @@ func (n *Node) recentLatency() time.Duration {
 	return worst
 }
 
+// changeRate is the streaming rate of the change in flight (bytes per second; 0 = none).
+func (n *Node) changeRate() uint64 {
+	if ch := n.cl.Change(); ch != nil {
+		return ch.RateBytes
+	}
+	return 0
+}
+
 // Mover returns the node's mover (its part of ring changes).
 func (n *Node) Mover() *cluster.Mover { return n.mover }
 
@@ -343,177 +356,10 @@ func (n *Node) epoch() uint64 {
 	return 0
 }
 
-// ready is nil when the node serves client requests: it is not draining and a committed
-// ring contains it.
-func (n *Node) ready() error {
-	if n.draining.Load() {
-		return errors.New("draining")
-	}
-	r := n.currentRing()
-	if r == nil {
-		return replica.ErrNotAdmitted
-	}
-	if _, ok := r.Member(n.cfg.ID); !ok {
-		return fmt.Errorf("%w: not a member of the ring at epoch %d", replica.ErrNotAdmitted, r.Epoch())
-	}
-	return n.connected()
-}
+// describer is the node as a server.Describer.
+type describer struct{ n *Node }
 
-// connectWait bounds how long a starting node reports itself not ready while its first
-// connections to peers are still being made (a blackholed peer's first attempt ends after
-// gRPC's minimum connect timeout, 1 s).
-const connectWait = 5 * time.Second
-
-// connected is nil once the node's first connection attempt to every peer of its ring is
-// over (connected, or refused), or connectWait after start: from then on a request that
-// needs a peer that is up finds its connection ready, so a client that waits for /v0/status
-// (or /readyz) and then writes with ack=N succeeds.
-func (n *Node) connected() error {
-	if n.warm.Load() {
-		return nil
-	}
-	if un := n.coord.Unreached(); len(un) > 0 && time.Since(n.started) < connectWait {
-		return fmt.Errorf("%w: %s", replica.ErrConnecting, strings.Join(un, ", "))
-	}
-	n.warm.Store(true)
-	return nil
-}
-
-// WaitReady blocks until the node serves clients (see ready: admitted, not draining, its
-// first connections to peers made) or ctx ends, as a client that polls /readyz would.
-func (n *Node) WaitReady(ctx context.Context) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := n.ready()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
-}
-
-// epochWait bounds one catch-up wait for a newer epoch.
-const epochWait = 10 * time.Second
-
-// sawEpoch is told the ring epoch of every peer request and response. When a peer is ahead,
-// one background waiter (bounded by epochWait) lets raft bring this node's ring up to it.
-func (n *Node) sawEpoch(e uint64) {
-	if e <= n.cl.Epoch() {
-		return
-	}
-	for {
-		cur := n.seenEpoch.Load()
-		if e <= cur || n.seenEpoch.CompareAndSwap(cur, e) {
-			break
-		}
-	}
-	n.bgMu.RLock()
-	defer n.bgMu.RUnlock()
-	if n.bgCtx.Err() != nil || !n.catchingUp.CompareAndSwap(false, true) {
-		return
-	}
-	n.bg.Go(func() {
-		defer n.catchingUp.Store(false)
-		target := n.seenEpoch.Load()
-		ctx, cancel := context.WithTimeout(n.bgCtx, epochWait)
-		defer cancel()
-		if err := n.cl.WaitEpoch(ctx, target); err != nil && n.bgCtx.Err() == nil {
-			n.logger.Warn("behind the cluster's ring epoch", "epoch", n.cl.Epoch(), "seen", target, "err", err)
-		}
-	})
-}
-
-func (n *Node) setHealth() {
-	if n.health == nil {
-		return
-	}
-	st := healthpb.HealthCheckResponse_SERVING
-	if n.ready() != nil {
-		st = healthpb.HealthCheckResponse_NOT_SERVING
-	}
-	n.health.SetServingStatus("", st)
-	n.health.SetServingStatus("ringkv.KV", st)
-}
-
-// conn returns the shared client connection to a peer, with the cluster secret attached.
-func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
-	n.connsMu.Lock()
-	defer n.connsMu.Unlock()
-	if c, ok := n.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := grpc.NewClient(addr, n.dial...)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	n.conns[addr] = c
-	return c, nil
-}
-
-// dialOptions are the options of every connection to a peer: reconnect within ~2s, and the
-// cluster secret on every call when one is configured.
-// msgLimit is the largest gRPC message a node sends or receives: a value at the limit plus room
-// for the key and the envelope. Peers' client side uses it too, or a Replica.Read or a
-// StreamRange chunk of a large value would fail at gRPC's default 4 MiB.
-func msgLimit(cfg Config) int { return int(max(cfg.MaxValueSize, 4<<20)) + 64<<10 }
-
-func dialOptions(secret string, limit int) []grpc.DialOption {
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
-		// Reconnect to a restarted peer within ~2s rather than gRPC's default backoff of up to 2m.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: time.Second,
-		}),
-	}
-	if secret != "" {
-		opts = append(opts,
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-				return invoker(metadata.AppendToOutgoingContext(ctx, server.SecretHeader, secret), method, req, reply, cc, o...)
-			}),
-			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
-				return streamer(metadata.AppendToOutgoingContext(ctx, server.SecretHeader, secret), desc, cc, method, o...)
-			}))
-	}
-	return opts
-}
-
-// peer is the coordinator's Replica for another member (nil when it cannot be dialed).
-func (n *Node) peer(m ring.Member) replica.Replica {
-	n.connsMu.Lock()
-	r, ok := n.remotes[m.Addr]
-	n.connsMu.Unlock()
-	if ok {
-		return r
-	}
-	c, err := n.conn(m.Addr)
-	if err != nil {
-		n.logger.Warn("dial peer", "peer", m.ID, "err", err)
-		return nil
-	}
-	n.connsMu.Lock()
-	defer n.connsMu.Unlock()
-	if r, ok := n.remotes[m.Addr]; ok {
-		return r
-	}
-	r = replica.NewRemote(c, n.epoch, replica.OnEpoch(n.sawEpoch))
-	n.remotes[m.Addr] = r
-	return r
-}
-
-func (n *Node) peerAdmin(addr string) (kvpb.AdminClient, error) {
-	c, err := n.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return kvpb.NewAdminClient(c), nil
-}
+func (d describer) NodeInfo(ctx context.Context) *kvpb.NodeInfoResponse { return d.n.nodeInfo(ctx) }
 
 // nodeInfo describes this node for Admin.NodeInfo and Status.
 func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
@@ -548,123 +394,6 @@ func (n *Node) Config() Config { return n.cfg }
 // Store returns the node's store (for tests and tools that inspect copies).
 func (n *Node) Store() *store.Store { return n.st }
 
-// Run serves until ctx ends or a server fails, then drains: it stops accepting, lets
-// in-flight requests finish (up to DrainTimeout), stops the coordinator and flushes and
-// closes badger. It returns nil after a clean shutdown.
-func (n *Node) Run(ctx context.Context) error {
-	errc := make(chan error, 3)
-	var wg sync.WaitGroup
-	wg.Go(func() { errc <- wrapServe("grpc", n.grpcSrv.Serve(n.lnGRPC)) })
-	wg.Go(func() { errc <- wrapServe("http", n.httpSrv.Serve(n.lnHTTP)) })
-	wg.Go(func() { errc <- wrapServe("admin", n.adminSrv.Serve(n.lnAdmin)) })
-	mctx, mcancel := context.WithCancel(context.Background())
-	wg.Go(func() { n.metrics.Run(mctx) })
-	// The metadata group and this node's part of ring changes stop before the servers drain:
-	// raft's streams run through the gRPC server.
-	var cwg sync.WaitGroup
-	cctx, ccancel := context.WithCancel(context.Background())
-	cwg.Go(func() {
-		if err := n.cl.Run(cctx); err != nil {
-			n.logger.Warn("cluster metadata", "err", err)
-		}
-	})
-	cwg.Go(func() {
-		if err := n.mover.Run(cctx); err != nil {
-			n.logger.Warn("mover", "err", err)
-		}
-	})
-	cwg.Go(func() { n.watchRing(cctx) })
-	a := n.Addrs()
-	n.logger.Info("node serving", "grpc", a.GRPC, "http", a.HTTP, "admin", a.Admin, "epoch", n.epoch(), "data", n.cfg.DataDir)
-	if n.secret != "" {
-		n.logger.Info("cluster secret configured: internal and admin RPCs require it")
-	} else {
-		n.logger.Warn("no cluster secret configured: admin RPCs are accepted from loopback only, internal RPCs from anyone")
-	}
-	if n.View() == nil {
-		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)
-	}
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	n.logger.Info("node draining")
-	n.draining.Store(true)
-	close(n.drainc)
-	n.setHealth()
-	ccancel()
-	cwg.Wait()
-	n.bgMu.Lock()
-	n.bgCancel()
-	n.bgMu.Unlock()
-	n.bg.Wait()
-	var errs []error
-	errs = append(errs, err)
-	if e := n.cl.Close(); e != nil {
-		errs = append(errs, fmt.Errorf("close cluster: %w", e))
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
-	defer cancel()
-	if e := n.httpSrv.Shutdown(dctx); e != nil {
-		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
-	}
-	stopped := make(chan struct{})
-	go func() { n.grpcSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-dctx.Done():
-		n.grpcSrv.Stop()
-		<-stopped
-	}
-	if e := n.adminSrv.Shutdown(dctx); e != nil {
-		errs = append(errs, fmt.Errorf("admin shutdown: %w", e))
-	}
-	mcancel()
-	wg.Wait()
-	errs = append(errs, n.coord.Close())
-	n.connsMu.Lock()
-	for _, c := range n.conns {
-		c.Close()
-	}
-	n.conns, n.remotes = map[string]*grpc.ClientConn{}, map[string]*replica.Remote{}
-	n.connsMu.Unlock()
-	if e := n.st.Close(); e != nil {
-		errs = append(errs, fmt.Errorf("close store: %w", e))
-	}
-	n.logger.Info("node stopped")
-	return errors.Join(errs...)
-}
-
-// watchRing keeps the health service in step with the ring (admission, removal) and with
-// the first connections to peers (see connected), and logs epoch changes, until ctx ends.
-func (n *Node) watchRing(ctx context.Context) {
-	var last uint64
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ch := n.cl.Watch()
-		n.setHealth()
-		var connecting <-chan time.Time
-		if !n.warm.Load() {
-			connecting = tick.C
-		}
-		if e := n.epoch(); e != last {
-			if last != 0 || e > 1 {
-				n.logger.Info("ring epoch", "epoch", e)
-			}
-			last = e
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		case <-connecting:
-		}
-	}
-}
-
 // freeDisk is the free space of the file system holding dir (0 when unknown or in memory).
 func freeDisk(dir string) uint64 {
 	if dir == "" {
@@ -675,37 +404,4 @@ func freeDisk(dir string) uint64 {
 		return 0
 	}
 	return st.Bavail * uint64(st.Bsize)
-}
-
-func wrapServe(name string, err error) error {
-	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
-		return nil
-	}
-	return fmt.Errorf("%s server: %w", name, err)
-}
-
-// Start creates a node and runs it in the background until ctx ends or Close.
-func Start(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
-	metrics.KeepMutexWaitsTimed() // so that a mutex capture sees contention older than itself
-	n, err := New(cfg, logger, opts...)
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	n.stop, n.done = cancel, make(chan struct{})
-	go func() {
-		defer close(n.done)
-		n.runErr = n.Run(rctx)
-	}()
-	return n, nil
-}
-
-// Close stops a node started with Start and waits until it has drained and closed its store.
-func (n *Node) Close() error {
-	if n.stop == nil {
-		return errors.New("close: node not started with Start")
-	}
-	n.stop()
-	<-n.done
-	return n.runErr
 }

@@ -71,21 +71,17 @@ func startCluster(t *testing.T, n int, adjust func(*node.Config)) *node.LocalClu
 // peers reconnect and circuit breakers close within a few seconds).
 func settle(t *testing.T, c *node.LocalCluster) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	for i := range c.Len() {
 		if c.Node(i) == nil {
 			continue
 		}
-		for {
+		eventually.Succeeds(t, 15*time.Second, func() error {
 			got := do(t, c, i, "PUT", fmt.Sprintf("/v0/entity?id=settle-%d&ack=%d&from=%d", i, c.Len(), c.Len()), []byte("x"))
-			if got.code == http.StatusCreated {
-				break
+			if got.code != http.StatusCreated {
+				return fmt.Errorf("cluster did not settle: node %d: got %d %q, want %d", i, got.code, got.body, http.StatusCreated)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster did not settle: node %d: got %d %q", i, got.code, got.body)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 

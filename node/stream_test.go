@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"ringkv/node/server"
+	"ringkv/node/stream"
 	"ringkv/proto/kvpb"
 )
 
@@ -43,7 +43,7 @@ func TestStreamRange(t *testing.T) {
 				t.Fatalf("recv: %v", err)
 			}
 			chunks++
-			if got := server.ChunkChecksum(ch.GetRecords()); got != ch.GetChecksum() {
+			if got := stream.ChunkChecksum(ch.GetRecords()); got != ch.GetChecksum() {
 				t.Fatalf("chunk %d: got checksum %x, want %x", chunks, got, ch.GetChecksum())
 			}
 			records = append(records, ch.GetRecords()...)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -9,13 +8,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
+	"ringkv/node/auth"
 	"ringkv/proto/kvpb"
 )
-
-// SecretHeader is the gRPC metadata key that carries the cluster secret.
-const SecretHeader = "x-ringkv-secret"
 
 // Factory gives commands their streams and their connection to the cluster. The global
 // flags (--addr, -o, --secret-file) fill it before a command runs.
@@ -60,14 +56,7 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read secret file: %w", err)
 		}
-		secret := strings.TrimSpace(string(b))
-		opts = append(opts,
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-				return invoker(metadata.AppendToOutgoingContext(ctx, SecretHeader, secret), method, req, reply, cc, o...)
-			}),
-			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
-				return streamer(metadata.AppendToOutgoingContext(ctx, SecretHeader, secret), desc, cc, method, o...)
-			}))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(strings.TrimSpace(string(b)))))
 	}
 	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {

@@ -149,7 +149,7 @@ const backgroundMutexFraction = 1000
 // already on. The runtime charges a wait to the mutex profile only if sampling was on when the
 // wait began, and a goroutine queued in front of the waiters passes its start on to them: with
 // sampling off until a capture, contention that began before the capture and never lets the
-// queue empty stays out of the capture entirely. A serving process calls it once (node.Start).
+// queue empty stays out of the capture entirely. A serving process calls it once (node.Main, node.Start).
 func KeepMutexWaitsTimed() {
 	sampling.mu.Lock()
 	defer sampling.mu.Unlock()

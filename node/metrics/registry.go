@@ -59,6 +59,8 @@ type Registry struct {
 	vt atomic.Pointer[vnodeTable]
 	mu sync.Mutex // guards rebuilding vt and ticking its rates
 
+	breakers atomic.Pointer[func() []replica.Breaker] // Config.Breakers, or SetBreakers's
+
 	prom *prometheus.Registry
 }
 
@@ -106,6 +108,7 @@ func New(cfg Config) *Registry {
 		cfg.ErrorKind = DefaultErrorKind
 	}
 	r := &Registry{cfg: cfg, start: time.Now()}
+	r.SetBreakers(cfg.Breakers)
 	for i := range r.slots {
 		r.slots[i].lat = newLatency()
 	}
@@ -202,7 +205,7 @@ func (r *Registry) ObserveOp(op, role string, d time.Duration, err error) {
 // RecentP99 returns the p99 latency of the operations in role (coordinator or replica)
 // observed over about the last second (1–1.1 s, at most 25% above the true value), and how
 // many there were; 0, 0 when there were none or the role is unknown. Cheap and lock-free:
-// meant to be polled, as by a ring change pacing its streams (server.RangeClient.Latency).
+// meant to be polled, as by a ring change pacing its streams (stream.RangeClient.Latency).
 func (r *Registry) RecentP99(role string) (time.Duration, uint64) {
 	i := slotIndex("get", role)
 	if i < 0 {
@@ -466,8 +469,8 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		}
 	}
 	ns.P99Ms = quantilesOf(coord).p99
-	if r.cfg.Breakers != nil {
-		for _, b := range r.cfg.Breakers() {
+	if fn := r.breakers.Load(); fn != nil {
+		for _, b := range (*fn)() {
 			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{
 				Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(max(b.ConsecutiveFailures, 0)),
 			})
@@ -552,3 +555,15 @@ var (
 	_ replica.Observer      = (*Registry)(nil)
 	_ replica.VnodeObserver = (*Registry)(nil)
 )
+
+// SetBreakers makes Snapshot report the circuit breakers fn returns (replica.Coordinator.
+// Breakers), in place of Config.Breakers. The coordinator observes its operations into the
+// Registry, so it is built after it: the node calls SetBreakers once the coordinator exists.
+// Safe for concurrent use with Snapshot.
+func (r *Registry) SetBreakers(fn func() []replica.Breaker) {
+	if fn == nil {
+		r.breakers.Store(nil)
+		return
+	}
+	r.breakers.Store(&fn)
+}

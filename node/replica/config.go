@@ -9,6 +9,9 @@ import (
 	"ringkv/node/ring"
 )
 
+// MaxKeySize is the longest key a node accepts, in bytes (SPEC.md).
+const MaxKeySize = 1 << 10
+
 // Config tunes a Coordinator. A zero field means its default (DefaultConfig).
 type Config struct {
 	// ReplicaTimeout is the per-replica deadline: replica calls of one
@@ -37,7 +40,9 @@ type Config struct {
 	// RepairQueue bounds those waiting. Repairs beyond the queue are dropped
 	// (the next read of the key finds the replica stale again).
 	RepairWorkers, RepairQueue int
-	// MaxKeyBytes and MaxValueBytes limit the size of keys and values.
+	// MaxKeyBytes and MaxValueBytes limit the size of keys and values
+	// (defaults MaxKeySize and 1 MiB). The Coordinator checks them, with the
+	// request's ack and from, once per request: the front ends do not.
 	MaxKeyBytes, MaxValueBytes int
 	// Now is the clock of the breakers; nil means time.Now. Tests inject one.
 	Now func() time.Time
@@ -67,7 +72,7 @@ func DefaultConfig() Config {
 		ProbeTimeout:     time.Second,
 		RepairWorkers:    4,
 		RepairQueue:      1024,
-		MaxKeyBytes:      1 << 10,
+		MaxKeyBytes:      MaxKeySize,
 		MaxValueBytes:    1 << 20,
 		HintBytes:        64 << 20,
 		HintInterval:     time.Second,

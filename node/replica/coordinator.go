@@ -328,9 +328,9 @@ func (c *Coordinator) prepare(key []byte, value []byte, ack, from int) (*ring.Vi
 	case len(key) == 0:
 		return nil, 0, 0, fmt.Errorf("%w: empty key", ErrInvalidArgument)
 	case len(key) > c.cfg.MaxKeyBytes:
-		return nil, 0, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrKeyTooLarge, len(key), c.cfg.MaxKeyBytes)
+		return nil, 0, 0, fmt.Errorf("%w: key is %d bytes, limit %d", ErrKeyTooLarge, len(key), c.cfg.MaxKeyBytes)
 	case len(value) > c.cfg.MaxValueBytes:
-		return nil, 0, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueBytes)
+		return nil, 0, 0, fmt.Errorf("%w: value is %d bytes, limit %d", ErrValueTooLarge, len(value), c.cfg.MaxValueBytes)
 	}
 	v := c.view()
 	if v == nil || v.Current == nil {

@@ -28,8 +28,10 @@ var (
 	// than its own: a ring change the sender has not applied yet (the write
 	// did not also go to the change's pending replicas), or a ring in which
 	// this node no longer replicates the key. The sender catches up and
-	// retries. gRPC FailedPrecondition on the Replica service; a refusal, so
-	// it does not count against the peer's breaker.
+	// retries. gRPC FailedPrecondition on the Replica service with an
+	// errdetails.ErrorInfo of ErrorDomain and ReasonStaleView (other
+	// FailedPrecondition refusals carry other reasons); a refusal, so it does
+	// not count against the peer's breaker.
 	ErrStaleView = errors.New("stale ring view")
 	// ErrConnecting is a node's readiness while it is still making its first
 	// connection to a peer of its ring (see Coordinator.Unreached). HTTP 503.
@@ -37,3 +39,11 @@ var (
 	// ErrClosed is returned by a Coordinator after Close.
 	ErrClosed = errors.New("coordinator closed")
 )
+
+// ErrorDomain is the domain of the errdetails.ErrorInfo a node attaches to the
+// gRPC status of a domain error; its reason names the error, so two errors
+// that share a code stay apart on the way back.
+const ErrorDomain = "ringkv"
+
+// ReasonStaleView is the ErrorInfo reason of ErrStaleView.
+const ReasonStaleView = "STALE_VIEW"

@@ -5,13 +5,12 @@ import (
 	"strconv"
 )
 
-// ParseQuorum validates the ack and from query parameters of a request against
-// n, the replication factor capped by cluster size, and returns the effective
-// values. An empty string means the default: from = n, ack = from/2+1.
-// Anything else must be a positive decimal integer, with ack <= from <= n.
-// Errors wrap ErrInvalidArgument and read as a one-line reason; n < 1 yields
-// ErrNotAdmitted. Shared by the HTTP and gRPC front ends.
-func ParseQuorum(ack, from string, n int) (int, int, error) {
+// ParseQuorum parses the ack and from query parameters of an HTTP request:
+// "" is 0 (the default), anything else must be a positive decimal integer.
+// It checks their form only; Quorum, run once per request by the
+// Coordinator, applies the defaults and ack <= from <= replicas. Errors wrap
+// ErrInvalidArgument and read as a one-line reason.
+func ParseQuorum(ack, from string) (int, int, error) {
 	a, err := parsePositive("ack", ack)
 	if err != nil {
 		return 0, 0, err
@@ -20,7 +19,7 @@ func ParseQuorum(ack, from string, n int) (int, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return Quorum(a, f, n)
+	return a, f, nil
 }
 
 // parsePositive parses a positive decimal integer; "" yields 0 (the default).
@@ -35,8 +34,12 @@ func parsePositive(name, s string) (int, error) {
 	return v, nil
 }
 
-// Quorum is ParseQuorum for integers, as the gRPC API carries them: 0 means
-// the default, negative values are invalid.
+// Quorum resolves a request's ack and from against n, the replication factor
+// capped by cluster size, and returns the effective values: 0 means the
+// default (from = n, ack = from/2+1), negative values are invalid, and
+// ack <= from <= n. Errors wrap ErrInvalidArgument and read as a one-line
+// reason; n < 1 yields ErrNotAdmitted. The Coordinator checks it once per
+// request; the front ends pass ack and from on as given.
 func Quorum(ack, from, n int) (int, int, error) {
 	if n < 1 {
 		return 0, 0, fmt.Errorf("quorum: %w", ErrNotAdmitted)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -103,8 +104,10 @@ func RecordFromProto(p *kvpb.Record) store.Record {
 // Unavailable, ResourceExhausted, Aborted, Unauthenticated and
 // PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
 // to the context errors, InvalidArgument to ErrInvalidArgument,
-// FailedPrecondition to ErrStaleView. Other codes keep the status error.
-// The status message is kept in the text.
+// FailedPrecondition with the ErrorInfo reason ReasonStaleView to
+// ErrStaleView. Other codes, and FailedPrecondition for any other reason (a
+// refused ring change, a busy capture), keep the status error. The status
+// message is kept in the text.
 func FromStatus(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
@@ -121,9 +124,27 @@ func FromStatus(err error) error {
 	case codes.InvalidArgument:
 		sentinel = ErrInvalidArgument
 	case codes.FailedPrecondition:
+		if Reason(err) != ReasonStaleView {
+			return err
+		}
 		sentinel = ErrStaleView
 	default:
 		return err
 	}
 	return fmt.Errorf("%w: %w", sentinel, err)
+}
+
+// Reason is the reason of the ErrorInfo of ErrorDomain in err's gRPC status
+// ("" when it has none).
+func Reason(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
 }

@@ -3,15 +3,15 @@ package replica
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/grpctest"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
@@ -27,13 +27,23 @@ type replicaServer struct {
 	seenEpoch atomic.Uint64
 	fail      atomic.Int32 // codes.Code; OK = serve
 	calls     atomic.Int64
+	reason    atomic.Value // string: the ErrorInfo reason of a failure ("" = none)
+}
+
+// injected is the status of an injected failure with code c.
+func (s *replicaServer) injected(c codes.Code) error {
+	st := status.New(c, "injected")
+	if r, _ := s.reason.Load().(string); r != "" {
+		st, _ = st.WithDetails(&errdetails.ErrorInfo{Reason: r, Domain: ErrorDomain})
+	}
+	return st.Err()
 }
 
 func (s *replicaServer) Read(ctx context.Context, req *kvpb.ReadRequest) (*kvpb.ReadResponse, error) {
 	s.calls.Add(1)
 	s.seenEpoch.Store(req.GetEpoch())
 	if c := codes.Code(s.fail.Load()); c != codes.OK {
-		return nil, status.Error(c, "injected")
+		return nil, s.injected(c)
 	}
 	rec, found, err := s.local.Read(ctx, req.GetKey())
 	if err != nil {
@@ -50,7 +60,7 @@ func (s *replicaServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvp
 	s.calls.Add(1)
 	s.seenEpoch.Store(req.GetEpoch())
 	if c := codes.Code(s.fail.Load()); c != codes.OK {
-		return nil, status.Error(c, "injected")
+		return nil, s.injected(c)
 	}
 	applied, err := s.local.Write(ctx, req.GetKey(), RecordFromProto(req.GetRecord()), ring.ViewID{Epoch: req.GetEpoch()})
 	if err != nil {
@@ -61,27 +71,7 @@ func (s *replicaServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvp
 
 func startReplicaServer(t *testing.T, srv *replicaServer) *grpc.ClientConn {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	gs := grpc.NewServer()
-	kvpb.RegisterReplicaServer(gs, srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gs.Serve(lis)
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("grpc.NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		<-done
-	})
-	return conn
+	return grpctest.Serve(t, func(s *grpc.Server) { kvpb.RegisterReplicaServer(s, srv) })
 }
 
 func TestRemote(t *testing.T) {
@@ -119,19 +109,27 @@ func TestRemote(t *testing.T) {
 	}
 
 	tests := []struct {
-		code codes.Code
-		want error
+		code   codes.Code
+		reason string
+		want   error // nil: none of this package's errors
 	}{
-		{codes.Unavailable, ErrReplicaUnavailable},
-		{codes.DeadlineExceeded, context.DeadlineExceeded},
-		{codes.InvalidArgument, ErrInvalidArgument},
-		{codes.FailedPrecondition, ErrStaleView},
+		{codes.Unavailable, "", ErrReplicaUnavailable},
+		{codes.DeadlineExceeded, "", context.DeadlineExceeded},
+		{codes.InvalidArgument, "", ErrInvalidArgument},
+		{codes.FailedPrecondition, ReasonStaleView, ErrStaleView},
+		{codes.FailedPrecondition, "REFUSED", nil},
+		{codes.FailedPrecondition, "", nil},
 	}
 	for _, tt := range tests {
 		srv.fail.Store(int32(tt.code))
+		srv.reason.Store(tt.reason)
 		_, _, err := r.Read(ctx, []byte("k"))
-		if !errors.Is(err, tt.want) {
-			t.Errorf("Read with %v error = %v, want %v", tt.code, err, tt.want)
+		if tt.want == nil {
+			if errors.Is(err, ErrStaleView) || errors.Is(err, ErrReplicaUnavailable) {
+				t.Errorf("Read with %v %q error = %v, want none of the replica errors", tt.code, tt.reason, err)
+			}
+		} else if !errors.Is(err, tt.want) {
+			t.Errorf("Read with %v %q error = %v, want %v", tt.code, tt.reason, err, tt.want)
 		}
 		var se interface{ GRPCStatus() *status.Status }
 		if !errors.As(err, &se) || se.GRPCStatus().Code() != tt.code {

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"ringkv/node/cluster"
+	"ringkv/node/peers"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -22,33 +21,48 @@ type StatsSource interface {
 	Snapshot(withVnodes bool) *kvpb.NodeStats
 }
 
-// AdminDeps is what the Admin service delegates to.
+// Describer describes this node for NodeInfo and Status. Safe for concurrent use; must not
+// block for long.
+type Describer interface {
+	NodeInfo(ctx context.Context) *kvpb.NodeInfoResponse
+}
+
+// Profiler captures a profile of this process into w (metrics.Capture). Safe for concurrent
+// use; it blocks for the capture's length or until ctx ends.
+type Profiler interface {
+	Capture(ctx context.Context, kind string, seconds int, w io.Writer) error
+}
+
+// ProfilerFunc is a function as a Profiler.
+type ProfilerFunc func(ctx context.Context, kind string, seconds int, w io.Writer) error
+
+// Capture calls f.
+func (f ProfilerFunc) Capture(ctx context.Context, kind string, seconds int, w io.Writer) error {
+	return f(ctx, kind, seconds, w)
+}
+
+// LogSource keeps the node's recent log lines (metrics.LogRing). Safe for concurrent use.
+type LogSource interface {
+	Lines(n int) []string
+}
+
+// AdminDeps is what the Admin service delegates to. A nil interface leaves its RPCs
+// Unimplemented.
 type AdminDeps struct {
-	// ID is this node's id.
-	ID string
-	// Info describes this node (NodeInfo). Must not block for long.
-	Info func(ctx context.Context) *kvpb.NodeInfoResponse
-	// View returns the ring the node routes by; nil while awaiting admission.
+	// Node describes this node.
+	Node Describer
+	// View returns the ring the node routes by; nil while awaiting admission. Lock-free.
 	View func() *ring.View
-	// PeerAdmin returns an Admin client of another member by gRPC address; the node owns
-	// the connections (with the cluster secret attached).
-	PeerAdmin func(addr string) (kvpb.AdminClient, error)
-	// PeerTimeout bounds each peer call of Status and Ring; 0 = 2s.
-	PeerTimeout time.Duration
-	// Stats serves Stats and WatchStats; nil leaves them Unimplemented.
+	// Peers reaches the other members for Status and Ring (Peers.Self is this node's id).
+	Peers peers.Peers
+	// Stats serves Stats and WatchStats.
 	Stats StatsSource
-	// Profile captures a profile into w (metrics.Capture); nil leaves Profile Unimplemented.
-	Profile func(ctx context.Context, kind string, seconds int, w io.Writer) error
-	// Logs returns the last n log lines (metrics.LogRing.Lines); nil leaves LogTail Unimplemented.
-	Logs func(n int) []string
-	// Changes is the ring-change API (cluster.Cluster); nil leaves ring changes Unimplemented.
+	// Profiler serves Profile.
+	Profiler Profiler
+	// Logs serves LogTail.
+	Logs LogSource
+	// Changes serves the ring-change RPCs and CountRanges.
 	Changes Changes
-	// MoveProgress is this node's progress on the moves it receives (cluster.Mover.Progress).
-	MoveProgress func() []cluster.MoveProgress
-	// Counter counts what this node stores in a token range (store.Store), for CountRanges.
-	Counter RangeCounter
-	// DefaultRate is the streaming throttle of a change whose request names none (bytes/s).
-	DefaultRate uint64
 	// Draining is closed when the node starts to shut down: watch streams end then, so a
 	// graceful stop does not wait for clients that would otherwise watch forever.
 	Draining <-chan struct{}
@@ -58,114 +72,46 @@ type AdminDeps struct {
 type Admin struct {
 	kvpb.UnsafeAdminServer
 	d AdminDeps
-
-	estMu sync.Mutex
-	est   map[uint64]map[moveKey]rangeCount // per change: estimated keys/bytes per move
 }
 
 var _ kvpb.AdminServer = (*Admin)(nil)
 
 // NewAdmin returns the Admin service on d.
-func NewAdmin(d AdminDeps) *Admin {
-	if d.PeerTimeout <= 0 {
-		d.PeerTimeout = 2 * time.Second
-	}
-	return &Admin{d: d, est: map[uint64]map[moveKey]rangeCount{}}
-}
-
-// members returns the members of the current ring plus those only in the next one.
-func (s *Admin) members() (*ring.Ring, []ring.Member) {
-	v := s.d.View()
-	if v == nil || v.Current == nil {
-		return nil, nil
-	}
-	ms := v.Current.Members()
-	if v.Next != nil {
-		seen := map[string]bool{}
-		for _, m := range ms {
-			seen[m.ID] = true
-		}
-		for _, m := range v.Next.Members() {
-			if !seen[m.ID] {
-				ms = append(ms, m)
-			}
-		}
-	}
-	return v.Current, ms
-}
-
-// infos asks every member for its NodeInfo in parallel; errs[i] is set for those that failed.
-func (s *Admin) infos(ctx context.Context, ms []ring.Member) ([]*kvpb.NodeInfoResponse, []error) {
-	return askMembers(ctx, s, ms,
-		func() (*kvpb.NodeInfoResponse, bool) { return s.d.Info(ctx), true },
-		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeInfoResponse, error) {
-			return c.NodeInfo(ctx, &kvpb.NodeInfoRequest{})
-		})
-}
-
-// askMembers calls ask on every member's Admin service in parallel, each call bounded by
-// PeerTimeout; this node answers through local instead when local's ok is true. errs[i] is
-// set for the members that failed.
-func askMembers[T any](ctx context.Context, s *Admin, ms []ring.Member, local func() (T, bool),
-	ask func(ctx context.Context, c kvpb.AdminClient) (T, error)) ([]T, []error) {
-	out := make([]T, len(ms))
-	errs := make([]error, len(ms))
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		if m.ID == s.d.ID {
-			if v, ok := local(); ok {
-				out[i] = v
-				continue
-			}
-		}
-		wg.Go(func() {
-			c, err := s.d.PeerAdmin(m.Addr)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			cctx, cancel := context.WithTimeout(ctx, s.d.PeerTimeout)
-			defer cancel()
-			out[i], errs[i] = ask(cctx, c)
-		})
-	}
-	wg.Wait()
-	return out, errs
-}
+func NewAdmin(d AdminDeps) *Admin { return &Admin{d: d} }
 
 // Status reports every member as this node sees it; members that do not answer are DOWN.
 func (s *Admin) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
-	cur, ms := s.members()
+	cur, ms := peers.Members(s.d.View())
 	if cur == nil {
-		info := s.d.Info(ctx)
-		return &kvpb.StatusResponse{Nodes: []*kvpb.NodeStatus{{Id: s.d.ID, GrpcAddr: info.GetGrpcAddr(), State: "JOINING", Error: "awaiting admission", Info: info}}}, nil
+		info := s.d.Node.NodeInfo(ctx)
+		return &kvpb.StatusResponse{Nodes: []*kvpb.NodeStatus{{Id: s.d.Peers.Self, GrpcAddr: info.GetGrpcAddr(), State: "JOINING", Error: "awaiting admission", Info: info}}}, nil
 	}
-	infos, errs := s.infos(ctx, ms)
+	infos, errs := peers.Infos(ctx, s.d.Peers, ms, s.d.Node.NodeInfo)
 	resp := &kvpb.StatusResponse{Epoch: cur.Epoch(), Replicas: uint32(cur.Replicas())}
 	for i, m := range ms {
 		ns := &kvpb.NodeStatus{Id: m.ID, GrpcAddr: m.Addr, State: string(m.State), Info: infos[i]}
 		if errs[i] != nil {
 			ns.State = string(ring.StateDown)
-			ns.Error = oneLine(errs[i])
+			ns.Error = peers.ErrorLine(errs[i])
 			ns.Info = nil
 		}
 		resp.Nodes = append(resp.Nodes, ns)
 	}
-	if s.d.Changes != nil && s.d.Changes.Change() != nil {
-		resp.Change = s.progress(ctx)
+	if s.d.Changes != nil && s.d.Changes.Flying() {
+		resp.Change = s.d.Changes.Progress(ctx)
 	}
 	return resp, nil
 }
 
 // NodeInfo describes this node.
 func (s *Admin) NodeInfo(ctx context.Context, _ *kvpb.NodeInfoRequest) (*kvpb.NodeInfoResponse, error) {
-	return s.d.Info(ctx), nil
+	return s.d.Node.NodeInfo(ctx), nil
 }
 
 // Ring returns the ring with per-node ownership; with counts, every member's key count and
 // disk bytes (from its NodeInfo).
 func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResponse, error) {
-	cur, ms := s.members()
+	cur, ms := peers.Members(s.d.View())
 	if cur == nil {
 		return nil, GRPCError(replica.ErrNotAdmitted)
 	}
@@ -174,13 +120,13 @@ func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResp
 	var infos []*kvpb.NodeInfoResponse
 	var errs []error
 	if req.GetWithCounts() {
-		infos, errs = s.infos(ctx, ms)
+		infos, errs = peers.Infos(ctx, s.d.Peers, ms, s.d.Node.NodeInfo)
 	}
 	for i, m := range ms {
 		o := &kvpb.NodeOwnership{Id: m.ID, State: string(m.State), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
 		if req.GetWithCounts() {
 			if errs[i] != nil {
-				o.Error = oneLine(errs[i])
+				o.Error = peers.ErrorLine(errs[i])
 			} else {
 				o.Keys, o.Bytes = infos[i].GetKeys(), infos[i].GetDiskBytes()
 			}
@@ -188,8 +134,8 @@ func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResp
 		resp.Ownership = append(resp.Ownership, o)
 	}
 	sort.Slice(resp.Ownership, func(i, j int) bool { return resp.Ownership[i].Id < resp.Ownership[j].Id })
-	if s.d.Changes != nil && s.d.Changes.Change() != nil {
-		resp.Change = s.progress(ctx)
+	if s.d.Changes != nil && s.d.Changes.Flying() {
+		resp.Change = s.d.Changes.Progress(ctx)
 	}
 	return resp, nil
 }
@@ -197,7 +143,7 @@ func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResp
 // Stats returns one snapshot of this node's counters.
 func (s *Admin) Stats(_ context.Context, req *kvpb.StatsRequest) (*kvpb.NodeStats, error) {
 	if s.d.Stats == nil {
-		return nil, status.Error(codes.Unimplemented, "stats: issue 5")
+		return nil, GRPCError(fmt.Errorf("stats: %w", ErrUnimplemented))
 	}
 	return s.d.Stats.Snapshot(req.GetVnodes()), nil
 }
@@ -205,7 +151,7 @@ func (s *Admin) Stats(_ context.Context, req *kvpb.StatsRequest) (*kvpb.NodeStat
 // WatchStats pushes a snapshot every interval until the client goes away.
 func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsServer) error {
 	if s.d.Stats == nil {
-		return status.Error(codes.Unimplemented, "stats: issue 5")
+		return GRPCError(fmt.Errorf("stats: %w", ErrUnimplemented))
 	}
 	every := time.Duration(req.GetIntervalMs()) * time.Millisecond
 	if every <= 0 {
@@ -229,11 +175,11 @@ func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsS
 
 // Profile streams a profile captured on this node.
 func (s *Admin) Profile(req *kvpb.ProfileRequest, stream kvpb.Admin_ProfileServer) error {
-	if s.d.Profile == nil {
-		return status.Error(codes.Unimplemented, "profiles: issue 5")
+	if s.d.Profiler == nil {
+		return GRPCError(fmt.Errorf("profiles: %w", ErrUnimplemented))
 	}
 	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&kvpb.ProfileChunk{Data: b}) }}
-	if err := s.d.Profile(stream.Context(), req.GetKind(), int(req.GetSeconds()), w); err != nil {
+	if err := s.d.Profiler.Capture(stream.Context(), req.GetKind(), int(req.GetSeconds()), w); err != nil {
 		return GRPCError(fmt.Errorf("profile %s: %w", req.GetKind(), err))
 	}
 	return nil
@@ -248,7 +194,7 @@ func (s *Admin) LogTail(_ context.Context, req *kvpb.LogTailRequest) (*kvpb.LogT
 	if n <= 0 {
 		n = 100
 	}
-	return &kvpb.LogTailResponse{Lines: s.d.Logs(n)}, nil
+	return &kvpb.LogTailResponse{Lines: s.d.Logs.Lines(n)}, nil
 }
 
 // RingToProto converts a ring to its wire form.
@@ -274,12 +220,4 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	return n, nil
-}
-
-// oneLine is the gRPC message of err (or its text), for NodeStatus.error.
-func oneLine(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return fmt.Sprintf("%s: %s", s.Code(), s.Message())
-	}
-	return err.Error()
 }

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"net/http"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/metrics"
 	"ringkv/node/replica"
 	"ringkv/node/store"
+	"ringkv/node/stream"
 )
 
 var (
@@ -22,50 +25,53 @@ var (
 	ErrUnknownPath = errors.New("unknown path")
 	// ErrMethodNotAllowed: an HTTP method the path does not serve.
 	ErrMethodNotAllowed = errors.New("method not allowed")
-	// ErrUnimplemented: an RPC whose implementation belongs to a later issue.
+	// ErrUnimplemented: an RPC this node was built without (its dependency is nil).
 	ErrUnimplemented = errors.New("unimplemented")
 )
 
 // errorCode is one row of the error table: a domain error and what it becomes on each API.
+// reason, in an errdetails.ErrorInfo of replica.ErrorDomain, tells apart the errors that
+// share a gRPC code (replica.FromStatus reads it).
 type errorCode struct {
-	err  error
-	grpc codes.Code
-	http int
+	err    error
+	grpc   codes.Code
+	http   int
+	reason string
 }
 
 // errorTable maps domain errors to gRPC codes and HTTP statuses; the first match wins.
 // It is the only place where errors become codes.
 var errorTable = []errorCode{
-	{ErrNotFound, codes.NotFound, http.StatusNotFound},
-	{replica.ErrKeyTooLarge, codes.InvalidArgument, http.StatusBadRequest},
-	{replica.ErrValueTooLarge, codes.InvalidArgument, http.StatusRequestEntityTooLarge},
-	{replica.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest},
-	{ErrUnknownPath, codes.InvalidArgument, http.StatusBadRequest},
-	{ErrMethodNotAllowed, codes.Unimplemented, http.StatusMethodNotAllowed},
-	{replica.ErrNotEnoughReplicas, codes.Unavailable, http.StatusGatewayTimeout},
-	{replica.ErrReplicaUnavailable, codes.Unavailable, http.StatusGatewayTimeout},
-	{replica.ErrNotAdmitted, codes.Unavailable, http.StatusServiceUnavailable},
-	{replica.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
-	{replica.ErrConnecting, codes.Unavailable, http.StatusServiceUnavailable},
-	{context.DeadlineExceeded, codes.DeadlineExceeded, http.StatusGatewayTimeout},
-	{context.Canceled, codes.Canceled, 499},
-	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
-	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented},
-	{ErrRefused, codes.FailedPrecondition, http.StatusConflict},
-	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable},
-	{ErrChecksum, codes.DataLoss, http.StatusBadGateway},
-	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict},
-	{cluster.ErrChangeInFlight, codes.FailedPrecondition, http.StatusConflict},
-	{cluster.ErrMemberExists, codes.AlreadyExists, http.StatusConflict},
-	{cluster.ErrUnknownMember, codes.NotFound, http.StatusNotFound},
-	{cluster.ErrNoChange, codes.NotFound, http.StatusNotFound},
-	{cluster.ErrNoRing, codes.Unavailable, http.StatusServiceUnavailable},
-	{cluster.ErrNoLeader, codes.Unavailable, http.StatusServiceUnavailable},
-	{cluster.ErrNotLeader, codes.Unavailable, http.StatusServiceUnavailable},
-	{cluster.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest},
-	{cluster.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
-	{metrics.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict},
-	{metrics.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest},
+	{ErrNotFound, codes.NotFound, http.StatusNotFound, "NOT_FOUND"},
+	{replica.ErrKeyTooLarge, codes.InvalidArgument, http.StatusBadRequest, "KEY_TOO_LARGE"},
+	{replica.ErrValueTooLarge, codes.InvalidArgument, http.StatusRequestEntityTooLarge, "VALUE_TOO_LARGE"},
+	{replica.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest, "INVALID_ARGUMENT"},
+	{ErrUnknownPath, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_PATH"},
+	{ErrMethodNotAllowed, codes.Unimplemented, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
+	{replica.ErrNotEnoughReplicas, codes.Unavailable, http.StatusGatewayTimeout, "NOT_ENOUGH_REPLICAS"},
+	{replica.ErrReplicaUnavailable, codes.Unavailable, http.StatusGatewayTimeout, "REPLICA_UNAVAILABLE"},
+	{replica.ErrNotAdmitted, codes.Unavailable, http.StatusServiceUnavailable, "NOT_ADMITTED"},
+	{replica.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "COORDINATOR_CLOSED"},
+	{replica.ErrConnecting, codes.Unavailable, http.StatusServiceUnavailable, "CONNECTING"},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"},
+	{context.Canceled, codes.Canceled, 499, "CANCELED"},
+	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "STORE_CLOSED"},
+	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented, "UNIMPLEMENTED"},
+	{change.ErrRefused, codes.FailedPrecondition, http.StatusConflict, "REFUSED"},
+	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonStaleView},
+	{stream.ErrChecksum, codes.DataLoss, http.StatusBadGateway, "CHECKSUM"},
+	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict, "UNSAFE"},
+	{cluster.ErrChangeInFlight, codes.FailedPrecondition, http.StatusConflict, "CHANGE_IN_FLIGHT"},
+	{cluster.ErrMemberExists, codes.AlreadyExists, http.StatusConflict, "MEMBER_EXISTS"},
+	{cluster.ErrUnknownMember, codes.NotFound, http.StatusNotFound, "UNKNOWN_MEMBER"},
+	{cluster.ErrNoChange, codes.NotFound, http.StatusNotFound, "NO_CHANGE"},
+	{cluster.ErrNoRing, codes.Unavailable, http.StatusServiceUnavailable, "NO_RING"},
+	{cluster.ErrNoLeader, codes.Unavailable, http.StatusServiceUnavailable, "NO_LEADER"},
+	{cluster.ErrNotLeader, codes.Unavailable, http.StatusServiceUnavailable, "NOT_LEADER"},
+	{cluster.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest, "INVALID_CHANGE"},
+	{cluster.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "CLUSTER_CLOSED"},
+	{metrics.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict, "CAPTURE_BUSY"},
+	{metrics.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_KIND"},
 }
 
 // lookup finds err's row; ok=false for an unknown error (Internal / 500).
@@ -91,7 +97,11 @@ func GRPCError(err error) error {
 	if !ok {
 		return status.Error(codes.Internal, err.Error())
 	}
-	return status.Error(row.grpc, err.Error())
+	st := status.New(row.grpc, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: row.reason, Domain: replica.ErrorDomain}); derr == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 // HTTPStatus is the HTTP status for a domain error (500 when unknown).
@@ -104,11 +114,3 @@ func HTTPStatus(err error) int {
 }
 
 var errEmptyKey = fmt.Errorf("%w: empty key", replica.ErrInvalidArgument)
-
-func errKeyTooLarge(n int) error {
-	return fmt.Errorf("%w: key is %d bytes, limit %d", replica.ErrKeyTooLarge, n, MaxKeySize)
-}
-
-func errValueTooLarge(n int, limit int64) error {
-	return fmt.Errorf("%w: value is %d bytes, limit %d", replica.ErrValueTooLarge, n, limit)
-}

@@ -1,8 +1,9 @@
 // Package server holds a ringkv node's network front: the gRPC builder with its
 // interceptors (recover, logging, metrics, auth) and the health service, the thin KV,
-// Replica and Admin handlers, and the course's v0 HTTP API. Handlers validate, call the
-// domain (the coordinator, the local replica, the node) and map errors through one table
-// (errors.go).
+// Replica and Admin handlers, and the course's v0 HTTP API. It is transport only: handlers
+// check a request's form, call the domain (replica.Coordinator, replica.Local, change.Service,
+// metrics) and map errors through one table (errors.go); no rule about a ring, a disk or a
+// quorum lives here.
 package server
 
 import (
@@ -21,10 +22,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-)
 
-// SecretHeader is the gRPC metadata key carrying the cluster secret.
-const SecretHeader = "x-ringkv-secret"
+	"ringkv/node/auth"
+)
 
 // RPCObserver receives one call per finished RPC, for metrics. Implementations must be
 // safe for concurrent use and must not block.
@@ -37,7 +37,7 @@ type GRPCConfig struct {
 	// Logger gets one debug line per RPC (method, code, duration) and an error line per
 	// panic. Never values or secrets. nil = slog.Default().
 	Logger *slog.Logger
-	// Secret, when non-empty, is required in SecretHeader for the Admin, Replica and
+	// Secret, when non-empty, is required in auth.Header for the Admin, Replica and
 	// Cluster services. When empty, Admin calls are accepted from loopback peers only.
 	Secret string
 	// Observer, when set, is told about every RPC.
@@ -131,7 +131,7 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	got := md.Get(SecretHeader)
+	got := md.Get(auth.Header)
 	if len(got) == 0 {
 		return status.Error(codes.Unauthenticated, "missing cluster secret")
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/auth"
 	"ringkv/node/replica"
 )
 
@@ -49,7 +50,7 @@ func TestAuthorize(t *testing.T) {
 				ctx = peer.NewContext(ctx, &peer.Peer{Addr: tt.from})
 			}
 			if tt.sent != nil {
-				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(SecretHeader, tt.sent[0]))
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(auth.Header, tt.sent[0]))
 			}
 			if got := status.Code(ic.authorize(ctx, tt.method)); got != tt.want {
 				t.Errorf("authorize(%s) = %v, want %v", tt.method, got, tt.want)
@@ -75,8 +76,8 @@ func TestErrorTable(t *testing.T) {
 	}{
 		{ErrNotFound, codes.NotFound, 404},
 		{replica.ErrInvalidArgument, codes.InvalidArgument, 400},
-		{errKeyTooLarge(2000), codes.InvalidArgument, 400},
-		{errValueTooLarge(10, 5), codes.InvalidArgument, 413},
+		{replica.ErrKeyTooLarge, codes.InvalidArgument, 400},
+		{replica.ErrValueTooLarge, codes.InvalidArgument, 413},
 		{ErrUnknownPath, codes.InvalidArgument, 400},
 		{ErrMethodNotAllowed, codes.Unimplemented, 405},
 		{replica.ErrNotEnoughReplicas, codes.Unavailable, 504},

@@ -29,24 +29,22 @@ type Data struct {
 	// Ready, when set, is nil while the node serves clients (else replica.ErrNotAdmitted or
 	// another reason, answered 503 / Unavailable); nil func = ready whenever View has a ring.
 	Ready func() error
-	// MaxValueSize is the largest value accepted, in bytes.
+	// MaxValueSize bounds the body of an HTTP PUT, in bytes (the Coordinator checks the
+	// value of every write against its own limit).
 	MaxValueSize int64
 	Logger       *slog.Logger
 }
 
-// replicas returns the cluster's replication factor, capped by its size, or
-// replica.ErrNotAdmitted when the node has no ring.
-func (d Data) replicas() (int, uint64, error) {
-	v := d.View()
-	if v == nil || v.Current == nil {
-		return 0, 0, replica.ErrNotAdmitted
+// ready is nil while the node serves clients: it has a ring (else replica.ErrNotAdmitted)
+// and Ready agrees.
+func (d Data) ready() error {
+	if v := d.View(); v == nil || v.Current == nil {
+		return replica.ErrNotAdmitted
 	}
 	if d.Ready != nil {
-		if err := d.Ready(); err != nil {
-			return 0, 0, err
-		}
+		return d.Ready()
 	}
-	return v.Current.Replicas(), v.Current.Epoch(), nil
+	return nil
 }
 
 // NewHTTP returns the v0 HTTP API handler: /v0/entity and /v0/status; any other path
@@ -76,7 +74,7 @@ func (h *httpAPI) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, fmt.Errorf("%w: %s /v0/status", ErrMethodNotAllowed, r.Method))
 		return
 	}
-	if _, _, err := h.d.replicas(); err != nil {
+	if err := h.d.ready(); err != nil {
 		h.fail(w, err)
 		return
 	}
@@ -92,12 +90,11 @@ func (h *httpAPI) entity(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, fmt.Errorf("%w: %s /v0/entity", ErrMethodNotAllowed, r.Method))
 		return
 	}
-	n, _, err := h.d.replicas()
-	if err != nil {
+	if err := h.d.ready(); err != nil {
 		h.fail(w, err)
 		return
 	}
-	e, err := ParseEntityQuery(r.URL.RawQuery, n)
+	e, err := ParseEntityQuery(r.URL.RawQuery)
 	if err != nil {
 		h.fail(w, err)
 		return

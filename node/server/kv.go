@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 
-	"ringkv/node/replica"
 	"ringkv/proto/kvpb"
 )
 
@@ -18,23 +17,12 @@ var _ kvpb.KVServer = (*KV)(nil)
 // NewKV returns the KV service on d.
 func NewKV(d Data) *KV { return &KV{d: d} }
 
-// entity validates a key and an RPC's ack/from (0 = default).
+// entity is an RPC's key and ack/from (0 = default) once the node serves clients.
 func (s *KV) entity(key []byte, ack, from uint32) (Entity, error) {
-	n, _, err := s.d.replicas()
-	if err != nil {
+	if err := s.d.ready(); err != nil {
 		return Entity{}, err
 	}
-	if len(key) == 0 {
-		return Entity{}, errEmptyKey
-	}
-	if len(key) > MaxKeySize {
-		return Entity{}, errKeyTooLarge(len(key))
-	}
-	a, f, err := replica.Quorum(int(ack), int(from), n)
-	if err != nil {
-		return Entity{}, err
-	}
-	return Entity{Key: key, Ack: a, From: f}, nil
+	return Entity{Key: key, Ack: int(ack), From: int(from)}, nil
 }
 
 // Get returns the newest version of a key; NotFound when absent or deleted.
@@ -58,9 +46,6 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 	e, err := s.entity(req.GetKey(), req.GetAck(), req.GetFrom())
 	if err != nil {
 		return nil, GRPCError(err)
-	}
-	if int64(len(req.GetValue())) > s.d.MaxValueSize {
-		return nil, GRPCError(errValueTooLarge(len(req.GetValue()), s.d.MaxValueSize))
 	}
 	ts, err := s.d.Coordinator.Put(ctx, e.Key, req.GetValue(), e.Ack, e.From)
 	if err != nil {

@@ -7,20 +7,18 @@ import (
 	"ringkv/node/replica"
 )
 
-// MaxKeySize is the longest key the APIs accept, in bytes.
-const MaxKeySize = 1024
-
-// Entity is a validated /v0/entity (or KV RPC) request: the key and the quorum to use.
+// Entity is a /v0/entity (or KV RPC) request as given: the key and the quorum asked for
+// (0 = the default). The Coordinator validates them, once per request.
 type Entity struct {
 	Key  []byte
 	Ack  int
 	From int
 }
 
-// ParseEntityQuery validates the query string of a /v0/entity request against a cluster
-// of replication factor replicas (already capped by cluster size). Errors wrap
-// replica.ErrInvalidArgument or replica.ErrKeyTooLarge and read as one line.
-func ParseEntityQuery(rawQuery string, replicas int) (Entity, error) {
+// ParseEntityQuery parses the query string of a /v0/entity request: one id, and ack and
+// from each at most once as positive integers. The key's size and the quorum's bounds are
+// the Coordinator's to check. Errors wrap replica.ErrInvalidArgument and read as one line.
+func ParseEntityQuery(rawQuery string) (Entity, error) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return Entity{}, fmt.Errorf("%w: malformed query: %v", replica.ErrInvalidArgument, err)
@@ -37,20 +35,9 @@ func ParseEntityQuery(rawQuery string, replicas int) (Entity, error) {
 			return Entity{}, fmt.Errorf("%w: %s must be one positive integer", replica.ErrInvalidArgument, name)
 		}
 	}
-	return parseEntity([]byte(ids[0]), q.Get("ack"), q.Get("from"), replicas)
-}
-
-// parseEntity validates a key and ack/from as given ("" = default).
-func parseEntity(key []byte, ack, from string, replicas int) (Entity, error) {
-	if len(key) == 0 {
-		return Entity{}, fmt.Errorf("%w: empty id", replica.ErrInvalidArgument)
-	}
-	if len(key) > MaxKeySize {
-		return Entity{}, errKeyTooLarge(len(key))
-	}
-	a, f, err := replica.ParseQuorum(ack, from, replicas)
+	a, f, err := replica.ParseQuorum(q.Get("ack"), q.Get("from"))
 	if err != nil {
 		return Entity{}, err
 	}
-	return Entity{Key: key, Ack: a, From: f}, nil
+	return Entity{Key: []byte(ids[0]), Ack: a, From: f}, nil
 }

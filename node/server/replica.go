@@ -2,17 +2,17 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/node/stream"
 	"ringkv/proto/kvpb"
 )
 
@@ -54,12 +54,12 @@ type ReplicaDeps struct {
 	// the last second or so). StreamRange then paces the ranges this node serves by it, all
 	// its streams together: below LatencyTarget the pace grows step by step, above it the
 	// pace halves (the same additive increase, multiplicative decrease as
-	// RangeClient.Latency), never above the change's rate (Rate, and the request's rate).
+	// stream.RangeClient.Latency), never above the change's rate (Rate, and the request's rate).
 	// A source paces where its clients feel the stream; the receiver's pace cannot see that.
 	// nil: each stream is throttled to its request's rate alone.
 	Latency func() time.Duration
 	// LatencyTarget is the latency the source's pace holds; 0 = twice the latency seen when
-	// the streams began (after a pause of adaptIdle without streams).
+	// the streams began (after a pause of AdaptIdle without streams).
 	LatencyTarget time.Duration
 	// Rate, when set, returns the rate of the change in flight (bytes per second; 0 = none):
 	// the ceiling of the pace by Latency. It is a per-receiver rate, and the pace is this
@@ -74,8 +74,8 @@ type Replica struct {
 	d ReplicaDeps
 
 	// The pace of StreamRange by ReplicaDeps.Latency, one for all of the node's streams.
-	lim limiter
-	ad  adaptive
+	lim stream.Limiter
+	ad  stream.Adaptive
 }
 
 var _ kvpb.ReplicaServer = (*Replica)(nil)
@@ -146,12 +146,17 @@ func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.Wr
 	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch()}, nil
 }
 
-// StreamRange streams the records of a token range in chunks with a checksum (ChunkChecksum).
-func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_StreamRangeServer) error {
+// errChunkFull stops a StreamRange scan when its chunk is full; the next chunk is read by a
+// new scan resumed after the last key.
+var errChunkFull = errors.New("chunk full")
+
+// StreamRange streams the records of a token range in chunks with a checksum
+// (stream.ChunkChecksum).
+func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, srv kvpb.Replica_StreamRangeServer) error {
 	if s.d.Store == nil {
 		return status.Error(codes.Unimplemented, "stream range: not wired on this node")
 	}
-	ctx := stream.Context()
+	ctx := srv.Context()
 	s.sawEpoch(req.GetEpoch())
 	if s.d.Fence != nil && req.GetChangeId() != 0 {
 		vid := ring.ViewID{Epoch: req.GetEpoch(), Change: req.GetChangeId(), InFlight: true}
@@ -180,13 +185,13 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 			}
 			return nil
 		})
-		full := isChunkFull(err)
+		full := errors.Is(err, errChunkFull)
 		if err != nil && !full {
 			return GRPCError(fmt.Errorf("stream range (%d, %d]: %w", req.GetStart(), req.GetEnd(), err))
 		}
 		chunk.Last = !full
-		chunk.Checksum = ChunkChecksum(chunk.Records)
-		if err := stream.Send(chunk); err != nil {
+		chunk.Checksum = stream.ChunkChecksum(chunk.Records)
+		if err := srv.Send(chunk); err != nil {
 			return err
 		}
 		if chunk.Last {
@@ -204,9 +209,9 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, stream kvpb.Replica_
 // streams), else at the request's fixed rate (per stream).
 func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
 	if s.d.Latency == nil {
-		var own limiter // this stream's alone
+		var own stream.Limiter // this stream's alone
 		fixed := func() uint64 { return reqRate }
-		return func(ctx context.Context, n int) error { return own.wait(ctx, n, fixed, nil) }
+		return func(ctx context.Context, n int) error { return own.Wait(ctx, n, fixed, nil) }
 	}
 	rate := func() uint64 {
 		limit := reqRate
@@ -215,36 +220,7 @@ func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
 				limit = r
 			}
 		}
-		return s.ad.rate(limit, s.d.Latency(), s.d.LatencyTarget, time.Now())
+		return s.ad.Rate(limit, s.d.Latency(), s.d.LatencyTarget, time.Now())
 	}
-	return func(ctx context.Context, n int) error { return s.lim.wait(ctx, n, rate, nil) }
-}
-
-// ChunkChecksum is the checksum of a RangeChunk: xxhash64 over, for each record in order,
-// the key's length (8 bytes big-endian), the key, and the record's binary encoding
-// (store.Record.MarshalBinary). Receivers recompute it to verify a chunk.
-func ChunkChecksum(records []*kvpb.KeyRecord) uint64 {
-	d := xxhash.New()
-	var hdr [10]byte
-	for _, kr := range records {
-		binary.BigEndian.PutUint64(hdr[:8], uint64(len(kr.GetKey())))
-		d.Write(hdr[:8])
-		d.Write(kr.GetKey())
-		// The record's MarshalBinary, written in place: version, flags, timestamp, value.
-		r := kr.GetRecord()
-		switch {
-		case r.GetTombstone() && len(r.GetValue()) != 0:
-			// An invalid record (a tombstone with a value) still gets a checksum of its parts.
-			d.Write([]byte{0xff})
-		default:
-			hdr[0], hdr[1] = 1, 0
-			if r.GetTombstone() {
-				hdr[1] = 1
-			}
-			binary.BigEndian.PutUint64(hdr[2:], r.GetTimestamp())
-			d.Write(hdr[:])
-		}
-		d.Write(r.GetValue())
-	}
-	return d.Sum64()
+	return func(ctx context.Context, n int) error { return s.lim.Wait(ctx, n, rate, nil) }
 }

@@ -1,4 +1,4 @@
-package server
+package change
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"ringkv/node/peers"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
@@ -16,14 +17,14 @@ const defaultRebalanceMoves = 8
 // rangeLoads asks every member of cur for its per-vnode stats: per range of cur (by end token)
 // and member, the replica reads and writes per second over the last minute it served. A member
 // that does not answer adds a warning and no load.
-func (s *Admin) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]string) ring.RangeLoad {
+func (s *Service) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]string) ring.RangeLoad {
 	ms := cur.Members()
-	stats, errs := askMembers(ctx, s, ms,
+	stats, errs := peers.Ask(ctx, s.cfg.Peers, ms,
 		func() (*kvpb.NodeStats, bool) {
-			if s.d.Stats == nil {
+			if s.cfg.Stats == nil {
 				return nil, false
 			}
-			return s.d.Stats.Snapshot(true), true
+			return s.cfg.Stats.Snapshot(true), true
 		},
 		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeStats, error) {
 			return c.Stats(ctx, &kvpb.StatsRequest{Vnodes: true})
@@ -31,7 +32,7 @@ func (s *Admin) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]stri
 	load := ring.RangeLoad{}
 	for i, m := range ms {
 		if errs[i] != nil {
-			*warnings = append(*warnings, fmt.Sprintf("no load from %s: %s; it counts as idle", m.ID, oneLine(errs[i])))
+			*warnings = append(*warnings, fmt.Sprintf("no load from %s: %s; it counts as idle", m.ID, peers.ErrorLine(errs[i])))
 			continue
 		}
 		if e := stats[i].GetEpoch(); e != cur.Epoch() {
@@ -56,7 +57,7 @@ func (s *Admin) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]stri
 // the measured load per node and the modelled load per node after the moves (nil maps when
 // the request named its moves), or a nil request when nothing is worth moving (with the
 // reason in warnings).
-func (s *Admin) planRebalance(ctx context.Context, cur *ring.Ring, req *kvpb.ChangeRequest, warnings *[]string) (*kvpb.ChangeRequest, map[string]float64, map[string]float64, error) {
+func (s *Service) planRebalance(ctx context.Context, cur *ring.Ring, req *kvpb.ChangeRequest, warnings *[]string) (*kvpb.ChangeRequest, map[string]float64, map[string]float64, error) {
 	if len(req.GetTokenMoves()) > 0 {
 		return req, nil, nil, nil
 	}

@@ -1,0 +1,251 @@
+package change
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+
+	"ringkv/node/cluster"
+	"ringkv/node/peers"
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// plan builds the ChangePlan of req against this node's ring: the cluster's plan, the moves'
+// estimated keys and bytes (asked of each move's source), ownership before and after, and
+// warnings and refusals from the nodes' answers.
+func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, map[moveKey]rangeCount, error) {
+	var rbWarnings []string
+	var measured, predicted map[string]float64
+	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
+		cur, _ := peers.Members(s.cfg.View())
+		if cur == nil {
+			return nil, nil, cluster.ErrNoRing
+		}
+		var full *kvpb.ChangeRequest
+		var err error
+		full, measured, predicted, err = s.planRebalance(ctx, cur, req, &rbWarnings)
+		if err != nil {
+			return nil, nil, err
+		}
+		if full == nil { // nothing worth moving: a plan without moves (StartChange refuses it)
+			out := &kvpb.ChangePlan{Request: req, FromEpoch: cur.Epoch(), ToEpoch: cur.Epoch(), Warnings: rbWarnings}
+			out.Before = ownership(cur, func(string) (uint64, uint64, bool) { return 0, 0, true })
+			setLoad(out.Before, measured)
+			out.After = out.Before
+			return out, nil, nil
+		}
+		req = full
+	}
+	cr, err := changeRequest(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := s.cfg.Cluster.Plan(cr)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &kvpb.ChangePlan{
+		Request: req, FromEpoch: p.Current.Epoch(), ToEpoch: p.Next.Epoch(),
+		Warnings: append(rbWarnings, p.Warnings...), Refusals: append([]string(nil), p.Refusals...),
+	}
+	if rf := p.Next.ReplicationFactor(); p.Next.Replicas() < rf {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("fewer than %d distinct replicas after the change: %d nodes", rf, p.Next.Replicas()))
+	}
+
+	// Ask every member (and the newcomer) for its NodeInfo.
+	members := p.Current.Members()
+	if cr.Kind == cluster.KindAdd {
+		members = append(members, ring.Member{ID: cr.NodeID, Addr: cr.Addr})
+	}
+	infos, errs := peers.Infos(ctx, s.cfg.Peers, members, s.cfg.Info)
+	info := map[string]*kvpb.NodeInfoResponse{}
+	for i, m := range members {
+		switch {
+		case errs[i] == nil:
+			info[m.ID] = infos[i]
+		case cr.Kind == cluster.KindAdd && m.ID == cr.NodeID:
+			out.Refusals = append(out.Refusals, fmt.Sprintf("%s at %s does not answer: %s", m.ID, m.Addr, peers.ErrorLine(errs[i])))
+		default:
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s at %s is unreachable: %s", m.ID, m.Addr, peers.ErrorLine(errs[i])))
+		}
+	}
+	if cr.Kind == cluster.KindAdd {
+		if ni := info[cr.NodeID]; ni != nil {
+			switch {
+			case ni.GetId() != cr.NodeID:
+				out.Refusals = append(out.Refusals, fmt.Sprintf("%s answers as %q, not %q", cr.Addr, ni.GetId(), cr.NodeID))
+			case ni.GetEpoch() > 0:
+				out.Refusals = append(out.Refusals, fmt.Sprintf("%s already has a ring (epoch %d): not an empty node", cr.NodeID, ni.GetEpoch()))
+			case ni.GetKeys() > 0:
+				out.Warnings = append(out.Warnings, fmt.Sprintf("%s already holds %d keys", cr.NodeID, ni.GetKeys()))
+			}
+		}
+	}
+
+	// Estimates: each source counts its moves' ranges.
+	est := s.estimate(ctx, p.Current, p.Moves, &out.Warnings)
+	need := map[string]uint64{}
+	for _, m := range p.Moves {
+		c := est[moveKey{m.Start, m.End, m.Target}]
+		out.Moves = append(out.Moves, &kvpb.RangeMove{Start: m.Start, End: m.End, Source: m.Source, Target: m.Target, EstKeys: c.keys, EstBytes: c.bytes})
+		out.EstKeys += c.keys
+		out.EstBytes += c.bytes
+		need[m.Target] += c.bytes
+	}
+	targets := make([]string, 0, len(need))
+	for t := range need {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	for _, t := range targets {
+		if ni := info[t]; ni != nil && ni.GetFreeDiskBytes() > 0 && ni.GetFreeDiskBytes() < need[t] {
+			out.Refusals = append(out.Refusals, fmt.Sprintf("%s has %d bytes of free disk, below the %d it will receive", t, ni.GetFreeDiskBytes(), need[t]))
+		}
+	}
+
+	// Ownership before (measured keys and bytes) and after (afterCounts: what each node holds
+	// plus what the moves bring it, minus what it hands over).
+	out.Before = ownership(p.Current, func(id string) (uint64, uint64, bool) {
+		ni := info[id]
+		return ni.GetKeys(), ni.GetDiskBytes(), ni != nil
+	})
+	after := afterCounts(p.Next, info, p.Moves, est)
+	out.After = ownership(p.Next, func(id string) (uint64, uint64, bool) {
+		c, ok := after[id]
+		return c.keys, c.bytes, ok
+	})
+	if cr.Kind == cluster.KindRemove {
+		out.After = append(out.After, &kvpb.NodeOwnership{Id: cr.NodeID, State: "REMOVED"})
+	}
+	setLoad(out.Before, measured)
+	setLoad(out.After, predicted)
+	return out, est, nil
+}
+
+// estimate asks each move's source (then the range's other replicas) to count its ranges.
+func (s *Service) estimate(ctx context.Context, cur *ring.Ring, moves []ring.Move, warnings *[]string) map[moveKey]rangeCount {
+	bySource := map[string][]ring.Move{}
+	for _, m := range moves {
+		bySource[m.Source] = append(bySource[m.Source], m)
+	}
+	est := map[moveKey]rangeCount{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for src, ms := range bySource {
+		wg.Go(func() {
+			counts, err := s.countOn(ctx, cur, src, ms)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %s", src, peers.ErrorLine(err)))
+				return
+			}
+			for i, m := range ms {
+				est[moveKey{m.Start, m.End, m.Target}] = counts[i]
+			}
+		})
+	}
+	wg.Wait()
+	sort.Strings(*warnings)
+	return est
+}
+
+func (s *Service) countOn(ctx context.Context, cur *ring.Ring, id string, ms []ring.Move) ([]rangeCount, error) {
+	ranges := make([]*kvpb.TokenRange, len(ms))
+	for i, m := range ms {
+		ranges[i] = &kvpb.TokenRange{Start: m.Start, End: m.End}
+	}
+	var resp *kvpb.CountRangesResponse
+	var err error
+	if id == s.cfg.Peers.Self {
+		var counts []*kvpb.RangeCount
+		counts, err = s.CountRanges(ranges)
+		resp = &kvpb.CountRangesResponse{Counts: counts}
+	} else {
+		m, ok := cur.Member(id)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", cluster.ErrUnknownMember, id)
+		}
+		c, derr := s.cfg.Peers.Dial.Admin(m.Addr)
+		if derr != nil {
+			return nil, derr
+		}
+		cctx, cancel := context.WithTimeout(ctx, 4*s.cfg.Peers.CallTimeout())
+		defer cancel()
+		resp, err = c.CountRanges(cctx, &kvpb.CountRangesRequest{Ranges: ranges})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetCounts()) != len(ms) {
+		return nil, fmt.Errorf("count ranges: got %d counts, want %d", len(resp.GetCounts()), len(ms))
+	}
+	out := make([]rangeCount, len(ms))
+	for i, c := range resp.GetCounts() {
+		out[i] = rangeCount{c.GetKeys(), c.GetBytes()}
+	}
+	return out, nil
+}
+
+// ownership lists each member's vnodes and shares in r, with counts from counts.
+func ownership(r *ring.Ring, counts func(id string) (keys, bytes uint64, ok bool)) []*kvpb.NodeOwnership {
+	share, rshare := r.Ownership(), r.ReplicaOwnership()
+	var out []*kvpb.NodeOwnership
+	for _, m := range r.Members() {
+		o := &kvpb.NodeOwnership{Id: m.ID, State: string(m.State), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
+		if k, b, ok := counts(m.ID); ok {
+			o.Keys, o.Bytes = k, b
+		} else {
+			o.Error = "did not answer"
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
+}
+
+// setLoad sets each node's load (a rebalance plan's measured or predicted ops/s).
+func setLoad(os []*kvpb.NodeOwnership, load map[string]float64) {
+	for _, o := range os {
+		if l, ok := load[o.GetId()]; ok {
+			o.Load = l
+		}
+	}
+}
+
+// afterCounts estimates each node's keys and bytes after a change: what it stores now (info),
+// plus the estimated keys of every move it receives, minus those of every move it streams out
+// of a range it no longer replicates in next. Bytes follow the node's bytes per key (they are
+// on-disk bytes, the moves' estimates are key and value bytes); a node that stores nothing yet
+// gets the moves' bytes. A node whose info is missing is left out.
+func afterCounts(next *ring.Ring, info map[string]*kvpb.NodeInfoResponse, moves []ring.Move, est map[moveKey]rangeCount) map[string]rangeCount {
+	delta := map[string]int64{}
+	inBytes := map[string]uint64{}
+	for _, m := range moves {
+		c := est[moveKey{m.Start, m.End, m.Target}]
+		delta[m.Target] += int64(c.keys)
+		inBytes[m.Target] += c.bytes
+		if !slices.ContainsFunc(next.Lookup(m.End, next.Replicas()), func(x ring.Member) bool { return x.ID == m.Source }) {
+			delta[m.Source] -= int64(c.keys)
+		}
+	}
+	out := map[string]rangeCount{}
+	for id, ni := range info {
+		if ni == nil {
+			continue
+		}
+		keys := uint64(max(0, int64(ni.GetKeys())+delta[id]))
+		var bytes uint64
+		if ni.GetKeys() > 0 {
+			bytes = uint64(math.Round(float64(ni.GetDiskBytes()) * float64(keys) / float64(ni.GetKeys())))
+		} else {
+			bytes = inBytes[id]
+		}
+		out[id] = rangeCount{keys: keys, bytes: bytes}
+	}
+	return out
+}

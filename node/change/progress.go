@@ -1,0 +1,229 @@
+package change
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"ringkv/node/cluster"
+	"ringkv/node/peers"
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// current returns the change in flight, else the last one (nil if none), and whether it flies.
+func (s *Service) current() (*cluster.Change, bool) {
+	if ch := s.cfg.Cluster.Change(); ch != nil {
+		return ch, true
+	}
+	return s.cfg.Cluster.LastChange(), false
+}
+
+// LocalProgress is this node's progress on the moves of the current change that it receives.
+func (s *Service) LocalProgress() *kvpb.ChangeProgress {
+	ch, _ := s.current()
+	out := &kvpb.ChangeProgress{State: "none"}
+	if ch == nil || s.cfg.Mover == nil {
+		return out
+	}
+	out.Id = ch.ID
+	now := time.Now()
+	for _, p := range s.cfg.Mover.Progress() {
+		if p.ChangeID != ch.ID {
+			continue
+		}
+		rp := &kvpb.RangeProgress{
+			Move:  &kvpb.RangeMove{Start: p.Move.Start, End: p.Move.End, Source: p.Move.Source, Target: p.Move.Target},
+			State: p.State, KeysDone: p.Keys, BytesDone: p.Bytes, Error: p.Err, PullingFrom: p.Source,
+		}
+		end := now
+		if p.State != cluster.MoveStreaming && !p.Finished.IsZero() {
+			end = p.Finished
+		}
+		if d := end.Sub(p.Started).Seconds(); !p.Started.IsZero() && d > 0 {
+			rp.RateBytesPerSec = float64(p.Bytes) / d
+		}
+		out.Ranges = append(out.Ranges, rp)
+	}
+	return out
+}
+
+// Progress gathers the progress of the current change from every receiver.
+func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
+	ch, flying := s.current()
+	if ch == nil {
+		return &kvpb.ChangeProgress{State: "none"}
+	}
+	out := &kvpb.ChangeProgress{Id: ch.ID, RateLimitBytes: ch.RateBytes, StartedUnix: ch.StartedUnix, FinishedUnix: ch.FinishedUnix}
+	switch {
+	case flying && ch.Pending() > 0:
+		out.State = "streaming"
+	case flying:
+		out.State = "handing-over"
+	case ch.Outcome == cluster.OutcomeCommitted:
+		out.State = "done"
+	case ch.Outcome == cluster.OutcomeAborted:
+		out.State = "aborted"
+	default:
+		out.State = ch.Outcome
+	}
+	kind := kvpb.ChangeRequest_ADD
+	switch ch.Kind {
+	case cluster.KindRemove:
+		kind = kvpb.ChangeRequest_REMOVE
+	case cluster.KindRebalance:
+		kind = kvpb.ChangeRequest_REBALANCE
+	}
+	out.Plan = &kvpb.ChangePlan{
+		Id: ch.ID, FromEpoch: ch.FromEpoch, ToEpoch: ch.Next.Epoch,
+		Request: &kvpb.ChangeRequest{Kind: kind, NodeId: ch.NodeID, GrpcAddr: ch.Addr, Force: ch.Force, RateBytes: ch.RateBytes,
+			TokenMoves: cluster.TokenMovesToProto(ch.Tokens)},
+	}
+
+	est := s.changeEstimates(ctx, ch, flying)
+	remote := s.receiverProgress(ctx, ch)
+	var rate float64
+	for i, mv := range ch.Moves {
+		k := moveKey{mv.Start, mv.End, mv.Target}
+		e := est[k]
+		rp := &kvpb.RangeProgress{Move: &kvpb.RangeMove{Start: mv.Start, End: mv.End, Source: mv.Source, Target: mv.Target, EstKeys: e.keys, EstBytes: e.bytes}, State: cluster.MovePending}
+		if got := remote[k]; got != nil {
+			rp.State, rp.KeysDone, rp.BytesDone, rp.Error, rp.RateBytesPerSec, rp.PullingFrom = got.GetState(), got.GetKeysDone(), got.GetBytesDone(), got.GetError(), got.GetRateBytesPerSec(), got.GetPullingFrom()
+		} else if errText, ok := remote[moveKey{target: mv.Target}]; ok {
+			rp.Error = errText.GetError()
+		}
+		if mv.Done {
+			rp.State = cluster.MoveDone
+			rp.Error = ""
+			if rp.KeysDone == 0 && rp.BytesDone == 0 {
+				rp.KeysDone, rp.BytesDone = e.keys, e.bytes
+			}
+		}
+		if rp.State == cluster.MoveStreaming {
+			rate += rp.RateBytesPerSec
+			if rp.RateBytesPerSec > 0 && e.bytes > rp.BytesDone {
+				rp.EtaSeconds = float64(e.bytes-rp.BytesDone) / rp.RateBytesPerSec
+			}
+		}
+		if rp.State == cluster.MoveFailed && out.Error == "" {
+			out.Error = fmt.Sprintf("move %d to %s: %s", i, mv.Target, rp.Error)
+		}
+		out.Ranges = append(out.Ranges, rp)
+		out.Plan.Moves = append(out.Plan.Moves, rp.Move)
+		out.KeysDone += rp.KeysDone
+		out.BytesDone += rp.BytesDone
+		out.KeysTotal += max(e.keys, rp.KeysDone)
+		out.BytesTotal += max(e.bytes, rp.BytesDone)
+	}
+	out.Plan.EstKeys, out.Plan.EstBytes = out.KeysTotal, out.BytesTotal
+	if rate == 0 && ch.StartedUnix > 0 && flying {
+		if d := time.Since(time.Unix(ch.StartedUnix, 0)).Seconds(); d > 0 {
+			rate = float64(out.BytesDone) / d
+		}
+	}
+	out.RateBytesPerSec = rate
+	if rate > 0 && out.BytesTotal > out.BytesDone && flying {
+		out.EtaSeconds = float64(out.BytesTotal-out.BytesDone) / rate
+	}
+	return out
+}
+
+// changeEstimates returns the cached estimates of ch's moves, counting them on the sources
+// while the change flies and none are cached.
+func (s *Service) changeEstimates(ctx context.Context, ch *cluster.Change, flying bool) map[moveKey]rangeCount {
+	s.estMu.Lock()
+	est, ok := s.est[ch.ID]
+	s.estMu.Unlock()
+	if ok || !flying || s.cfg.View == nil {
+		return est
+	}
+	v := s.cfg.View()
+	if v == nil || v.Current == nil {
+		return nil
+	}
+	moves := make([]ring.Move, len(ch.Moves))
+	for i, m := range ch.Moves {
+		moves[i] = ring.Move{Start: m.Start, End: m.End, Source: m.Source, Target: m.Target}
+	}
+	var warnings []string
+	est = s.estimate(ctx, v.Current, moves, &warnings)
+	if len(warnings) == 0 {
+		s.estMu.Lock()
+		for id := range s.est {
+			if id < ch.ID {
+				delete(s.est, id)
+			}
+		}
+		s.est[ch.ID] = est
+		s.estMu.Unlock()
+	}
+	return est
+}
+
+// receiverProgress asks every receiver of ch's moves for its own progress. A receiver that
+// does not answer is reported under moveKey{target: id} with the error.
+func (s *Service) receiverProgress(ctx context.Context, ch *cluster.Change) map[moveKey]*kvpb.RangeProgress {
+	addrs := map[string]string{}
+	if s.cfg.View != nil {
+		if v := s.cfg.View(); v != nil {
+			for _, r := range []*ring.Ring{v.Current, v.Next} {
+				if r == nil {
+					continue
+				}
+				for _, m := range r.Members() {
+					addrs[m.ID] = m.Addr
+				}
+			}
+		}
+	}
+	for _, m := range ch.Next.Members {
+		addrs[m.ID] = m.Addr
+	}
+	if ch.Addr != "" {
+		addrs[ch.NodeID] = ch.Addr
+	}
+	targets := map[string]bool{}
+	for _, mv := range ch.Moves {
+		if !mv.Done {
+			targets[mv.Target] = true
+		}
+	}
+	out := map[moveKey]*kvpb.RangeProgress{}
+	var mu sync.Mutex
+	add := func(p *kvpb.ChangeProgress, target string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			out[moveKey{target: target}] = &kvpb.RangeProgress{Error: fmt.Sprintf("%s did not report: %s", target, peers.ErrorLine(err))}
+			return
+		}
+		if p.GetId() != ch.ID {
+			return
+		}
+		for _, r := range p.GetRanges() {
+			m := r.GetMove()
+			out[moveKey{m.GetStart(), m.GetEnd(), m.GetTarget()}] = r
+		}
+	}
+	var wg sync.WaitGroup
+	for t := range targets {
+		if t == s.cfg.Peers.Self {
+			add(s.LocalProgress(), t, nil)
+			continue
+		}
+		wg.Go(func() {
+			c, err := s.cfg.Peers.Dial.Admin(addrs[t])
+			if err != nil {
+				add(nil, t, err)
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.Peers.CallTimeout())
+			defer cancel()
+			p, err := c.ChangeStatus(cctx, &kvpb.ChangeStatusRequest{Local: true})
+			add(p, t, err)
+		})
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,137 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"ringkv/node/metrics"
+	"ringkv/node/replica"
+)
+
+// Run serves until ctx ends or a server fails, then drains: it stops accepting, lets
+// in-flight requests finish (up to DrainTimeout), stops the coordinator and flushes and
+// closes badger. It returns nil after a clean shutdown.
+func (n *Node) Run(ctx context.Context) error {
+	errc := make(chan error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { errc <- wrapServe("grpc", n.grpcSrv.Serve(n.lnGRPC)) })
+	wg.Go(func() { errc <- wrapServe("http", n.httpSrv.Serve(n.lnHTTP)) })
+	wg.Go(func() { errc <- wrapServe("admin", n.adminSrv.Serve(n.lnAdmin)) })
+	mctx, mcancel := context.WithCancel(context.Background())
+	wg.Go(func() { n.metrics.Run(mctx) })
+	// The metadata group and this node's part of ring changes stop before the servers drain:
+	// raft's streams run through the gRPC server.
+	var cwg sync.WaitGroup
+	cctx, ccancel := context.WithCancel(context.Background())
+	cwg.Go(func() {
+		if err := n.cl.Run(cctx); err != nil {
+			n.logger.Warn("cluster metadata", "err", err)
+		}
+	})
+	cwg.Go(func() {
+		if err := n.mover.Run(cctx); err != nil {
+			n.logger.Warn("mover", "err", err)
+		}
+	})
+	cwg.Go(func() { n.watchRing(cctx) })
+	a := n.Addrs()
+	n.logger.Info("node serving", "grpc", a.GRPC, "http", a.HTTP, "admin", a.Admin, "epoch", n.epoch(), "data", n.cfg.DataDir)
+	if n.secret != "" {
+		n.logger.Info("cluster secret configured: internal and admin RPCs require it")
+	} else {
+		n.logger.Warn("no cluster secret configured: admin RPCs are accepted from loopback only, internal RPCs from anyone")
+	}
+	if n.View() == nil {
+		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	n.logger.Info("node draining")
+	n.draining.Store(true)
+	close(n.drainc)
+	n.setHealth()
+	ccancel()
+	cwg.Wait()
+	n.bgMu.Lock()
+	n.bgCancel()
+	n.bgMu.Unlock()
+	n.bg.Wait()
+	var errs []error
+	errs = append(errs, err)
+	if e := n.cl.Close(); e != nil {
+		errs = append(errs, fmt.Errorf("close cluster: %w", e))
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
+	defer cancel()
+	if e := n.httpSrv.Shutdown(dctx); e != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
+	}
+	stopped := make(chan struct{})
+	go func() { n.grpcSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-dctx.Done():
+		n.grpcSrv.Stop()
+		<-stopped
+	}
+	if e := n.adminSrv.Shutdown(dctx); e != nil {
+		errs = append(errs, fmt.Errorf("admin shutdown: %w", e))
+	}
+	mcancel()
+	wg.Wait()
+	errs = append(errs, n.coord.Close())
+	n.connsMu.Lock()
+	for _, c := range n.conns {
+		c.Close()
+	}
+	n.conns, n.remotes = map[string]*grpc.ClientConn{}, map[string]*replica.Remote{}
+	n.connsMu.Unlock()
+	if e := n.st.Close(); e != nil {
+		errs = append(errs, fmt.Errorf("close store: %w", e))
+	}
+	n.logger.Info("node stopped")
+	return errors.Join(errs...)
+}
+
+func wrapServe(name string, err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return fmt.Errorf("%s server: %w", name, err)
+}
+
+// Start creates a node and runs it in the background until ctx ends or Close.
+func Start(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
+	metrics.KeepMutexWaitsTimed() // as Main does
+	n, err := New(cfg, logger, opts...)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	n.stop, n.done = cancel, make(chan struct{})
+	go func() {
+		defer close(n.done)
+		n.runErr = n.Run(rctx)
+	}()
+	return n, nil
+}
+
+// Close stops a node started with Start and waits until it has drained and closed its store.
+func (n *Node) Close() error {
+	if n.stop == nil {
+		return errors.New("close: node not started with Start")
+	}
+	n.stop()
+	<-n.done
+	return n.runErr
+}
