@@ -323,7 +323,7 @@ const recentSamples = 20
 // and of those it serves holds to its MoveLatencyTarget.
 func (n *Node) recentLatency() time.Duration {
 	var worst time.Duration
-	for _, role := range []string{replica.RoleCoordinator, "replica"} {
+	for _, role := range []replica.Role{replica.RoleCoordinator, replica.RoleReplica} {
 		if p, count := n.metrics.RecentP99(role); count >= recentSamples {
 			worst = max(worst, p)
 		}

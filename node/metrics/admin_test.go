@@ -20,7 +20,7 @@ import (
 
 func TestAdminHandler(t *testing.T) {
 	reg := New(Config{ID: "n1"})
-	reg.ObserveOp("get", "coordinator", time.Millisecond, nil)
+	reg.ObserveOp(replica.OpGet, replica.RoleCoordinator, time.Millisecond, nil)
 	var readyErr error
 	srv := httptest.NewServer(AdminHandler(reg, func() error { return readyErr }))
 	defer srv.Close()
@@ -88,7 +88,7 @@ func TestPrometheusLint(t *testing.T) {
 				return []replica.Breaker{{Peer: "n2", State: replica.BreakerOpen, ConsecutiveFailures: 5}}
 			},
 		})
-		reg.ObserveOp("put", "coordinator", time.Millisecond, errors.New("boom"))
+		reg.ObserveOp(replica.OpPut, replica.RoleCoordinator, time.Millisecond, errors.New("boom"))
 		reg.ObserveVnode(42, true, 10)
 		mfs := gather(t, collector{reg})
 		problems, err := promlint.NewWithMetricFamilies(mfs).Lint()

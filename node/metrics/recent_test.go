@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"ringkv/internal/testclock"
+	"ringkv/node/replica"
 )
 
 func TestRecentBuckets(t *testing.T) {
@@ -73,16 +74,16 @@ func TestRecentWindow(t *testing.T) {
 func TestRecentP99ByRole(t *testing.T) {
 	reg := New(DefaultConfig())
 	for range 100 {
-		reg.ObserveOp("get", "coordinator", 2*time.Millisecond, nil)
-		reg.ObserveOp("put", "replica", 20*time.Millisecond, nil)
+		reg.ObserveOp(replica.OpGet, replica.RoleCoordinator, 2*time.Millisecond, nil)
+		reg.ObserveOp(replica.OpPut, replica.RoleReplica, 20*time.Millisecond, nil)
 	}
-	if p, n := reg.RecentP99("coordinator"); n != 100 || p < 2*time.Millisecond || p > 3*time.Millisecond {
+	if p, n := reg.RecentP99(replica.RoleCoordinator); n != 100 || p < 2*time.Millisecond || p > 3*time.Millisecond {
 		t.Errorf("coordinator: got p99 %s of %d, want 2 ms of 100", p, n)
 	}
-	if p, n := reg.RecentP99("replica"); n != 100 || p < 20*time.Millisecond || p > 25*time.Millisecond {
+	if p, n := reg.RecentP99(replica.RoleReplica); n != 100 || p < 20*time.Millisecond || p > 25*time.Millisecond {
 		t.Errorf("replica: got p99 %s of %d, want 20 ms of 100", p, n)
 	}
-	if p, n := reg.RecentP99("nobody"); p != 0 || n != 0 {
+	if p, n := reg.RecentP99(replica.NumRoles); p != 0 || n != 0 {
 		t.Errorf("unknown role: got %s of %d, want 0 of 0", p, n)
 	}
 }

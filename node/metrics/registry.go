@@ -26,19 +26,14 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// Operations and roles as ObserveOp names them.
-var (
-	opNames   = [...]string{"get", "put", "delete"}
-	roleNames = [...]string{"coordinator", "replica"}
-)
 
 // ErrorKinds are the kinds errors are counted by (the "kind" label). An unknown kind counts
 // as "internal".
 var ErrorKinds = [...]string{"timeout", "canceled", "unavailable", "breaker_open", "invalid", "internal"}
 
 const (
-	numOps   = len(opNames)
-	numRoles = len(roleNames)
+	numOps   = replica.NumOps
+	numRoles = replica.NumRoles
 	numSlots = numOps * numRoles
 	numKinds = len(ErrorKinds)
 )
@@ -159,32 +154,15 @@ func kindIndex(kind string) int {
 	return numKinds - 1 // internal
 }
 
-func slotIndex(op, role string) int {
-	var o, ro int
-	switch op {
-	case "get":
-		o = 0
-	case "put":
-		o = 1
-	case "delete":
-		o = 2
-	default:
+func slotIndex(op replica.Op, role replica.Role) int {
+	if int(op) >= numOps || int(role) >= numRoles {
 		return -1
 	}
-	switch role {
-	case "coordinator":
-		ro = 0
-	case "replica":
-		ro = 1
-	default:
-		return -1
-	}
-	return o*numRoles + ro
+	return int(op)*numRoles + int(role)
 }
 
-// ObserveOp records one operation: op is get, put or delete; role is coordinator or replica.
-// Other names are ignored.
-func (r *Registry) ObserveOp(op, role string, d time.Duration, err error) {
+// ObserveOp records one operation. Unknown operations and roles are ignored.
+func (r *Registry) ObserveOp(op replica.Op, role replica.Role, d time.Duration, err error) {
 	i := slotIndex(op, role)
 	if i < 0 {
 		return
@@ -206,8 +184,8 @@ func (r *Registry) ObserveOp(op, role string, d time.Duration, err error) {
 // observed over about the last second (1–1.1 s, at most 25% above the true value), and how
 // many there were; 0, 0 when there were none or the role is unknown. Cheap and lock-free:
 // meant to be polled, as by a ring change pacing its streams (stream.RangeClient.Latency).
-func (r *Registry) RecentP99(role string) (time.Duration, uint64) {
-	i := slotIndex("get", role)
+func (r *Registry) RecentP99(role replica.Role) (time.Duration, uint64) {
+	i := slotIndex(replica.OpGet, role)
 	if i < 0 {
 		return 0, 0
 	}
@@ -446,8 +424,8 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		s.lat.mergeInto(scratch)
 		q := quantilesOf(scratch)
 		os := &kvpb.OpStats{
-			Op:      opNames[i/numRoles],
-			Role:    roleNames[i%numRoles],
+			Op:      replica.Op(i / numRoles).String(),
+			Role:    replica.Role(i % numRoles).String(),
 			Count:   s.count.total.Load(),
 			Errors:  s.errors.Load(),
 			Rate_1S: s.count.rate1s(),
@@ -463,7 +441,7 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 				ns.Errors[ErrorKinds[k]] += n
 			}
 		}
-		if i%numRoles == 0 { // coordinator: what clients see
+		if replica.Role(i%numRoles) == replica.RoleCoordinator { // what clients see
 			ns.OpsPerSec += os.Rate_1S
 			coord.Merge(scratch)
 		}

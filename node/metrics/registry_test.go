@@ -170,10 +170,10 @@ func TestObserveOp(t *testing.T) {
 		case i%25 == 1:
 			err = fmt.Errorf("quorum: %w", replica.ErrNotEnoughReplicas)
 		}
-		reg.ObserveOp("get", "coordinator", time.Duration(i+1)*time.Millisecond, err)
+		reg.ObserveOp(replica.OpGet, replica.RoleCoordinator, time.Duration(i+1)*time.Millisecond, err)
 	}
-	reg.ObserveOp("put", "replica", 3*time.Millisecond, errors.New("disk on fire"))
-	reg.ObserveOp("scan", "coordinator", time.Millisecond, nil) // unknown: ignored
+	reg.ObserveOp(replica.OpPut, replica.RoleReplica, 3*time.Millisecond, errors.New("disk on fire"))
+	reg.ObserveOp(replica.NumOps, replica.RoleCoordinator, time.Millisecond, nil) // unknown: ignored
 	reg.ReadRepair()
 	reg.ReadRepair()
 	reg.Hint()
@@ -218,7 +218,7 @@ func TestObserveOp(t *testing.T) {
 func TestRatesDecay(t *testing.T) {
 	reg := New(Config{ID: "n1"})
 	for range 100 {
-		reg.ObserveOp("get", "coordinator", time.Millisecond, nil)
+		reg.ObserveOp(replica.OpGet, replica.RoleCoordinator, time.Millisecond, nil)
 	}
 	reg.tick(time.Second)
 	o := reg.Snapshot(false).Ops[0]
@@ -285,7 +285,7 @@ func BenchmarkObserveOp(b *testing.B) {
 	reg := New(Config{ID: "n1"})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		reg.ObserveOp("get", "coordinator", time.Duration(i%5000)*time.Microsecond, nil)
+		reg.ObserveOp(replica.OpGet, replica.RoleCoordinator, time.Duration(i%5000)*time.Microsecond, nil)
 	}
 }
 
@@ -294,7 +294,7 @@ func BenchmarkObserveOpParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {
-			reg.ObserveOp("put", "replica", time.Duration(i%5000)*time.Microsecond, nil)
+			reg.ObserveOp(replica.OpPut, replica.RoleReplica, time.Duration(i%5000)*time.Microsecond, nil)
 		}
 	})
 }

@@ -418,7 +418,7 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 	}
 }
 
-func (c *Coordinator) observe(op string, start time.Time, err error) {
+func (c *Coordinator) observe(op Op, start time.Time, err error) {
 	if c.obs != nil {
 		c.obs.ObserveOp(op, RoleCoordinator, time.Since(start), err)
 	}

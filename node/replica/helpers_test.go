@@ -209,7 +209,7 @@ type countingObserver struct {
 
 func (o *countingObserver) Hint() { o.hints.Add(1) }
 
-func (o *countingObserver) ObserveOp(op, role string, d time.Duration, err error) {
+func (o *countingObserver) ObserveOp(op Op, role Role, d time.Duration, err error) {
 	o.ops.Add(1)
 	if err != nil {
 		o.failed.Add(1)

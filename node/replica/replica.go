@@ -75,10 +75,9 @@ type Replica interface {
 // must not block. A nil Observer is a no-op.
 type Observer interface {
 	// ObserveOp is called once per client operation the coordinator
-	// handled: op is "get", "put" or "delete", role is "coordinator",
-	// d the time to the answer, err the error returned (nil on success;
-	// a Get of an absent key is a success).
-	ObserveOp(op, role string, d time.Duration, err error)
+	// handled (role RoleCoordinator), d the time to the answer, err the
+	// error returned (nil on success; a Get of an absent key is a success).
+	ObserveOp(op Op, role Role, d time.Duration, err error)
 	// ReadRepair is called once per replica repaired by a read.
 	ReadRepair()
 }
@@ -90,10 +89,44 @@ type VnodeObserver interface {
 	ObserveVnode(token uint64, write bool, bytes int)
 }
 
-// Op names and the role passed to Observer.ObserveOp.
+// Op is a client operation, as metrics, logs and the Admin API name it.
+type Op uint8
+
+// The operations, in the order metrics index them.
 const (
-	OpGet           = "get"
-	OpPut           = "put"
-	OpDelete        = "delete"
-	RoleCoordinator = "coordinator"
+	OpGet Op = iota
+	OpPut
+	OpDelete
+	NumOps = iota
 )
+
+var opNames = [NumOps]string{"get", "put", "delete"}
+
+// String is the operation's name: get, put or delete.
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "unknown"
+}
+
+// Role is the part a node plays in an operation: it coordinates it for a
+// client, or serves it as one of the key's replicas.
+type Role uint8
+
+// The roles, in the order metrics index them.
+const (
+	RoleCoordinator Role = iota
+	RoleReplica
+	NumRoles = iota
+)
+
+var roleNames = [NumRoles]string{"coordinator", "replica"}
+
+// String is the role's name: coordinator or replica.
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return "unknown"
+}

@@ -44,7 +44,7 @@ type ReplicaDeps struct {
 	// OnEpoch, when set, is called with the epoch of every request (the sender's ring epoch),
 	// so the node notices that it is behind. Must not block.
 	OnEpoch func(epoch uint64)
-	// Observer, when set, is told about every Read and Write (role "replica").
+	// Observer, when set, is told about every Read and Write (role replica.RoleReplica).
 	Observer replica.Observer
 	// Fence, when set, runs before StreamRange serves a range for a change (replica.Local.Fence):
 	// it waits until this node has applied the change and every write it admitted under an
@@ -96,9 +96,9 @@ func (s *Replica) sawEpoch(e uint64) {
 	}
 }
 
-func (s *Replica) observe(op string, start time.Time, err error) {
+func (s *Replica) observe(op replica.Op, start time.Time, err error) {
 	if s.d.Observer != nil {
-		s.d.Observer.ObserveOp(op, "replica", time.Since(start), err)
+		s.d.Observer.ObserveOp(op, replica.RoleReplica, time.Since(start), err)
 	}
 }
 
