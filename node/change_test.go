@@ -222,7 +222,7 @@ func waitChange(t *testing.T, admin kvpb.AdminClient, d time.Duration) *kvpb.Cha
 			t.Fatalf("watch change: %v (last progress %v)", err, last)
 		}
 		last = p
-		if st := p.GetState(); st != "streaming" && st != "handing-over" {
+		if st := p.GetState(); st != kvpb.ChangeState_CHANGE_STATE_STREAMING && st != kvpb.ChangeState_CHANGE_STATE_HANDING_OVER {
 			return p
 		}
 	}
@@ -346,7 +346,7 @@ func TestRingAddUnderLoad(t *testing.T) {
 	final := waitChange(t, admin, 60*time.Second)
 	t.Logf("change done in %v: %d keys, %d bytes moved", time.Since(t1), final.GetKeysDone(), final.GetBytesDone())
 	acked := tr.finish(t)
-	if final.GetState() != "done" {
+	if final.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
 	}
 	t2 := time.Now()
@@ -404,7 +404,7 @@ func TestRingDrainUnderLoad(t *testing.T) {
 	}
 	final := waitChange(t, admin, 60*time.Second)
 	acked := tr.finish(t)
-	if final.GetState() != "done" {
+	if final.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
 	}
 	rest := []int{0, 1, 2}
@@ -507,7 +507,7 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p.GetState() != "streaming" || p.GetBytesDone() == 0 || p.GetBytesTotal() == 0 {
+		if p.GetState() != kvpb.ChangeState_CHANGE_STATE_STREAMING || p.GetBytesDone() == 0 || p.GetBytesTotal() == 0 {
 			return fmt.Errorf("progress: %s, %d of %d bytes", p.GetState(), p.GetBytesDone(), p.GetBytesTotal())
 		}
 		return nil
@@ -563,7 +563,7 @@ func TestRingRefusalsAndAbort(t *testing.T) {
 	if err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	if p.GetState() != "aborted" {
+	if p.GetState() != kvpb.ChangeState_CHANGE_STATE_ABORTED {
 		t.Errorf("abort: got state %q, want aborted", p.GetState())
 	}
 	if v := c.Node(follower).View(); v.Next != nil || v.Current.Epoch() != epoch {
@@ -693,7 +693,7 @@ func TestRingRebalanceUnderLoad(t *testing.T) {
 	}
 	final := waitChange(t, admin, 60*time.Second)
 	acked := tr.finish(t)
-	if final.GetState() != "done" {
+	if final.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 		t.Fatalf("change ended %q (%s), want done", final.GetState(), final.GetError())
 	}
 	if k := final.GetPlan().GetRequest().GetKind(); k != kvpb.ChangeRequest_REBALANCE {

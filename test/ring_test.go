@@ -76,7 +76,7 @@ func addUnderLoad(t *testing.T, c *tcluster, founders []*proc, newcomer *proc, l
 	p := progressOf(t, res)
 	t.Logf("change %d %s in %s: %d bytes, %d keys; stderr had %d progress lines", p.GetId(), p.GetState(), took.Round(time.Millisecond),
 		p.GetBytesDone(), p.GetKeysDone(), strings.Count(res.stderr, "\n"))
-	if p.GetState() != "done" {
+	if p.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 		t.Fatalf("got change state %q, want done", p.GetState())
 	}
 	before := tr.count()
@@ -140,7 +140,7 @@ func TestRingAddThenDrainUnderLoad(t *testing.T) {
 			t.Fatalf("kvctl ring drain: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 		}
 		p := progressOf(t, res)
-		if p.GetState() != "done" {
+		if p.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 			t.Fatalf("got change state %q, want done", p.GetState())
 		}
 		more := tr.finish(t)
@@ -198,7 +198,7 @@ func startAdd(t *testing.T, c *tcluster, via, newcomer *proc, rate string) (*exe
 		if err != nil {
 			return err
 		}
-		if p.GetState() != "streaming" || p.GetBytesDone() == 0 {
+		if p.GetState() != kvpb.ChangeState_CHANGE_STATE_STREAMING || p.GetBytesDone() == 0 {
 			return fmt.Errorf("state %q, %d bytes done", p.GetState(), p.GetBytesDone())
 		}
 		if p.GetBytesTotal() > 0 && p.GetBytesDone() > p.GetBytesTotal()/4 {
@@ -253,7 +253,7 @@ func TestRingKillReceiverMidStream(t *testing.T) {
 		t.Fatalf("kvctl ring add: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
 	p := progressOf(t, res)
-	if p.GetState() != "done" {
+	if p.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 		t.Fatalf("got change state %q, want done", p.GetState())
 	}
 	acked := tr.finish(t)
@@ -299,7 +299,7 @@ func TestRingKillLeaderMidChange(t *testing.T) {
 	c.kvctl(context.Background(), others[0], "ring", "rate", "20")
 	res := waitKvctl(t, cmd, out, errOut, done, 90*time.Second)
 	all := c.nodes
-	if res.code == 0 && progressOf(t, res).GetState() == "done" {
+	if res.code == 0 && progressOf(t, res).GetState() == kvpb.ChangeState_CHANGE_STATE_DONE {
 		p := progressOf(t, res)
 		t.Logf("the change completed after the leader's kill")
 		acked := tr.finish(t)
@@ -322,7 +322,7 @@ func TestRingKillLeaderMidChange(t *testing.T) {
 	if o := ownershipOf(r, n4.id); o != nil {
 		t.Errorf("got n4 in the ring after the abort (%v), want it out", o)
 	}
-	if ch := r.GetChange(); ch != nil && (ch.GetState() == "streaming" || ch.GetState() == "handing-over") {
+	if ch := r.GetChange(); ch != nil && (ch.GetState() == kvpb.ChangeState_CHANGE_STATE_STREAMING || ch.GetState() == kvpb.ChangeState_CHANGE_STATE_HANDING_OVER) {
 		t.Errorf("got change %d %s after the abort, want none in flight", ch.GetId(), ch.GetState())
 	}
 	c.checkReads(founders, prior, valueSize, acked, sampleKeys)
@@ -376,7 +376,7 @@ func TestRingRefusals(t *testing.T) {
 	if res.code != 1 || !strings.Contains(res.stderr, "kvctl ring status") || !strings.Contains(res.stderr, "kvctl ring abort") {
 		t.Errorf("Ctrl-C: got exit %d, want 1 with how to watch again or abort\nstderr:\n%s", res.code, res.stderr)
 	}
-	if p, err := c.changeStatus(n1); err != nil || p.GetState() != "streaming" {
+	if p, err := c.changeStatus(n1); err != nil || p.GetState() != kvpb.ChangeState_CHANGE_STATE_STREAMING {
 		t.Fatalf("after Ctrl-C: got %v (%v), want the change still streaming", p.GetState(), err)
 	}
 

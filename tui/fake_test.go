@@ -228,13 +228,13 @@ func fakeChange() *kvpb.ChangeProgress {
 		return &kvpb.RangeMove{Start: uint64(i) << 60, End: uint64(i+1) << 60, Source: src, Target: dst, EstKeys: 1000, EstBytes: 128000}
 	}
 	return &kvpb.ChangeProgress{
-		Id: 3, State: "streaming",
+		Id: 3, State: kvpb.ChangeState_CHANGE_STATE_STREAMING,
 		Plan: &kvpb.ChangePlan{Id: 3, Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}, FromEpoch: 7, ToEpoch: 8},
 		Ranges: []*kvpb.RangeProgress{
-			{Move: mv(1, "n2", "n1"), State: "done", KeysDone: 1000, BytesDone: 128000},
-			{Move: mv(2, "n2", "n1"), State: "streaming", KeysDone: 500, BytesDone: 64000},
-			{Move: mv(3, "n2", "n3"), State: "streaming", KeysDone: 250, BytesDone: 32000},
-			{Move: mv(4, "n2", "n3"), State: "pending"},
+			{Move: mv(1, "n2", "n1"), State: kvpb.MoveState_MOVE_STATE_DONE, KeysDone: 1000, BytesDone: 128000},
+			{Move: mv(2, "n2", "n1"), State: kvpb.MoveState_MOVE_STATE_STREAMING, KeysDone: 500, BytesDone: 64000},
+			{Move: mv(3, "n2", "n3"), State: kvpb.MoveState_MOVE_STATE_STREAMING, KeysDone: 250, BytesDone: 32000},
+			{Move: mv(4, "n2", "n3"), State: kvpb.MoveState_MOVE_STATE_PENDING},
 		},
 		KeysDone: 1750, BytesDone: 224000, KeysTotal: 4000, BytesTotal: 512000,
 		RateBytesPerSec: 51200, EtaSeconds: 5.6,

@@ -182,7 +182,7 @@ func (m *clusterState) onChange(p *kvpb.ChangeProgress, now time.Time) {
 	old := m.change
 	if old == nil || old.GetId() != p.GetId() || old.GetState() != p.GetState() {
 		if !present.NoChange(p) {
-			m.logEvent(now, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetState() == "failed")
+			m.logEvent(now, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetError() != "")
 		}
 	}
 	m.change = p

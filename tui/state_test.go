@@ -33,7 +33,7 @@ func TestApply(t *testing.T) {
 	stats := func(id string, epoch uint64) StatsMsg {
 		return StatsMsg{Stats: &kvpb.NodeStats{Id: id, Epoch: epoch, OpsPerSec: 10}}
 	}
-	change := func(id uint64, state string) ChangeMsg {
+	change := func(id uint64, state kvpb.ChangeState) ChangeMsg {
 		return ChangeMsg{Progress: &kvpb.ChangeProgress{Id: id, State: state,
 			Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}}}
 	}
@@ -90,12 +90,12 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:       "a change is logged once per state",
-			steps:      []step{{0, change(5, "streaming")}, {10, change(5, "streaming")}, {20, change(5, "done")}},
+			steps:      []step{{0, change(5, kvpb.ChangeState_CHANGE_STATE_STREAMING)}, {10, change(5, kvpb.ChangeState_CHANGE_STATE_STREAMING)}, {20, change(5, kvpb.ChangeState_CHANGE_STATE_DONE)}},
 			wantEvents: []string{"change #5 streaming: remove n2", "change #5 done: remove n2"},
 		},
 		{
 			name:  "no change is not logged",
-			steps: []step{{0, ChangeMsg{Progress: &kvpb.ChangeProgress{State: "none"}}}},
+			steps: []step{{0, ChangeMsg{Progress: &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}}}},
 		},
 	}
 	start := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)

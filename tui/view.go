@@ -294,7 +294,7 @@ func (m Model) alerts() []string {
 		out = append(out, m.st.Warn.Render(a))
 	}
 	if c := m.change; present.InFlight(c) {
-		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), present.Change(c.GetPlan().GetRequest()), c.GetState(), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
+		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
 	}
 	return out
 }
@@ -386,7 +386,7 @@ func (m Model) changesView(h int) string {
 			}
 			mv := r.GetMove()
 			b.WriteString(fmt.Sprintf("%08x…%08x %s→%s %s %s %s\n", mv.GetStart()>>32, mv.GetEnd()>>32, mv.GetSource(), mv.GetTarget(),
-				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.State(r.GetState())))
+				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.Move(r.GetState())))
 		}
 	}
 	b.WriteByte('\n')

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/node/hlc"
+	"ringkv/node/replica"
 	"ringkv/proto/kvpb"
 )
 
@@ -49,74 +50,77 @@ func Change(r *kvpb.ChangeRequest) string {
 	return s
 }
 
-// State renders a change's (or a range move's) state as the cluster reports it:
-// "streaming", "done", "aborted", ...
-func State(s string) string { return s }
+// changeWords and moveWords are the words every surface shows for a change's and a range's
+// state.
+var (
+	changeWords = map[kvpb.ChangeState]string{
+		kvpb.ChangeState_CHANGE_STATE_NONE:         "none",
+		kvpb.ChangeState_CHANGE_STATE_STREAMING:    "streaming",
+		kvpb.ChangeState_CHANGE_STATE_HANDING_OVER: "handing-over",
+		kvpb.ChangeState_CHANGE_STATE_DONE:         "done",
+		kvpb.ChangeState_CHANGE_STATE_ABORTED:      "aborted",
+	}
+	moveWords = map[kvpb.MoveState]string{
+		kvpb.MoveState_MOVE_STATE_PENDING:   "pending",
+		kvpb.MoveState_MOVE_STATE_STREAMING: "streaming",
+		kvpb.MoveState_MOVE_STATE_DONE:      "done",
+		kvpb.MoveState_MOVE_STATE_FAILED:    "failed",
+	}
+)
 
-// NoChange tells whether p reports no change at all (no state, or "none").
-func NoChange(p *kvpb.ChangeProgress) bool {
-	return p.GetState() == "" || p.GetState() == "none"
+// State renders a change's state: "none", "streaming", "handing-over", "done", "aborted".
+func State(s kvpb.ChangeState) string {
+	if w, ok := changeWords[s]; ok {
+		return w
+	}
+	return s.String()
 }
 
-// Finished tells whether a change state is final: done, aborted or failed.
-func Finished(state string) bool {
-	switch state {
-	case "done", "aborted", "failed":
-		return true
+// Move renders a range move's state: "pending", "streaming", "done", "failed".
+func Move(s kvpb.MoveState) string {
+	if w, ok := moveWords[s]; ok {
+		return w
 	}
-	return false
+	return s.String()
+}
+
+// NoChange tells whether p reports no change at all.
+func NoChange(p *kvpb.ChangeProgress) bool {
+	return p.GetState() == kvpb.ChangeState_CHANGE_STATE_NONE
 }
 
 // InFlight tells whether p is a change that has started and not finished.
-func InFlight(p *kvpb.ChangeProgress) bool {
-	return !NoChange(p) && !Finished(p.GetState())
-}
+func InFlight(p *kvpb.ChangeProgress) bool { return p.GetState().InFlight() }
 
-// breakerPeers returns the peers whose breaker is open and half-open, sorted.
-func breakerPeers(bs []*kvpb.BreakerState) (open, half []string) {
+// openBreakers returns the peers whose breaker is open, sorted.
+func openBreakers(bs []*kvpb.BreakerState) []string {
+	var open []string
 	for _, b := range bs {
-		switch b.GetState() {
-		case "open":
+		if b.GetState() == string(replica.BreakerOpen) {
 			open = append(open, b.GetPeer())
-		case "half-open":
-			half = append(half, b.GetPeer())
 		}
 	}
 	slices.Sort(open)
-	slices.Sort(half)
-	return open, half
+	return open
 }
 
 // Breakers summarises a node's circuit breakers: "ok" when every breaker is closed (or the
-// node has none), else the peers by state: "open: n2", "open: n2,n3 half-open: n1".
+// node has none), else the peers whose breaker is open: "open: n2,n3".
 func Breakers(bs []*kvpb.BreakerState) string {
-	open, half := breakerPeers(bs)
-	var parts []string
-	if len(open) > 0 {
-		parts = append(parts, "open: "+strings.Join(open, ","))
+	if open := openBreakers(bs); len(open) > 0 {
+		return "open: " + strings.Join(open, ",")
 	}
-	if len(half) > 0 {
-		parts = append(parts, "half-open: "+strings.Join(half, ","))
-	}
-	if len(parts) == 0 {
-		return "ok"
-	}
-	return strings.Join(parts, " ")
+	return "ok"
 }
 
 // BreakersShort is Breakers in at most seven cells, for a table column: "ok", the one peer
-// whose breaker is open ("open n1"), or how many are open ("2 open"); the same for half-open.
+// whose breaker is open ("open n1"), or how many are open ("2 open").
 func BreakersShort(bs []*kvpb.BreakerState) string {
-	open, half := breakerPeers(bs)
-	switch {
+	switch open := openBreakers(bs); {
 	case len(open) == 1:
 		return "open " + open[0]
 	case len(open) > 1:
 		return fmt.Sprintf("%d open", len(open))
-	case len(half) == 1:
-		return "half " + half[0]
-	case len(half) > 1:
-		return fmt.Sprintf("%d half", len(half))
 	}
 	return "ok"
 }

@@ -158,15 +158,6 @@ func (s *Service) Flying() bool { return s.cfg.Cluster.Change() != nil }
 // Watch returns a channel closed at the next change of the cluster's state.
 func (s *Service) Watch() <-chan struct{} { return s.cfg.Cluster.Watch() }
 
-// InFlight reports whether a progress's state is one of a change in flight.
-func InFlight(p *kvpb.ChangeProgress) bool {
-	switch p.GetState() {
-	case "streaming", "handing-over", "aborting":
-		return true
-	}
-	return false
-}
-
 // CountRanges counts what this node stores in each range.
 func (s *Service) CountRanges(ranges []*kvpb.TokenRange) ([]*kvpb.RangeCount, error) {
 	var out []*kvpb.RangeCount

@@ -23,7 +23,7 @@ func (s *Service) current() (*cluster.Change, bool) {
 // LocalProgress is this node's progress on the moves of the current change that it receives.
 func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 	ch, _ := s.current()
-	out := &kvpb.ChangeProgress{State: "none"}
+	out := &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}
 	if ch == nil || s.cfg.Mover == nil {
 		return out
 	}
@@ -53,20 +53,18 @@ func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 	ch, flying := s.current()
 	if ch == nil {
-		return &kvpb.ChangeProgress{State: "none"}
+		return &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}
 	}
 	out := &kvpb.ChangeProgress{Id: ch.ID, RateLimitBytes: ch.RateBytes, StartedUnix: ch.StartedUnix, FinishedUnix: ch.FinishedUnix}
 	switch {
 	case flying && ch.Pending() > 0:
-		out.State = "streaming"
+		out.State = kvpb.ChangeState_CHANGE_STATE_STREAMING
 	case flying:
-		out.State = "handing-over"
+		out.State = kvpb.ChangeState_CHANGE_STATE_HANDING_OVER
 	case ch.Outcome == cluster.OutcomeCommitted:
-		out.State = "done"
-	case ch.Outcome == cluster.OutcomeAborted:
-		out.State = "aborted"
-	default:
-		out.State = ch.Outcome
+		out.State = kvpb.ChangeState_CHANGE_STATE_DONE
+	default: // cluster.OutcomeAborted, the only other outcome
+		out.State = kvpb.ChangeState_CHANGE_STATE_ABORTED
 	}
 	kind := kvpb.ChangeRequest_ADD
 	switch ch.Kind {

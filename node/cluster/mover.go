@@ -12,6 +12,7 @@ import (
 
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/proto/kvpb"
 )
 
 // RangeSource pulls a token range from another node's copy; node/server implements it over
@@ -40,10 +41,10 @@ var _ RangeSink = (*store.Store)(nil)
 
 // Move states in MoveProgress.
 const (
-	MovePending   = "pending"
-	MoveStreaming = "streaming"
-	MoveDone      = "done"
-	MoveFailed    = "failed"
+	MovePending   = kvpb.MoveState_MOVE_STATE_PENDING
+	MoveStreaming = kvpb.MoveState_MOVE_STATE_STREAMING
+	MoveDone      = kvpb.MoveState_MOVE_STATE_DONE
+	MoveFailed    = kvpb.MoveState_MOVE_STATE_FAILED
 )
 
 // MoveProgress is this node's progress on one move it receives.
@@ -51,7 +52,7 @@ type MoveProgress struct {
 	ChangeID uint64
 	Index    int
 	Move     MoveState
-	State    string
+	State    kvpb.MoveState
 	Keys     uint64
 	Bytes    uint64
 	// Source is the node being pulled from (Move.Source unless it failed over to another replica).

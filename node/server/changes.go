@@ -103,7 +103,7 @@ func (s *Admin) WatchChange(req *kvpb.ChangeStatusRequest, stream kvpb.Admin_Wat
 		if err := stream.Send(p); err != nil {
 			return err
 		}
-		if !change.InFlight(p) {
+		if !p.GetState().InFlight() {
 			return nil
 		}
 		select {

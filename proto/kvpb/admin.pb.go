@@ -25,6 +25,124 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The state of one range of a ring change, as its receiver reports it.
+type MoveState int32
+
+const (
+	// Not started yet (or waiting to be retried).
+	MoveState_MOVE_STATE_PENDING MoveState = 0
+	// The receiver is pulling the range.
+	MoveState_MOVE_STATE_STREAMING MoveState = 1
+	// The range reached its new owner.
+	MoveState_MOVE_STATE_DONE MoveState = 2
+	// The last pull failed; it is retried.
+	MoveState_MOVE_STATE_FAILED MoveState = 3
+)
+
+// Enum value maps for MoveState.
+var (
+	MoveState_name = map[int32]string{
+		0: "MOVE_STATE_PENDING",
+		1: "MOVE_STATE_STREAMING",
+		2: "MOVE_STATE_DONE",
+		3: "MOVE_STATE_FAILED",
+	}
+	MoveState_value = map[string]int32{
+		"MOVE_STATE_PENDING":   0,
+		"MOVE_STATE_STREAMING": 1,
+		"MOVE_STATE_DONE":      2,
+		"MOVE_STATE_FAILED":    3,
+	}
+)
+
+func (x MoveState) Enum() *MoveState {
+	p := new(MoveState)
+	*p = x
+	return p
+}
+
+func (x MoveState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MoveState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (MoveState) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[0]
+}
+
+func (x MoveState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MoveState.Descriptor instead.
+func (MoveState) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+// The state of a ring change: the one in flight, else the last one.
+type ChangeState int32
+
+const (
+	// No ring change has been made.
+	ChangeState_CHANGE_STATE_NONE ChangeState = 0
+	// Ranges are streaming to their new owners.
+	ChangeState_CHANGE_STATE_STREAMING ChangeState = 1
+	// Every range is done; the ring is flipping to the change's epoch.
+	ChangeState_CHANGE_STATE_HANDING_OVER ChangeState = 2
+	// The change committed: the ring is at its epoch.
+	ChangeState_CHANGE_STATE_DONE ChangeState = 3
+	// The change was aborted: the ring stayed as it was.
+	ChangeState_CHANGE_STATE_ABORTED ChangeState = 4
+)
+
+// Enum value maps for ChangeState.
+var (
+	ChangeState_name = map[int32]string{
+		0: "CHANGE_STATE_NONE",
+		1: "CHANGE_STATE_STREAMING",
+		2: "CHANGE_STATE_HANDING_OVER",
+		3: "CHANGE_STATE_DONE",
+		4: "CHANGE_STATE_ABORTED",
+	}
+	ChangeState_value = map[string]int32{
+		"CHANGE_STATE_NONE":         0,
+		"CHANGE_STATE_STREAMING":    1,
+		"CHANGE_STATE_HANDING_OVER": 2,
+		"CHANGE_STATE_DONE":         3,
+		"CHANGE_STATE_ABORTED":      4,
+	}
+)
+
+func (x ChangeState) Enum() *ChangeState {
+	p := new(ChangeState)
+	*p = x
+	return p
+}
+
+func (x ChangeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (ChangeState) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[1]
+}
+
+func (x ChangeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeState.Descriptor instead.
+func (ChangeState) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
 type ChangeRequest_Kind int32
 
 const (
@@ -61,11 +179,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[0].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[2].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[0]
+	return &file_kvpb_admin_proto_enumTypes[2]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -449,7 +567,7 @@ func (x *NodeInfoResponse) GetFreeDiskBytes() uint64 {
 type BreakerState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
-	// closed, open, half-open
+	// closed, open
 	State               string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	ConsecutiveFailures uint64 `protobuf:"varint,3,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	unknownFields       protoimpl.UnknownFields
@@ -1914,13 +2032,12 @@ func (x *ChangePlan) GetEstBytes() uint64 {
 }
 
 type RangeProgress struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Move  *RangeMove             `protobuf:"bytes,1,opt,name=move,proto3" json:"move,omitempty"`
-	// pending, streaming, done, failed
-	State     string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	KeysDone  uint64 `protobuf:"varint,3,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
-	BytesDone uint64 `protobuf:"varint,4,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
-	Error     string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Move      *RangeMove             `protobuf:"bytes,1,opt,name=move,proto3" json:"move,omitempty"`
+	State     MoveState              `protobuf:"varint,9,opt,name=state,proto3,enum=ringkv.MoveState" json:"state,omitempty"`
+	KeysDone  uint64                 `protobuf:"varint,3,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
+	BytesDone uint64                 `protobuf:"varint,4,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	Error     string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// Streaming rate of this range (bytes per second while it streams) and its ETA.
 	RateBytesPerSec float64 `protobuf:"fixed64,6,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"`
 	EtaSeconds      float64 `protobuf:"fixed64,7,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
@@ -1967,11 +2084,11 @@ func (x *RangeProgress) GetMove() *RangeMove {
 	return nil
 }
 
-func (x *RangeProgress) GetState() string {
+func (x *RangeProgress) GetState() MoveState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return MoveState_MOVE_STATE_PENDING
 }
 
 func (x *RangeProgress) GetKeysDone() uint64 {
@@ -2017,22 +2134,21 @@ func (x *RangeProgress) GetPullingFrom() string {
 }
 
 type ChangeProgress struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// none, planned, streaming, handing-over, cleanup, done, aborting, aborted, failed
-	State           string           `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Plan            *ChangePlan      `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
-	Ranges          []*RangeProgress `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	KeysDone        uint64           `protobuf:"varint,5,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
-	BytesDone       uint64           `protobuf:"varint,6,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
-	KeysTotal       uint64           `protobuf:"varint,7,opt,name=keys_total,json=keysTotal,proto3" json:"keys_total,omitempty"`
-	BytesTotal      uint64           `protobuf:"varint,8,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
-	RateBytesPerSec float64          `protobuf:"fixed64,9,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"`
-	EtaSeconds      float64          `protobuf:"fixed64,10,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
-	RateLimitBytes  uint64           `protobuf:"varint,11,opt,name=rate_limit_bytes,json=rateLimitBytes,proto3" json:"rate_limit_bytes,omitempty"`
-	Error           string           `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
-	StartedUnix     int64            `protobuf:"varint,13,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
-	FinishedUnix    int64            `protobuf:"varint,14,opt,name=finished_unix,json=finishedUnix,proto3" json:"finished_unix,omitempty"`
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	State           ChangeState            `protobuf:"varint,15,opt,name=state,proto3,enum=ringkv.ChangeState" json:"state,omitempty"`
+	Plan            *ChangePlan            `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	Ranges          []*RangeProgress       `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	KeysDone        uint64                 `protobuf:"varint,5,opt,name=keys_done,json=keysDone,proto3" json:"keys_done,omitempty"`
+	BytesDone       uint64                 `protobuf:"varint,6,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	KeysTotal       uint64                 `protobuf:"varint,7,opt,name=keys_total,json=keysTotal,proto3" json:"keys_total,omitempty"`
+	BytesTotal      uint64                 `protobuf:"varint,8,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	RateBytesPerSec float64                `protobuf:"fixed64,9,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"`
+	EtaSeconds      float64                `protobuf:"fixed64,10,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
+	RateLimitBytes  uint64                 `protobuf:"varint,11,opt,name=rate_limit_bytes,json=rateLimitBytes,proto3" json:"rate_limit_bytes,omitempty"`
+	Error           string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	StartedUnix     int64                  `protobuf:"varint,13,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
+	FinishedUnix    int64                  `protobuf:"varint,14,opt,name=finished_unix,json=finishedUnix,proto3" json:"finished_unix,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2074,11 +2190,11 @@ func (x *ChangeProgress) GetId() uint64 {
 	return 0
 }
 
-func (x *ChangeProgress) GetState() string {
+func (x *ChangeProgress) GetState() ChangeState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return ChangeState_CHANGE_STATE_NONE
 }
 
 func (x *ChangeProgress) GetPlan() *ChangePlan {
@@ -2673,10 +2789,10 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\brefusals\x18\t \x03(\tR\brefusals\x12\x19\n" +
 	"\best_keys\x18\n" +
 	" \x01(\x04R\aestKeys\x12\x1b\n" +
-	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\x8f\x02\n" +
+	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\xa8\x02\n" +
 	"\rRangeProgress\x12%\n" +
-	"\x04move\x18\x01 \x01(\v2\x11.ringkv.RangeMoveR\x04move\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
+	"\x04move\x18\x01 \x01(\v2\x11.ringkv.RangeMoveR\x04move\x12'\n" +
+	"\x05state\x18\t \x01(\x0e2\x11.ringkv.MoveStateR\x05state\x12\x1b\n" +
 	"\tkeys_done\x18\x03 \x01(\x04R\bkeysDone\x12\x1d\n" +
 	"\n" +
 	"bytes_done\x18\x04 \x01(\x04R\tbytesDone\x12\x14\n" +
@@ -2684,10 +2800,10 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12rate_bytes_per_sec\x18\x06 \x01(\x01R\x0frateBytesPerSec\x12\x1f\n" +
 	"\veta_seconds\x18\a \x01(\x01R\n" +
 	"etaSeconds\x12!\n" +
-	"\fpulling_from\x18\b \x01(\tR\vpullingFrom\"\xdf\x03\n" +
+	"\fpulling_from\x18\b \x01(\tR\vpullingFromJ\x04\b\x02\x10\x03\"\xfa\x03\n" +
 	"\x0eChangeProgress\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\x12&\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
+	"\x05state\x18\x0f \x01(\x0e2\x13.ringkv.ChangeStateR\x05state\x12&\n" +
 	"\x04plan\x18\x03 \x01(\v2\x12.ringkv.ChangePlanR\x04plan\x12-\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x15.ringkv.RangeProgressR\x06ranges\x12\x1b\n" +
 	"\tkeys_done\x18\x05 \x01(\x04R\bkeysDone\x12\x1d\n" +
@@ -2704,7 +2820,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x10rate_limit_bytes\x18\v \x01(\x04R\x0erateLimitBytes\x12\x14\n" +
 	"\x05error\x18\f \x01(\tR\x05error\x12!\n" +
 	"\fstarted_unix\x18\r \x01(\x03R\vstartedUnix\x12#\n" +
-	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\"L\n" +
+	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnixJ\x04\b\x02\x10\x03\"L\n" +
 	"\x13ChangeStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x14\n" +
@@ -2724,7 +2840,18 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12AbortChangeRequest\"5\n" +
 	"\x14SetChangeRateRequest\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x01 \x01(\x04R\trateBytes2\xe4\x06\n" +
+	"rate_bytes\x18\x01 \x01(\x04R\trateBytes*i\n" +
+	"\tMoveState\x12\x16\n" +
+	"\x12MOVE_STATE_PENDING\x10\x00\x12\x18\n" +
+	"\x14MOVE_STATE_STREAMING\x10\x01\x12\x13\n" +
+	"\x0fMOVE_STATE_DONE\x10\x02\x12\x15\n" +
+	"\x11MOVE_STATE_FAILED\x10\x03*\x90\x01\n" +
+	"\vChangeState\x12\x15\n" +
+	"\x11CHANGE_STATE_NONE\x10\x00\x12\x1a\n" +
+	"\x16CHANGE_STATE_STREAMING\x10\x01\x12\x1d\n" +
+	"\x19CHANGE_STATE_HANDING_OVER\x10\x02\x12\x15\n" +
+	"\x11CHANGE_STATE_DONE\x10\x03\x12\x18\n" +
+	"\x14CHANGE_STATE_ABORTED\x10\x042\xe4\x06\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -2755,101 +2882,105 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_kvpb_admin_proto_goTypes = []any{
-	(ChangeRequest_Kind)(0),      // 0: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),        // 1: ringkv.StatusRequest
-	(*StatusResponse)(nil),       // 2: ringkv.StatusResponse
-	(*NodeStatus)(nil),           // 3: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),      // 4: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),     // 5: ringkv.NodeInfoResponse
-	(*BreakerState)(nil),         // 6: ringkv.BreakerState
-	(*RingRequest)(nil),          // 7: ringkv.RingRequest
-	(*Member)(nil),               // 8: ringkv.Member
-	(*RingState)(nil),            // 9: ringkv.RingState
-	(*NodeOwnership)(nil),        // 10: ringkv.NodeOwnership
-	(*RingResponse)(nil),         // 11: ringkv.RingResponse
-	(*StatsRequest)(nil),         // 12: ringkv.StatsRequest
-	(*OpStats)(nil),              // 13: ringkv.OpStats
-	(*VnodeStats)(nil),           // 14: ringkv.VnodeStats
-	(*NodeStats)(nil),            // 15: ringkv.NodeStats
-	(*ProfileRequest)(nil),       // 16: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),         // 17: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),       // 18: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),      // 19: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),        // 20: ringkv.ChangeRequest
-	(*TokenMove)(nil),            // 21: ringkv.TokenMove
-	(*RangeMove)(nil),            // 22: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 23: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 24: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 25: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 26: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 27: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 28: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 29: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 30: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 31: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 32: ringkv.SetChangeRateRequest
-	nil,                          // 33: ringkv.NodeStats.ErrorsEntry
+	(MoveState)(0),               // 0: ringkv.MoveState
+	(ChangeState)(0),             // 1: ringkv.ChangeState
+	(ChangeRequest_Kind)(0),      // 2: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),        // 3: ringkv.StatusRequest
+	(*StatusResponse)(nil),       // 4: ringkv.StatusResponse
+	(*NodeStatus)(nil),           // 5: ringkv.NodeStatus
+	(*NodeInfoRequest)(nil),      // 6: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),     // 7: ringkv.NodeInfoResponse
+	(*BreakerState)(nil),         // 8: ringkv.BreakerState
+	(*RingRequest)(nil),          // 9: ringkv.RingRequest
+	(*Member)(nil),               // 10: ringkv.Member
+	(*RingState)(nil),            // 11: ringkv.RingState
+	(*NodeOwnership)(nil),        // 12: ringkv.NodeOwnership
+	(*RingResponse)(nil),         // 13: ringkv.RingResponse
+	(*StatsRequest)(nil),         // 14: ringkv.StatsRequest
+	(*OpStats)(nil),              // 15: ringkv.OpStats
+	(*VnodeStats)(nil),           // 16: ringkv.VnodeStats
+	(*NodeStats)(nil),            // 17: ringkv.NodeStats
+	(*ProfileRequest)(nil),       // 18: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),         // 19: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),       // 20: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),      // 21: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),        // 22: ringkv.ChangeRequest
+	(*TokenMove)(nil),            // 23: ringkv.TokenMove
+	(*RangeMove)(nil),            // 24: ringkv.RangeMove
+	(*ChangePlan)(nil),           // 25: ringkv.ChangePlan
+	(*RangeProgress)(nil),        // 26: ringkv.RangeProgress
+	(*ChangeProgress)(nil),       // 27: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),  // 28: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),           // 29: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 30: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 31: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 32: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 33: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 34: ringkv.SetChangeRateRequest
+	nil,                          // 35: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	3,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	25, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	5,  // 2: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	6,  // 3: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
-	8,  // 4: ringkv.RingState.members:type_name -> ringkv.Member
-	9,  // 5: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	10, // 6: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	25, // 7: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
-	13, // 8: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	14, // 9: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	6,  // 10: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	33, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	0,  // 12: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	21, // 13: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	20, // 14: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	22, // 15: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	10, // 16: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	10, // 17: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	22, // 18: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	23, // 19: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	24, // 20: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	27, // 21: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	29, // 22: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	1,  // 23: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	4,  // 24: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	7,  // 25: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	12, // 26: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	12, // 27: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	16, // 28: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	18, // 29: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	20, // 30: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	20, // 31: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	26, // 32: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	26, // 33: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	31, // 34: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	32, // 35: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	28, // 36: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	2,  // 37: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	5,  // 38: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	11, // 39: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	15, // 40: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	15, // 41: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	17, // 42: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	19, // 43: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	23, // 44: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	23, // 45: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	25, // 46: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	25, // 47: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	25, // 48: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	25, // 49: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	30, // 50: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	37, // [37:51] is the sub-list for method output_type
-	23, // [23:37] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	5,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	27, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	7,  // 2: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	8,  // 3: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	10, // 4: ringkv.RingState.members:type_name -> ringkv.Member
+	11, // 5: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	12, // 6: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	27, // 7: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	15, // 8: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	16, // 9: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	8,  // 10: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	35, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	2,  // 12: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	23, // 13: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	22, // 14: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	24, // 15: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	12, // 16: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	12, // 17: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	24, // 18: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	0,  // 19: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
+	1,  // 20: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	25, // 21: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	26, // 22: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	29, // 23: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	31, // 24: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	3,  // 25: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	6,  // 26: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	9,  // 27: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	14, // 28: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	14, // 29: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	18, // 30: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	20, // 31: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	22, // 32: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	22, // 33: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	28, // 34: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	28, // 35: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	33, // 36: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	34, // 37: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	30, // 38: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	4,  // 39: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	7,  // 40: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	13, // 41: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	17, // 42: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	17, // 43: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	19, // 44: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	21, // 45: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	25, // 46: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	25, // 47: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	27, // 48: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	27, // 49: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	27, // 50: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	27, // 51: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	32, // 52: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -2862,7 +2993,7 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      3,
 			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,

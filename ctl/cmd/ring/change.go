@@ -452,9 +452,9 @@ func printOutcome(d Deps, p *kvpb.ChangeProgress) error {
 			p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest()), present.Bytes(bd), kd, took, epochAfter(p))
 	}
 	switch p.GetState() {
-	case "done":
+	case kvpb.ChangeState_CHANGE_STATE_DONE:
 		return nil
-	case "aborted":
+	case kvpb.ChangeState_CHANGE_STATE_ABORTED:
 		return fmt.Errorf("change %d was aborted; the ring stays at epoch %d", p.GetId(), p.GetPlan().GetFromEpoch())
 	default:
 		return fmt.Errorf("change %d %s: %s", p.GetId(), present.State(p.GetState()), p.GetError())
@@ -462,7 +462,7 @@ func printOutcome(d Deps, p *kvpb.ChangeProgress) error {
 }
 
 func epochAfter(p *kvpb.ChangeProgress) uint64 {
-	if p.GetState() == "done" {
+	if p.GetState() == kvpb.ChangeState_CHANGE_STATE_DONE {
 		return p.GetPlan().GetToEpoch()
 	}
 	return p.GetPlan().GetFromEpoch()

@@ -149,7 +149,7 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 		p.Id, p.Plan = cur.GetId(), cur.GetPlan()
 	}
 	if present.NoChange(p) {
-		p.State = "aborted"
+		p.State = kvpb.ChangeState_CHANGE_STATE_ABORTED
 	}
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)

@@ -37,9 +37,9 @@ func perNode(p *kvpb.ChangeProgress) []*nodeProgress {
 		}
 		n.Ranges++
 		switch r.GetState() {
-		case "done":
+		case kvpb.MoveState_MOVE_STATE_DONE:
 			n.RangesDone++
-		case "failed":
+		case kvpb.MoveState_MOVE_STATE_FAILED:
 			n.Failed++
 			n.LastErr = r.GetError()
 		}
@@ -90,7 +90,7 @@ func totals(p *kvpb.ChangeProgress) (keysDone, keysTotal, bytesDone, bytesTotal 
 
 func rangesDone(p *kvpb.ChangeProgress) (done, all int) {
 	for _, r := range p.GetRanges() {
-		if r.GetState() == "done" {
+		if r.GetState() == kvpb.MoveState_MOVE_STATE_DONE {
 			done++
 		}
 	}
@@ -292,7 +292,7 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 	t = cli.NewTable(ios, "RANGE", "FROM", "TO", "STATE", "BYTES", "KEYS", "ERROR")
 	for _, r := range p.GetRanges() {
 		m := r.GetMove()
-		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), present.State(r.GetState()),
+		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), present.Move(r.GetState()),
 			of(r.GetBytesDone(), m.GetEstBytes(), present.Bytes), of(r.GetKeysDone(), m.GetEstKeys(), count), r.GetError())
 	}
 	return t.Render()

@@ -185,12 +185,12 @@ func (f *fakeAdmin) Ring(context.Context, *kvpb.RingRequest, ...grpc.CallOption)
 
 func (f *fakeAdmin) SetChangeRate(_ context.Context, req *kvpb.SetChangeRateRequest, _ ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
 	f.rateSet = append(f.rateSet, req.GetRateBytes())
-	return &kvpb.ChangeProgress{Id: 7, State: "streaming", RateLimitBytes: req.GetRateBytes()}, nil
+	return &kvpb.ChangeProgress{Id: 7, State: kvpb.ChangeState_CHANGE_STATE_STREAMING, RateLimitBytes: req.GetRateBytes()}, nil
 }
 
 func (f *fakeAdmin) AbortChange(context.Context, *kvpb.AbortChangeRequest, ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
 	f.abortedOK = true
-	return &kvpb.ChangeProgress{Id: f.status.GetId(), State: "aborted", Plan: f.status.GetPlan()}, nil
+	return &kvpb.ChangeProgress{Id: f.status.GetId(), State: kvpb.ChangeState_CHANGE_STATE_ABORTED, Plan: f.status.GetPlan()}, nil
 }
 
 func (f *fakeAdmin) WatchChange(context.Context, *kvpb.ChangeStatusRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[kvpb.ChangeProgress], error) {
@@ -227,12 +227,12 @@ func addPlan(moves int) *kvpb.ChangePlan {
 	return p
 }
 
-func progressOf(p *kvpb.ChangePlan, state string, frac float64) *kvpb.ChangeProgress {
+func progressOf(p *kvpb.ChangePlan, state kvpb.ChangeState, frac float64) *kvpb.ChangeProgress {
 	cp := &kvpb.ChangeProgress{Id: 7, State: state, Plan: p, KeysTotal: p.GetEstKeys(), BytesTotal: p.GetEstBytes(), RateLimitBytes: 10 * MiB}
 	for _, m := range p.GetMoves() {
-		rs := &kvpb.RangeProgress{Move: m, State: "streaming", KeysDone: uint64(frac * float64(m.GetEstKeys())), BytesDone: uint64(frac * float64(m.GetEstBytes()))}
+		rs := &kvpb.RangeProgress{Move: m, State: kvpb.MoveState_MOVE_STATE_STREAMING, KeysDone: uint64(frac * float64(m.GetEstKeys())), BytesDone: uint64(frac * float64(m.GetEstBytes()))}
 		if frac >= 1 {
-			rs.State = "done"
+			rs.State = kvpb.MoveState_MOVE_STATE_DONE
 		}
 		cp.Ranges = append(cp.Ranges, rs)
 		cp.KeysDone += rs.KeysDone
@@ -254,7 +254,7 @@ func fakeDeps(ios *cli.IOStreams, fa *fakeAdmin, jsonOut bool) Deps {
 func TestAddFollowsTheChange(t *testing.T) {
 	plan := addPlan(20)
 	fa := &fakeAdmin{plan: plan, info: &kvpb.NodeInfoResponse{Id: "n4"},
-		watch: []*kvpb.ChangeProgress{progressOf(plan, "streaming", 0.25), progressOf(plan, "streaming", 0.5), progressOf(plan, "done", 1)}}
+		watch: []*kvpb.ChangeProgress{progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.25), progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.5), progressOf(plan, kvpb.ChangeState_CHANGE_STATE_DONE, 1)}}
 	ios, _, out, errOut := cli.Test()
 	o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_ADD, NodeID: "n4", NodeAddr: "127.0.0.1:9094",
 		Yes: true, RateBytes: 10 * MiB, Interval: time.Second, Reconnect: time.Second}
@@ -311,7 +311,7 @@ func TestAddRefusals(t *testing.T) {
 				plan = addPlan(1)
 			}
 			fa := &fakeAdmin{plan: plan, planErr: tt.planErr, infoErr: tt.infoErr, info: &kvpb.NodeInfoResponse{Id: "n4"},
-				watch: []*kvpb.ChangeProgress{progressOf(plan, "done", 1)}}
+				watch: []*kvpb.ChangeProgress{progressOf(plan, kvpb.ChangeState_CHANGE_STATE_DONE, 1)}}
 			ios, _, out, _ := cli.Test()
 			o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_ADD, NodeID: "n4", NodeAddr: "127.0.0.1:1",
 				Yes: true, Force: tt.force, Interval: time.Second, Reconnect: time.Second}
@@ -335,7 +335,7 @@ func TestAddRefusals(t *testing.T) {
 func TestConfirm(t *testing.T) {
 	for _, answer := range []string{"y\n", "n\n", ""} {
 		plan := addPlan(1)
-		fa := &fakeAdmin{plan: plan, info: &kvpb.NodeInfoResponse{Id: "n4"}, watch: []*kvpb.ChangeProgress{progressOf(plan, "done", 1)}}
+		fa := &fakeAdmin{plan: plan, info: &kvpb.NodeInfoResponse{Id: "n4"}, watch: []*kvpb.ChangeProgress{progressOf(plan, kvpb.ChangeState_CHANGE_STATE_DONE, 1)}}
 		ios, in, _, errOut := cli.Test()
 		in.WriteString(answer)
 		o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_ADD, NodeID: "n4", NodeAddr: "h:1", Interval: time.Second, Reconnect: time.Second}
@@ -374,7 +374,7 @@ func TestDryRunJSON(t *testing.T) {
 func TestStatusAbortRate(t *testing.T) {
 	plan := addPlan(4)
 	plan.Request = &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: "h:1"}
-	fa := &fakeAdmin{status: progressOf(plan, "streaming", 0.5)}
+	fa := &fakeAdmin{status: progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.5)}
 	ios, _, out, _ := cli.Test()
 	if err := runStatus(context.Background(), &StatusOptions{Deps: fakeDeps(ios, fa, false), Once: true, Ranges: true}); err != nil {
 		t.Fatalf("status: %v", err)
@@ -398,7 +398,7 @@ func TestStatusAbortRate(t *testing.T) {
 	if !fa.abortedOK || !strings.Contains(out.String(), "change 7 (add n4 (h:1)) aborted; the ring stays at epoch 3") {
 		t.Errorf("got abort output %q", out)
 	}
-	fa.status = &kvpb.ChangeProgress{State: "none"}
+	fa.status = &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}
 	if err := runAbort(context.Background(), &AbortOptions{Deps: fakeDeps(ios, fa, false)}); err == nil {
 		t.Errorf("abort with no change: got no error, want one")
 	}
@@ -409,9 +409,9 @@ func TestRendererOnTerminal(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Unix(1000, 0)
 	r := &Renderer{W: &buf, TTY: true, Every: time.Second, Now: func() time.Time { return now }}
-	r.Update(progressOf(plan, "streaming", 0.25), false)
+	r.Update(progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.25), false)
 	now = now.Add(time.Second)
-	r.Update(progressOf(plan, "streaming", 0.75), false)
+	r.Update(progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.75), false)
 	s := buf.String()
 	if !strings.Contains(s, "\x1b[2A") {
 		t.Errorf("got no cursor-up before the redraw:\n%q", s)
@@ -476,7 +476,7 @@ func TestRebalance(t *testing.T) {
 		plan.Before[i].Load = l
 		plan.After[i].Load = []float64{220, 200, 180}[i]
 	}
-	fa := &fakeAdmin{plan: plan, watch: []*kvpb.ChangeProgress{progressOf(plan, "done", 1)}}
+	fa := &fakeAdmin{plan: plan, watch: []*kvpb.ChangeProgress{progressOf(plan, kvpb.ChangeState_CHANGE_STATE_DONE, 1)}}
 	ios, _, out, errOut := cli.Test()
 	o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_REBALANCE, MaxMoves: 2,
 		Yes: true, Interval: time.Second, Reconnect: time.Second}

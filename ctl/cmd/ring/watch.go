@@ -72,7 +72,7 @@ func (w *watcher) follow(ctx context.Context, id, toEpoch uint64) (*kvpb.ChangeP
 					return errGone
 				}
 				last = p
-				if present.Finished(p.GetState()) {
+				if p.GetState().Finished() {
 					r.Update(p, true)
 					return nil
 				}
@@ -112,7 +112,7 @@ func (w *watcher) resolve(ctx context.Context, c kvpb.AdminClient, id, toEpoch u
 	cctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
 	p, err := c.ChangeStatus(cctx, &kvpb.ChangeStatusRequest{})
-	if err == nil && p.GetId() == id && present.Finished(p.GetState()) {
+	if err == nil && p.GetId() == id && p.GetState().Finished() {
 		w.fill(p)
 		return p, nil
 	}
@@ -126,9 +126,9 @@ func (w *watcher) resolve(ctx context.Context, c kvpb.AdminClient, id, toEpoch u
 	}
 	w.fill(out)
 	if rr.GetRing().GetEpoch() >= toEpoch && toEpoch > 0 {
-		out.State = "done"
+		out.State = kvpb.ChangeState_CHANGE_STATE_DONE
 	} else {
-		out.State = "aborted"
+		out.State = kvpb.ChangeState_CHANGE_STATE_ABORTED
 	}
 	return out, nil
 }

@@ -93,13 +93,13 @@ func TestChangeLine(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{&kvpb.ChangeProgress{State: "none"}, ""},
-		{&kvpb.ChangeProgress{Id: 2, State: "done"}, ""},
-		{&kvpb.ChangeProgress{Id: 3, State: "streaming",
+		{&kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}, ""},
+		{&kvpb.ChangeProgress{Id: 2, State: kvpb.ChangeState_CHANGE_STATE_DONE}, ""},
+		{&kvpb.ChangeProgress{Id: 3, State: kvpb.ChangeState_CHANGE_STATE_STREAMING,
 			Plan:      &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}},
 			BytesDone: 256 << 10, BytesTotal: 1 << 20, RateBytesPerSec: 64 << 10, EtaSeconds: 12.4},
 			"change #3 in flight: remove n2, streaming, 25% (256.0 KiB of 1.0 MiB) at 64.0 KiB/s, ETA 12s"},
-		{&kvpb.ChangeProgress{Id: 4, State: "handing-over",
+		{&kvpb.ChangeProgress{Id: 4, State: kvpb.ChangeState_CHANGE_STATE_HANDING_OVER,
 			Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: "127.0.0.1:9094"}}},
 			"change #4 in flight: add n4 (127.0.0.1:9094), handing-over"},
 	}
@@ -114,7 +114,7 @@ func TestChangeLine(t *testing.T) {
 // change in flight under the summary line.
 func TestPrint(t *testing.T) {
 	resp := &kvpb.StatusResponse{Epoch: 9, Replicas: 3,
-		Change: &kvpb.ChangeProgress{Id: 5, State: "streaming", Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}}},
+		Change: &kvpb.ChangeProgress{Id: 5, State: kvpb.ChangeState_CHANGE_STATE_STREAMING, Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}}},
 		Nodes: []*kvpb.NodeStatus{
 			{Id: "n1", GrpcAddr: "127.0.0.1:9091", State: "UP", Info: &kvpb.NodeInfoResponse{
 				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: "leader",

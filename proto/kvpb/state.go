@@ -1,0 +1,12 @@
+package kvpb
+
+// InFlight reports whether s is the state of a change that has started and not finished:
+// streaming or handing over.
+func (s ChangeState) InFlight() bool {
+	return s == ChangeState_CHANGE_STATE_STREAMING || s == ChangeState_CHANGE_STATE_HANDING_OVER
+}
+
+// Finished reports whether s is final: the change committed or was aborted.
+func (s ChangeState) Finished() bool {
+	return s == ChangeState_CHANGE_STATE_DONE || s == ChangeState_CHANGE_STATE_ABORTED
+}
