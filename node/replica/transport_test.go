@@ -241,16 +241,15 @@ func (p *grpcPeer) stop() {
 	}
 }
 
-// A peer restarted on the same address is used by the first request that needs
-// it, even while this side's connection waits out a long reconnect backoff; and
-// without any request, the background probe closes its breaker.
-func TestRestartedPeerUsedAtOnce(t *testing.T) {
-	ctx := testCtx(t)
+// overGRPC is a 2-node ring whose coordinator n0 reaches n1 over real gRPC, on
+// a connection with gRPC's default backoff (1 s growing to 2 min: only a wake
+// gets a reconnect soon), through a peer the test can stop and start again.
+func overGRPC(t *testing.T, cfg Config) (*cluster, *grpcPeer, *grpc.ClientConn, *Coordinator) {
+	t.Helper()
 	c := newCluster(t, 2)
 	peer := &grpcPeer{t: t, srv: &replicaServer{local: c.nodes["n1"].Local, epoch: 1}}
 	peer.start()
 	t.Cleanup(peer.stop)
-	// gRPC's default backoff (1 s growing to 2 min): only a wake gets a reconnect soon.
 	conn, err := grpc.NewClient(peer.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("grpc.NewClient: %v", err)
@@ -258,9 +257,17 @@ func TestRestartedPeerUsedAtOnce(t *testing.T) {
 	t.Cleanup(func() { conn.Close() })
 	remote := NewRemote(conn, func() uint64 { return 1 })
 	c.view.Store(&ring.View{Current: newRing(t, 1, 2, []string{"n0", "n1"})})
-	co := New(Config{BreakerFailures: 3, ProbeInterval: time.Hour, ReplicaTimeout: 500 * time.Millisecond}, "n0", c.view.Load, c.nodes["n0"],
-		func(m ring.Member) Replica { return remote }, nil, nil)
+	co := New(cfg, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica { return remote }, nil, nil)
 	t.Cleanup(func() { co.Close() })
+	return c, peer, conn, co
+}
+
+// A peer restarted on the same address is used by the first request that needs
+// it, even while this side's connection waits out a long reconnect backoff; and
+// without any request, the background probe closes its breaker.
+func TestRestartedPeerUsedAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	c, peer, conn, co := overGRPC(t, Config{BreakerFailures: 3, ProbeInterval: time.Hour, ReplicaTimeout: 500 * time.Millisecond})
 
 	for round := range 3 {
 		if _, err := co.Put(ctx, []byte("k"), []byte("v"), 2, 2); err != nil {
@@ -304,20 +311,7 @@ func TestRestartedPeerUsedAtOnce(t *testing.T) {
 // by the background probe, over real gRPC.
 func TestProbeClosesBreakerOverGRPC(t *testing.T) {
 	ctx := testCtx(t)
-	c := newCluster(t, 2)
-	peer := &grpcPeer{t: t, srv: &replicaServer{local: c.nodes["n1"].Local, epoch: 1}}
-	peer.start()
-	t.Cleanup(peer.stop)
-	conn, err := grpc.NewClient(peer.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("grpc.NewClient: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	remote := NewRemote(conn, func() uint64 { return 1 })
-	c.view.Store(&ring.View{Current: newRing(t, 1, 2, []string{"n0", "n1"})})
-	co := New(Config{BreakerFailures: 3, ProbeInterval: 20 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond},
-		"n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica { return remote }, nil, nil)
-	t.Cleanup(func() { co.Close() })
+	_, peer, _, co := overGRPC(t, Config{BreakerFailures: 3, ProbeInterval: 20 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond})
 
 	peer.stop()
 	for range 3 {
