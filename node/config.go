@@ -46,6 +46,10 @@ type Config struct {
 	ClusterSecretFile string
 	// ReplicaTimeout bounds each call to a replica.
 	ReplicaTimeout time.Duration
+	// MaxClockOffset bounds how far a timestamp from a coordinator may be ahead of this
+	// node's clock, and how far this node's clock may be off most of its peers before it
+	// refuses to coordinate writes (CockroachDB's --max-offset); 0 = unbounded.
+	MaxClockOffset time.Duration
 	// MaxValueSize is the largest value accepted, in bytes.
 	MaxValueSize int64
 	// DrainTimeout bounds the graceful drain at shutdown before connections are cut.
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		Replicas:       3,
 		VNodes:         64,
 		ReplicaTimeout: time.Second,
+		MaxClockOffset: 500 * time.Millisecond,
 		MaxValueSize:   1 << 20,
 		DrainTimeout:   10 * time.Second,
 		ChangeRate:     64 << 20,
@@ -104,6 +109,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --vnodes %d: must be between 1 and 4096", ErrInvalidConfig, c.VNodes)
 	case c.ReplicaTimeout <= 0:
 		return c, fmt.Errorf("%w: --replica-timeout %v: must be positive", ErrInvalidConfig, c.ReplicaTimeout)
+	case c.MaxClockOffset < 0:
+		return c, fmt.Errorf("%w: --max-clock-offset %v: must not be negative", ErrInvalidConfig, c.MaxClockOffset)
 	case c.MoveLatencyTarget < 0:
 		return c, fmt.Errorf("%w: --move-latency-target %v: must not be negative", ErrInvalidConfig, c.MoveLatencyTarget)
 	case c.RaftHeartbeatTimeout < 0 || c.RaftElectionTimeout < 0:
@@ -259,6 +266,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.BoolVar(&c.SyncWrites, "sync-writes", c.SyncWrites, "fsync every write before acknowledging it (survives power loss; slower)")
 	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "file holding the cluster secret required on internal and admin RPCs")
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "deadline of each call to a replica")
+	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset, "largest clock offset tolerated: a record stamped further ahead is refused, and a node off most peers by more refuses to coordinate writes (0 = unbounded)")
 	fs.Var(bytesValue{&c.MaxValueSize}, "max-value-size", "largest value accepted (HTTP 413 above it)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long SIGTERM waits for in-flight requests")
 	fs.Var(uint64BytesValue{&c.ChangeRate}, "change-rate", "default streaming throttle of a ring change per receiver, bytes/s (0 = unthrottled; K/M/G suffixes)")

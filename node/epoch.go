@@ -66,6 +66,31 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
+// clockWarnEvery is how often the offset to one peer is logged while it stays above half the
+// bound.
+const clockWarnEvery = time.Minute
+
+// sawClock records a peer's wall clock from a reply (hlc.Monitor) and warns, at most once a
+// minute per peer, while the offset is above half the bound.
+func (n *Node) sawClock(peer string, sent, received, remote time.Time) {
+	if !n.offsets.Observe(peer, sent, received, remote) {
+		return
+	}
+	now := time.Now()
+	n.clockWarnMu.Lock()
+	last := n.clockWarned[peer]
+	if now.Sub(last) >= clockWarnEvery {
+		n.clockWarned[peer] = now
+	}
+	n.clockWarnMu.Unlock()
+	if now.Sub(last) >= clockWarnEvery {
+		o := n.offsets.Offsets()[peer]
+		n.logger.Warn("clock offset to a peer above half the bound", "peer", peer,
+			"offset", o.Offset.Round(time.Millisecond), "uncertainty", o.Uncertainty.Round(time.Microsecond),
+			"bound", n.cfg.MaxClockOffset)
+	}
+}
+
 // epochWait bounds one catch-up wait for a newer epoch.
 const epochWait = 10 * time.Second
 

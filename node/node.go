@@ -61,6 +61,7 @@ type Node struct {
 
 	st      *store.Store
 	clock   *hlc.Clock
+	offsets *hlc.Monitor // this node's clock offset to each peer
 	cl      *cluster.Cluster
 	mover   *cluster.Mover
 	local   *replica.Local
@@ -78,6 +79,9 @@ type Node struct {
 	// bgCtx is cancelled: no bg.Go can race with the bg.Wait of the shutdown.
 	bgMu sync.RWMutex
 	bg   sync.WaitGroup
+
+	clockWarnMu sync.Mutex
+	clockWarned map[string]time.Time // by peer: when its clock offset was last logged
 
 	connsMu sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -127,10 +131,12 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	n := &Node{
 		cfg: cfg, logger: logger, logs: logs, secret: secret, started: time.Now(),
-		clock:   hlc.New(nil),
-		drainc:  make(chan struct{}),
-		conns:   map[string]*grpc.ClientConn{},
-		remotes: map[string]*replica.Remote{},
+		clock:       hlc.New(nil, hlc.MaxOffset(cfg.MaxClockOffset)),
+		offsets:     hlc.NewMonitor(cfg.MaxClockOffset, nil),
+		clockWarned: map[string]time.Time{},
+		drainc:      make(chan struct{}),
+		conns:       map[string]*grpc.ClientConn{},
+		remotes:     map[string]*replica.Remote{},
 	}
 	n.dial = dialOptions(secret, msgLimit(cfg))
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
@@ -178,6 +184,14 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	mcfg := metrics.DefaultConfig()
 	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
+	mcfg.ClockRejected = n.clock.Rejected
+	mcfg.ClockOffsets = func() map[string]time.Duration {
+		out := map[string]time.Duration{}
+		for peer, o := range n.offsets.Offsets() {
+			out[peer] = o.Offset
+		}
+		return out
+	}
 	if err := mcfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
@@ -189,6 +203,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.CatchUp = n.cl.WaitNewerView
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
 	rcfg.Logger = logger
+	rcfg.ClockCheck = n.offsets.Check
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
 	if err := rcfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: replica: %w", ErrInvalidConfig, err)

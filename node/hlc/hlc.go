@@ -11,26 +11,66 @@
 package hlc
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
+
+// ErrClockOffset is a timestamp, or a clock, further from this node's clock than the
+// bound (MaxOffset): it is refused, never adopted.
+var ErrClockOffset = errors.New("clock offset beyond the bound")
 
 // logicalBits is the width of the logical counter in a timestamp.
 const logicalBits = 16
 
 // Clock issues hybrid logical timestamps. It is safe for concurrent use.
 type Clock struct {
-	now  func() time.Time
-	last atomic.Uint64 // highest timestamp issued or merged
+	now       func() time.Time
+	maxOffset time.Duration // 0: unbounded
+	last      atomic.Uint64 // highest timestamp issued or merged
+	rejected  atomic.Uint64
 }
 
+// Option adjusts New.
+type Option func(*Clock)
+
+// MaxOffset bounds how far ahead of this clock a timestamp from elsewhere may be (CockroachDB's
+// --max-offset): Check refuses one further ahead, and Update never adopts it. 0 = unbounded.
+func MaxOffset(d time.Duration) Option { return func(c *Clock) { c.maxOffset = d } }
+
 // New returns a Clock that reads physical time from now; nil now means time.Now.
-func New(now func() time.Time) *Clock {
+func New(now func() time.Time, opts ...Option) *Clock {
 	if now == nil {
 		now = time.Now
 	}
-	return &Clock{now: now}
+	c := &Clock{now: now}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
+
+// Check returns ErrClockOffset, and counts it, when remote is further ahead of this clock's
+// physical time than MaxOffset.
+func (c *Clock) Check(remote uint64) error {
+	if c.maxOffset <= 0 {
+		return nil
+	}
+	wall := c.now()
+	if ahead := Physical(remote).Sub(wall); ahead > c.maxOffset {
+		c.rejected.Add(1)
+		return fmt.Errorf("%w: timestamp %s is %v ahead of this node's clock (bound %v)",
+			ErrClockOffset, Physical(remote).UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond), c.maxOffset)
+	}
+	return nil
+}
+
+// Rejected returns how many timestamps Check has refused.
+func (c *Clock) Rejected() uint64 { return c.rejected.Load() }
+
+// MaxOffset returns the bound (0 = unbounded).
+func (c *Clock) MaxOffset() time.Duration { return c.maxOffset }
 
 // Now returns a timestamp greater than every timestamp this clock returned
 // before and every timestamp passed to Update.
@@ -49,12 +89,16 @@ func (c *Clock) Now() uint64 {
 }
 
 // Update merges a timestamp seen from a peer, so that every later Now is
-// greater than remote.
-func (c *Clock) Update(remote uint64) {
+// greater than remote — unless Check refuses it: then the clock stays as it
+// was and the error is returned.
+func (c *Clock) Update(remote uint64) error {
+	if err := c.Check(remote); err != nil {
+		return err
+	}
 	for {
 		last := c.last.Load()
 		if remote <= last || c.last.CompareAndSwap(last, remote) {
-			return
+			return nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package hlc
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -143,5 +144,95 @@ func TestNewNilUsesWallClock(t *testing.T) {
 	got := Physical(New(nil).Now())
 	if got.Before(before) || got.After(time.Now().Add(time.Millisecond)) {
 		t.Fatalf("got %v, want about %v", got, before)
+	}
+}
+
+// A timestamp further ahead than MaxOffset is refused, counted and never adopted; one
+// within the bound is merged.
+func TestMaxOffset(t *testing.T) {
+	wall := time.Unix(1_700_000_000, 0)
+	c := New(func() time.Time { return wall }, MaxOffset(500*time.Millisecond))
+	ahead := func(d time.Duration) uint64 { return physicalTS(wall.Add(d)) }
+	tests := []struct {
+		name  string
+		ahead time.Duration
+		ok    bool
+	}{
+		{"behind", -time.Hour, true},
+		{"within the bound", 400 * time.Millisecond, true},
+		{"at the bound", 500 * time.Millisecond, true},
+		{"past the bound", 501 * time.Millisecond, false},
+		{"a year ahead", 365 * 24 * time.Hour, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, rejected := c.Now(), c.Rejected()
+			err := c.Update(ahead(tt.ahead))
+			if got := err == nil; got != tt.ok {
+				t.Fatalf("Update(+%v) error = %v, want ok=%v", tt.ahead, err, tt.ok)
+			}
+			if !tt.ok {
+				if !errors.Is(err, ErrClockOffset) {
+					t.Errorf("got %v, want %v", err, ErrClockOffset)
+				}
+				if got := c.Rejected() - rejected; got != 1 {
+					t.Errorf("rejected %d, want 1", got)
+				}
+				if now := c.Now(); Physical(now).Sub(Physical(before)) > time.Second {
+					t.Errorf("the clock jumped to %v after a refused timestamp", Physical(now))
+				}
+			}
+		})
+	}
+	if err := New(nil).Check(ahead(365 * 24 * time.Hour)); err != nil {
+		t.Errorf("unbounded clock: Check = %v, want nil", err)
+	}
+}
+
+// The monitor blames this node's clock only when most peers it measured are off by more than
+// the bound, allowing for each measurement's uncertainty.
+func TestMonitorCheck(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	observe := func(m *Monitor, peer string, offset, rtt time.Duration) {
+		m.Observe(peer, now.Add(-rtt), now, now.Add(-rtt/2+offset))
+	}
+	tests := []struct {
+		name    string
+		offsets map[string]time.Duration
+		rtt     time.Duration
+		fault   bool
+	}{
+		{"no measurements", nil, 0, false},
+		{"all close", map[string]time.Duration{"a": 10 * time.Millisecond, "b": -20 * time.Millisecond}, time.Millisecond, false},
+		{"one peer far ahead: its clock, not ours", map[string]time.Duration{"a": time.Hour, "b": 0, "c": 0}, time.Millisecond, false},
+		{"every peer far ahead: ours is behind", map[string]time.Duration{"a": time.Hour, "b": time.Hour}, time.Millisecond, true},
+		{"two of three far behind", map[string]time.Duration{"a": -2 * time.Second, "b": -3 * time.Second, "c": 0}, time.Millisecond, true},
+		{"beyond the bound only within the uncertainty", map[string]time.Duration{"a": 600 * time.Millisecond}, 400 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMonitor(500*time.Millisecond, func() time.Time { return now })
+			for p, o := range tt.offsets {
+				observe(m, p, o, tt.rtt)
+			}
+			err := m.Check()
+			if got := err != nil; got != tt.fault {
+				t.Fatalf("Check() = %v, want fault=%v", err, tt.fault)
+			}
+			if tt.fault && !errors.Is(err, ErrClockOffset) {
+				t.Errorf("got %v, want %v", err, ErrClockOffset)
+			}
+			for p, want := range tt.offsets {
+				if got := m.Offsets()[p].Offset; got != want {
+					t.Errorf("offset of %s = %v, want %v", p, got, want)
+				}
+			}
+		})
+	}
+	// A measurement goes stale.
+	m := NewMonitor(500*time.Millisecond, func() time.Time { return now.Add(time.Hour) })
+	observe(m, "a", time.Hour, time.Millisecond)
+	if err := m.Check(); err != nil {
+		t.Errorf("Check with a stale measurement = %v, want nil", err)
 	}
 }

@@ -31,6 +31,11 @@ type Config struct {
 	Store RangeCounter
 	// Breakers returns the coordinator's circuit breakers (replica.Coordinator.Breakers).
 	Breakers func() []replica.Breaker
+	// ClockRejected returns how many timestamps were refused for being too far ahead of this
+	// node's clock (hlc.Clock.Rejected); ClockOffsets this node's clock offset to each peer it
+	// measured lately (hlc.Monitor). Either may be nil.
+	ClockRejected func() uint64
+	ClockOffsets  func() map[string]time.Duration
 	// ErrorKind classifies an operation error into one of ErrorKinds; nil = DefaultErrorKind.
 	ErrorKind func(error) string
 	// Tick is how often Run decays the rates. Default 1s.

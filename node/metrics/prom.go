@@ -33,6 +33,10 @@ var (
 		"Records in the store, tombstones included (refreshed periodically).", nil, nil)
 	descDisk = prometheus.NewDesc("ringkv_store_disk_bytes",
 		"Bytes badger uses on disk, by part (lsm, vlog).", []string{"part"}, nil)
+	descClockRejected = prometheus.NewDesc("ringkv_clock_offset_rejected_total",
+		"Records refused for a timestamp further ahead of this node's clock than --max-clock-offset.", nil, nil)
+	descClockOffset = prometheus.NewDesc("ringkv_clock_offset_seconds",
+		"This node's clock offset to a peer (the peer's clock minus this one's), measured on replica calls.", []string{"peer"}, nil)
 	descEpoch = prometheus.NewDesc("ringkv_ring_epoch",
 		"Epoch of the ring this node routes by.", nil, nil)
 	descVnodeLoad = prometheus.NewDesc("ringkv_vnode_load_ops_per_second",
@@ -66,7 +70,8 @@ func newPromRegistry(r *Registry) *prometheus.Registry {
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descOps, descOpErrors, descOpDuration, descReadRepairs, descHints,
-		descBreaker, descBreakerFailures, descKeys, descDisk, descEpoch, descVnodeLoad, descVnodeKeysDist} {
+		descBreaker, descBreakerFailures, descKeys, descDisk, descEpoch, descVnodeLoad, descVnodeKeysDist,
+		descClockRejected, descClockOffset} {
 		ch <- d
 	}
 	if c.r.cfg.VnodeMetrics {
@@ -109,6 +114,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(vlog), "vlog")
 	}
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(ns.Epoch))
+	if f := c.r.cfg.ClockRejected; f != nil {
+		ch <- prometheus.MustNewConstMetric(descClockRejected, prometheus.CounterValue, float64(f()))
+	}
+	if f := c.r.cfg.ClockOffsets; f != nil {
+		for peer, d := range f() {
+			ch <- prometheus.MustNewConstMetric(descClockOffset, prometheus.GaugeValue, d.Seconds(), peer)
+		}
+	}
 
 	var load, keys []float64
 	var loadSum, keySum float64

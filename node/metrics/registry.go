@@ -26,7 +26,6 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-
 // ErrorKinds are the kinds errors are counted by (the "kind" label). An unknown kind counts
 // as "internal".
 var ErrorKinds = [...]string{"timeout", "canceled", "unavailable", "breaker_open", "invalid", "internal"}

@@ -46,6 +46,10 @@ type Config struct {
 	MaxKeyBytes, MaxValueBytes int
 	// Now is the clock of the breakers; nil means time.Now. Tests inject one.
 	Now func() time.Time
+	// ClockCheck, when set, is asked before every write: an error (hlc.ErrClockOffset, from
+	// hlc.Monitor.Check: this node's clock is off from most peers) refuses the write rather
+	// than stamp it with a timestamp the replicas would refuse or, worse, one from the future.
+	ClockCheck func() error
 	// Logger, when set, logs a peer's breaker closing on a sign of life.
 	Logger *slog.Logger
 	// HintBytes bounds the hints kept for peers that missed writes (hinted

@@ -9,6 +9,7 @@ import (
 
 	"ringkv/internal/eventually"
 	"ringkv/internal/testclock"
+	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 )
@@ -546,5 +547,25 @@ func TestCloseWhileReplicaHangs(t *testing.T) {
 	}
 	if got := breakerOf(co, "n2"); got.State != BreakerClosed || got.ConsecutiveFailures != 0 {
 		t.Errorf("breaker n2 = %+v: a call cancelled by Close must not count as a failure", got)
+	}
+}
+
+// A node whose clock is off most of its peers (Config.ClockCheck) refuses to stamp writes:
+// no replica gets one. Reads go on.
+func TestClockCheckRefusesWrites(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	offErr := fmt.Errorf("%w: this node's clock is 3s off 2 of 2 peers", hlc.ErrClockOffset)
+	co := c.coordinator(t, "n0", Config{ClockCheck: func() error { return offErr }}, nil)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 1, 3); !errors.Is(err, hlc.ErrClockOffset) {
+		t.Fatalf("Put error = %v, want %v", err, hlc.ErrClockOffset)
+	}
+	for id, n := range c.nodes {
+		if _, ok := n.has(t, "k"); ok {
+			t.Errorf("%s holds a write the coordinator refused to stamp", id)
+		}
+	}
+	if _, found, err := co.Get(ctx, []byte("k"), 1, 3); err != nil || found {
+		t.Errorf("Get = found %v err %v, want not found and no error", found, err)
 	}
 }

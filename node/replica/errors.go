@@ -47,3 +47,7 @@ const ErrorDomain = "ringkv"
 
 // ReasonStaleView is the ErrorInfo reason of ErrStaleView.
 const ReasonStaleView = "STALE_VIEW"
+
+// ReasonClockOffset is the ErrorInfo reason of hlc.ErrClockOffset: a replica refused a
+// record stamped too far ahead of its clock, or a node refused to coordinate a write.
+const ReasonClockOffset = "CLOCK_OFFSET"

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 )
@@ -159,7 +160,8 @@ func (c *Coordinator) Hints() HintStats {
 // the write for want of being reachable, not because it refused it.
 func (c *Coordinator) hintable(t target, err error) bool {
 	return t.p != nil && err != nil && c.base.Err() == nil &&
-		!errors.Is(err, ErrStaleView) && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrNotAdmitted)
+		!errors.Is(err, ErrStaleView) && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrNotAdmitted) &&
+		!errors.Is(err, hlc.ErrClockOffset)
 }
 
 // keepHint stores a hint for t after a failed write call.

@@ -3,12 +3,14 @@ package replica
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
@@ -22,12 +24,21 @@ type Remote struct {
 	cc      grpcConn // nil when conn cannot report its state
 	epoch   func() uint64
 	onEpoch func(uint64)
+	onClock func(sent, received, remote time.Time)
 }
 
 var _ Replica = (*Remote)(nil)
 
 // RemoteOption configures a Remote.
 type RemoteOption func(*Remote)
+
+// OnClock makes a Remote call fn with the replica's wall clock from every
+// response that carries one, and when the request was sent and the response
+// received, for a clock-offset estimate (hlc.Monitor.Observe). fn must be safe
+// for concurrent use and must not block.
+func OnClock(fn func(sent, received, remote time.Time)) RemoteOption {
+	return func(r *Remote) { r.onClock = fn }
+}
 
 // OnEpoch makes a Remote call fn with the receiver's ring epoch from every
 // response, so a node can notice that it is behind. fn must be safe for
@@ -54,6 +65,12 @@ func (r *Remote) myEpoch() uint64 {
 	return r.epoch()
 }
 
+func (r *Remote) sawClock(sent time.Time, wallNanos int64) {
+	if r.onClock != nil && wallNanos != 0 {
+		r.onClock(sent, time.Now(), time.Unix(0, wallNanos))
+	}
+}
+
 func (r *Remote) sawEpoch(e uint64) {
 	if r.onEpoch != nil {
 		r.onEpoch(e)
@@ -63,11 +80,13 @@ func (r *Remote) sawEpoch(e uint64) {
 // Read calls Replica.Read.
 func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, error) {
 	opts := r.callOptions()
+	sent := time.Now()
 	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()}, opts...)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(r.unreached(opts, err)))
 	}
 	r.sawEpoch(resp.GetEpoch())
+	r.sawClock(sent, resp.GetWallNanos())
 	if !resp.GetFound() {
 		return store.Record{}, false, nil
 	}
@@ -77,11 +96,13 @@ func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 // Write calls Replica.Write.
 func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
 	opts := r.callOptions()
+	sent := time.Now()
 	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight}, opts...)
 	if err != nil {
 		return false, fmt.Errorf("remote write: %w", FromStatus(r.unreached(opts, err)))
 	}
 	r.sawEpoch(resp.GetEpoch())
+	r.sawClock(sent, resp.GetWallNanos())
 	return resp.GetApplied(), nil
 }
 
@@ -100,7 +121,8 @@ func RecordFromProto(p *kvpb.Record) store.Record {
 	return rec
 }
 
-// FromStatus maps a gRPC error from a peer to this package's errors:
+// FromStatus maps a gRPC error from a peer to this package's errors (and
+// hlc.ErrClockOffset for FailedPrecondition with ReasonClockOffset):
 // Unavailable, ResourceExhausted, Aborted, Unauthenticated and
 // PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
 // to the context errors, InvalidArgument to ErrInvalidArgument,
@@ -124,10 +146,14 @@ func FromStatus(err error) error {
 	case codes.InvalidArgument:
 		sentinel = ErrInvalidArgument
 	case codes.FailedPrecondition:
-		if Reason(err) != ReasonStaleView {
+		switch Reason(err) {
+		case ReasonStaleView:
+			sentinel = ErrStaleView
+		case ReasonClockOffset:
+			sentinel = hlc.ErrClockOffset
+		default:
 			return err
 		}
-		sentinel = ErrStaleView
 	default:
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"ringkv/node/change"
 	"ringkv/node/cluster"
+	"ringkv/node/hlc"
 	"ringkv/node/metrics"
 	"ringkv/node/replica"
 	"ringkv/node/store"
@@ -72,6 +73,8 @@ var errorTable = []errorCode{
 	{cluster.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "CLUSTER_CLOSED"},
 	{metrics.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict, "CAPTURE_BUSY"},
 	{metrics.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_KIND"},
+	// After ErrNotEnoughReplicas: a 504 whose replicas refused a timestamp stays a 504.
+	{hlc.ErrClockOffset, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonClockOffset},
 }
 
 // lookup finds err's row; ok=false for an unknown error (Internal / 500).

@@ -27,8 +27,13 @@ type Scanner interface {
 	Scan(ctx context.Context, start, end uint64, after []byte, fn func(storeKey []byte, key []byte, rec store.Record) error) error
 }
 
-// Clock merges timestamps seen from coordinators (hlc.Clock). Safe for concurrent use.
-type Clock interface{ Update(remote uint64) }
+// Clock checks and merges timestamps seen from coordinators (hlc.Clock): Check refuses one
+// further ahead of this node's clock than its bound (hlc.ErrClockOffset). Safe for
+// concurrent use.
+type Clock interface {
+	Check(remote uint64) error
+	Update(remote uint64) error
+}
 
 // ReplicaDeps is what the internal Replica service needs.
 type ReplicaDeps struct {
@@ -36,7 +41,8 @@ type ReplicaDeps struct {
 	Local replica.Replica
 	// Store is scanned by StreamRange; nil leaves StreamRange Unimplemented.
 	Store Scanner
-	// Clock, when set, is advanced past every timestamp written here.
+	// Clock, when set, refuses a record stamped too far ahead of this node's clock and is
+	// advanced past every timestamp written here.
 	Clock Clock
 	// View returns the ring the node routes by (nil while awaiting admission); its epoch
 	// goes into every response.
@@ -113,7 +119,7 @@ func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (_ *kvpb.Read
 	if err != nil {
 		return nil, GRPCError(err)
 	}
-	resp := &kvpb.ReadResponse{Found: found, Epoch: s.epoch()}
+	resp := &kvpb.ReadResponse{Found: found, Epoch: s.epoch(), WallNanos: time.Now().UnixNano()}
 	if found {
 		resp.Record = replica.RecordToProto(rec)
 	}
@@ -135,15 +141,22 @@ func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.Wr
 	}
 	defer func(start time.Time) { s.observe(op, start, err) }(time.Now())
 	rec := replica.RecordFromProto(req.GetRecord())
+	if s.d.Clock != nil {
+		// A record stamped far ahead of this clock would win every later write of its key
+		// and drag the cluster's clocks with it: refused, counted, never adopted.
+		if err := s.d.Clock.Check(rec.TS); err != nil {
+			return nil, GRPCError(err)
+		}
+	}
 	vid := ring.ViewID{Epoch: req.GetEpoch(), Change: req.GetChangeId(), InFlight: req.GetChangeInFlight()}
 	applied, err := s.d.Local.Write(ctx, req.GetKey(), rec, vid)
 	if err != nil {
 		return nil, GRPCError(err)
 	}
 	if s.d.Clock != nil {
-		s.d.Clock.Update(rec.TS)
+		s.d.Clock.Update(rec.TS) // checked above
 	}
-	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch()}, nil
+	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch(), WallNanos: time.Now().UnixNano()}, nil
 }
 
 // errChunkFull stops a StreamRange scan when its chunk is full; the next chunk is read by a

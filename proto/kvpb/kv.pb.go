@@ -467,10 +467,13 @@ func (x *ReadRequest) GetEpoch() uint64 {
 }
 
 type ReadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Record        *Record                `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Found  bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Record *Record                `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The replica's wall clock as it answered (unix nanoseconds): the sender's estimate of
+	// its clock offset to this node (hlc.Monitor).
+	WallNanos     int64 `protobuf:"varint,4,opt,name=wall_nanos,json=wallNanos,proto3" json:"wall_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +525,13 @@ func (x *ReadResponse) GetRecord() *Record {
 func (x *ReadResponse) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReadResponse) GetWallNanos() int64 {
+	if x != nil {
+		return x.WallNanos
 	}
 	return 0
 }
@@ -607,8 +617,10 @@ func (x *WriteRequest) GetChangeInFlight() bool {
 type WriteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// false when the replica already held a version at least as new.
-	Applied       bool   `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
-	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Applied bool   `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	Epoch   uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The replica's wall clock as it answered (unix nanoseconds), as in ReadResponse.
+	WallNanos     int64 `protobuf:"varint,3,opt,name=wall_nanos,json=wallNanos,proto3" json:"wall_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -653,6 +665,13 @@ func (x *WriteResponse) GetApplied() bool {
 func (x *WriteResponse) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WriteResponse) GetWallNanos() int64 {
+	if x != nil {
+		return x.WallNanos
 	}
 	return 0
 }
@@ -893,20 +912,24 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x05value\x18\x03 \x01(\fR\x05value\"5\n" +
 	"\vReadRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"b\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x81\x01\n" +
 	"\fReadResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12&\n" +
 	"\x06record\x18\x02 \x01(\v2\x0e.ringkv.RecordR\x06record\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xa5\x01\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"wall_nanos\x18\x04 \x01(\x03R\twallNanos\"\xa5\x01\n" +
 	"\fWriteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12&\n" +
 	"\x06record\x18\x02 \x01(\v2\x0e.ringkv.RecordR\x06record\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\tchange_id\x18\x04 \x01(\x04R\bchangeId\x12(\n" +
-	"\x10change_in_flight\x18\x05 \x01(\bR\x0echangeInFlight\"?\n" +
+	"\x10change_in_flight\x18\x05 \x01(\bR\x0echangeInFlight\"^\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\xb1\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"wall_nanos\x18\x03 \x01(\x03R\twallNanos\"\xb1\x01\n" +
 	"\x12StreamRangeRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x14\n" +
