@@ -28,6 +28,33 @@ func (n *Node) ready() error {
 	return n.connected()
 }
 
+// problems are what keeps a node that serves from serving as it should: ranges for which it
+// cannot reach a quorum of replicas (peers down or cut off), a clock off most peers by more
+// than the bound. /readyz reports them; /v0/status does not (the course's API needs it to
+// say only that the node serves). Empty when healthy.
+func (n *Node) problems() []string {
+	var out []string
+	if lost, total := n.coord.QuorumLoss(); lost > 0 {
+		out = append(out, fmt.Sprintf("no quorum of replicas reachable for %d of %d ranges (unreachable: %s)",
+			lost, total, strings.Join(n.coord.Unreachable(), ", ")))
+	}
+	if err := n.offsets.Check(); err != nil {
+		out = append(out, err.Error())
+	}
+	return out
+}
+
+// readyz is /readyz: ready, and without problems.
+func (n *Node) readyz() error {
+	if err := n.ready(); err != nil {
+		return err
+	}
+	if p := n.problems(); len(p) > 0 {
+		return errors.New(strings.Join(p, "; "))
+	}
+	return nil
+}
+
 // connectWait bounds how long a starting node reports itself not ready while its first
 // connections to peers are still being made (a blackholed peer's first attempt ends after
 // gRPC's minimum connect timeout, 1 s).

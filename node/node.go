@@ -261,7 +261,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	n.adminSrv = &http.Server{Handler: metrics.AdminHandler(n.metrics, n.ready), ReadHeaderTimeout: 10 * time.Second}
+	n.adminSrv = &http.Server{Handler: metrics.AdminHandler(n.metrics, n.readyz), ReadHeaderTimeout: 10 * time.Second}
 	n.setHealth()
 	return n, nil
 }
@@ -384,7 +384,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: Version, RaftRole: n.cl.Role(),
-		FreeDiskBytes: freeDisk(n.cfg.DataDir),
+		FreeDiskBytes: freeDisk(n.cfg.DataDir), Problems: n.problems(),
 	}
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()

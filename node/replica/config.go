@@ -36,6 +36,9 @@ type Config struct {
 	// the background (its connection woken and a health check sent), so that
 	// no client request has to be the probe. ProbeTimeout bounds one probe.
 	ProbeInterval, ProbeTimeout time.Duration
+	// HealthInterval is how often a peer whose breaker is closed is probed all the
+	// same, so that Unreachable sees a peer behind a silent partition.
+	HealthInterval time.Duration
 	// RepairWorkers bounds the read repairs written concurrently;
 	// RepairQueue bounds those waiting. Repairs beyond the queue are dropped
 	// (the next read of the key finds the replica stale again).
@@ -74,6 +77,7 @@ func DefaultConfig() Config {
 		BreakerSlowSpell: 3 * time.Second,
 		ProbeInterval:    200 * time.Millisecond,
 		ProbeTimeout:     time.Second,
+		HealthInterval:   time.Second,
 		RepairWorkers:    4,
 		RepairQueue:      1024,
 		MaxKeyBytes:      MaxKeySize,
@@ -98,7 +102,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: breaker failures %d is negative", ErrInvalidArgument, c.BreakerFailures)
 	case c.BreakerSlowSpell < 0:
 		return fmt.Errorf("%w: breaker slow spell %v is negative", ErrInvalidArgument, c.BreakerSlowSpell)
-	case c.ProbeInterval < 0 || c.ProbeTimeout < 0:
+	case c.ProbeInterval < 0 || c.ProbeTimeout < 0 || c.HealthInterval < 0:
 		return fmt.Errorf("%w: probe interval %v / timeout %v are negative", ErrInvalidArgument, c.ProbeInterval, c.ProbeTimeout)
 	case c.RepairWorkers < 0 || c.RepairQueue < 0:
 		return fmt.Errorf("%w: repair workers %d / queue %d are negative", ErrInvalidArgument, c.RepairWorkers, c.RepairQueue)
@@ -131,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = d.ProbeTimeout
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = d.HealthInterval
 	}
 	if c.RepairWorkers <= 0 {
 		c.RepairWorkers = d.RepairWorkers

@@ -57,6 +57,9 @@ type peer struct {
 	// either come up or failed to: the first attempt is over.
 	watched   Replica
 	contacted atomic.Bool
+	// down is true while the peer's connection has failed or its last probe did not
+	// answer (see watchPeer); false for a peer without a Transport.
+	down atomic.Bool
 }
 
 // target is one replica of one request.
@@ -232,6 +235,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 	t.Wake()
 	state := t.State()
 	moved := false // the connection has left its first idle state
+	var probed time.Time
 	for c.base.Err() == nil {
 		c.peersMu.RLock()
 		current := p.watched == r
@@ -248,6 +252,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			}
 		case connectivity.TransientFailure:
 			p.contacted.Store(true)
+			p.down.Store(true)
 		case connectivity.Idle:
 			// Idle again after an attempt: it connected and lost the connection (a
 			// peer that stopped) before this goroutine saw it ready.
@@ -258,10 +263,18 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			}
 		}
 		moved = moved || state != connectivity.Idle
-		if !p.br.allow() {
+		// Probe every ProbeInterval while the breaker is open, and every HealthInterval
+		// while it is closed: a silent partition leaves a connection READY, and only an
+		// answer tells that the peer is there (down, for Unreachable).
+		if every := c.cfg.HealthInterval; !p.br.allow() || time.Since(probed) >= every {
+			probed = time.Now()
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
 			err := t.Probe(ctx)
 			cancel()
+			if c.base.Err() != nil {
+				return
+			}
+			p.down.Store(err != nil)
 			if err == nil && !p.br.allow() {
 				p.br.reachable()
 				c.logPeer(id, "answered a probe")
@@ -278,6 +291,50 @@ func (c *Coordinator) logPeer(id, what string) {
 	if c.cfg.Logger != nil {
 		c.cfg.Logger.Info("peer reachable: breaker closed", "peer", id, "how", what)
 	}
+}
+
+// Unreachable returns the peers of the current ring that are down now: their
+// connection failed, their last probe went unanswered, or their breaker is open.
+func (c *Coordinator) Unreachable() []string {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range c.targets(v.Current.Members()) {
+		if t.p != nil && (t.r == nil || t.p.down.Load() || !t.p.br.allow()) {
+			out = append(out, t.id)
+		}
+	}
+	return out
+}
+
+// QuorumLoss counts the ranges of the current ring for which this node cannot
+// reach a quorum (N/2+1) of the replicas (itself included), by Unreachable.
+func (c *Coordinator) QuorumLoss() (lost, total int) {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return 0, 0
+	}
+	down := map[string]bool{}
+	for _, id := range c.Unreachable() {
+		down[id] = true
+	}
+	n := v.Current.Replicas()
+	quorum := n/2 + 1
+	for _, r := range v.Current.Ranges() {
+		up := 0
+		for _, m := range v.Current.Lookup(r.End, n) {
+			if !down[m.ID] {
+				up++
+			}
+		}
+		total++
+		if up < quorum {
+			lost++
+		}
+	}
+	return lost, total
 }
 
 // Unreached returns the peers of the current ring whose connection has not

@@ -4,6 +4,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -95,6 +96,9 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 		note := n.GetError()
 		if note == "" && info.GetEpoch() != resp.GetEpoch() {
 			note = fmt.Sprintf("epoch behind (%d)", info.GetEpoch())
+		}
+		if p := info.GetProblems(); note == "" && len(p) > 0 {
+			note = strings.Join(p, "; ")
 		}
 		t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), dash(info.GetRaftRole()), info.GetEpoch(),
 			fmt.Sprintf("%.1f", info.GetOpsPerSec()), p99(info.GetP99Ms()), info.GetKeys(),

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/eventually"
 	"ringkv/node/replica"
 	"ringkv/proto/kvpb"
 )
@@ -51,4 +52,41 @@ func TestFutureTimestampRefused(t *testing.T) {
 	if !strings.Contains(metrics.body, fmt.Sprintf("ringkv_clock_offset_seconds{peer=%q}", "n1")) {
 		t.Errorf("node n2's metrics lack its clock offset to n1")
 	}
+}
+
+// TestReadyzReportsQuorumLoss: a node whose peers are gone still answers /v0/status 200 (the
+// course's API), but /readyz and NodeInfo say it cannot reach a quorum; once a peer is back,
+// it is healthy again without a client request.
+func TestReadyzReportsQuorumLoss(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	readyz := func() response {
+		return doURL(t, "http://"+c.Node(0).Addrs().Admin+"/readyz", "GET", nil)
+	}
+	expect(t, readyz(), 200, "ready\n")
+	for _, i := range []int{1, 2} {
+		if err := c.Stop(i); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	expect(t, do(t, c, 0, "GET", "/v0/status", nil), 200, "")
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		got := readyz()
+		if got.code != 503 || !strings.Contains(got.body, "no quorum of replicas reachable for") || !strings.Contains(got.body, "n2, n3") {
+			return fmt.Errorf("/readyz: got %d %q, want 503 naming the lost quorum and n2, n3", got.code, got.body)
+		}
+		return nil
+	})
+	info, err := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr)).NodeInfo(context.Background(), &kvpb.NodeInfoRequest{})
+	if err != nil || len(info.GetProblems()) != 1 {
+		t.Fatalf("NodeInfo: problems %q (err %v), want the lost quorum", info.GetProblems(), err)
+	}
+	if err := c.Restart(1); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		if got := readyz(); got.code != 200 {
+			return fmt.Errorf("/readyz with n2 back: got %d %q, want 200", got.code, got.body)
+		}
+		return nil
+	})
 }
