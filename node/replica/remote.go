@@ -79,11 +79,11 @@ func (r *Remote) sawEpoch(e uint64) {
 
 // Read calls Replica.Read.
 func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, error) {
-	opts := r.callOptions()
+	r.await(ctx)
 	sent := time.Now()
-	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()}, opts...)
+	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()})
 	if err != nil {
-		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(r.unreached(opts, err)))
+		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
 	}
 	r.sawEpoch(resp.GetEpoch())
 	r.sawClock(sent, resp.GetWallNanos())
@@ -95,11 +95,11 @@ func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 
 // Write calls Replica.Write.
 func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
-	opts := r.callOptions()
+	r.await(ctx)
 	sent := time.Now()
-	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight}, opts...)
+	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight})
 	if err != nil {
-		return false, fmt.Errorf("remote write: %w", FromStatus(r.unreached(opts, err)))
+		return false, fmt.Errorf("remote write: %w", FromStatus(err))
 	}
 	r.sawEpoch(resp.GetEpoch())
 	r.sawClock(sent, resp.GetWallNanos())

@@ -2,7 +2,7 @@ package replica
 
 import (
 	"context"
-	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -90,27 +90,31 @@ func wake(cc grpcConn) {
 	}
 }
 
-// callOptions are the options of one call to the peer. A connection that is not
-// ready (idle, or waiting out its reconnect backoff after the peer went away) is
-// woken and the call waits for it within its deadline instead of failing at once
-// with the last connection error: a peer that is back is used by the first call
-// (see unreached for a call that never got a connection).
-func (r *Remote) callOptions() []grpc.CallOption {
+// connectWait bounds how long a call on a connection that is not ready waits
+// for one fresh connection attempt: long enough for a peer that is back (a
+// connect on a LAN takes milliseconds), short enough that a request that needs
+// a dead peer is not held for its whole deadline.
+const connectWait = 250 * time.Millisecond
+
+// await readies the connection for one call. A connection that is not ready
+// (idle, or waiting out its reconnect backoff after the peer went away) is
+// woken, and the call waits up to connectWait (within ctx) for it to come up:
+// a peer that is back is used by the first call. If it does not come up the
+// call goes out anyway and fails at once with Unavailable, the evidence of
+// death its breaker counts.
+func (r *Remote) await(ctx context.Context) {
 	if r.cc == nil || r.cc.GetState() == connectivity.Ready {
-		return nil
+		return
 	}
 	wake(r.cc)
-	return waitForReady
-}
-
-var waitForReady = []grpc.CallOption{grpc.WaitForReady(true)}
-
-// unreached rewrites the error of a call that waited for a connection and ran out
-// of time without one: the peer is not there (ErrReplicaUnavailable, evidence of
-// death for its breaker), not slow.
-func (r *Remote) unreached(opts []grpc.CallOption, err error) error {
-	if len(opts) == 0 || status.Code(err) != codes.DeadlineExceeded || r.cc.GetState() == connectivity.Ready {
-		return err
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	for st := r.cc.GetState(); st != connectivity.Ready; st = r.cc.GetState() {
+		if !r.cc.WaitForStateChange(ctx, st) {
+			return
+		}
+		if r.cc.GetState() == connectivity.Idle {
+			wake(r.cc)
+		}
 	}
-	return fmt.Errorf("%w: no connection within the deadline (%s)", ErrReplicaUnavailable, status.Convert(err).Message())
 }

@@ -311,7 +311,8 @@ func TestRestartedPeerUsedAtOnce(t *testing.T) {
 // by the background probe, over real gRPC.
 func TestProbeClosesBreakerOverGRPC(t *testing.T) {
 	ctx := testCtx(t)
-	_, peer, _, co := overGRPC(t, Config{BreakerFailures: 3, ProbeInterval: 20 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond})
+	// No hints: their handoff would call the peer once it is back.
+	_, peer, _, co := overGRPC(t, Config{BreakerFailures: 3, ProbeInterval: 20 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond, HintBytes: -1})
 
 	peer.stop()
 	for range 3 {
