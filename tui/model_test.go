@@ -314,3 +314,51 @@ func TestHeatmapCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestDownNodeIsUnknown: what only a node's samples tell (ops, latency, keys, disk, breakers)
+// reads "-" while it is DOWN, not the zeros or the stale values of its last sample.
+func TestDownNodeIsUnknown(t *testing.T) {
+	now := fixedNow
+	m := loaded(t, func() time.Time { return now })
+	now = now.Add(1600 * time.Millisecond)
+	nm, _ := m.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: "n1"}})
+	nm, _ = nm.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: "n3"}})
+	nm, _ = nm.Update(TickMsg{})
+	m = nm.(Model)
+	var row string
+	for _, l := range strings.Split(ansi.Strip(m.Render()), "\n") {
+		if strings.HasPrefix(l, "n2 ") {
+			row = l
+		}
+	}
+	got := strings.Fields(row)
+	// n2 DOWN ops [spark] p50 p99 err/s keys disk breaker share
+	want := []string{"n2", "DOWN", "-", "-", "-", "-", "-", "-", "-", "33.0%"}
+	var cells []string
+	for _, f := range got {
+		if !strings.ContainsAny(f, "▁▂▃▄▅▆▇█") {
+			cells = append(cells, f)
+		}
+	}
+	if strings.Join(cells, " ") != strings.Join(want, " ") {
+		t.Errorf("got n2's row %q, want cells %q", row, want)
+	}
+}
+
+// TestErrorRates: the overview shows a node's errors per second, and an alert names them by
+// kind, from the counts of two samples.
+func TestErrorRates(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	at := fixedNow.UnixNano()
+	for i, errs := range []map[string]uint64{{"unavailable": 100}, {"unavailable": 120, "timeout": 5}} {
+		nm, _ := m.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: "n2", UnixNanos: at + int64(i)*int64(time.Second), Errors: errs}})
+		m = nm.(Model)
+	}
+	screen := ansi.Strip(m.Render())
+	if want := "✖ node n2 answers 25 errors/s: unavailable 20, timeout 5.0"; !strings.Contains(screen, want) {
+		t.Errorf("got screen\n%s\nwant it to hold %q", screen, want)
+	}
+	if got := m.nodes["n1"].errRate(); got != 0 {
+		t.Errorf("got n1 %v errors/s, want 0", got)
+	}
+}

@@ -94,6 +94,20 @@ func TestApply(t *testing.T) {
 			wantEvents: []string{"change #5 streaming: remove n2", "change #5 done: remove n2"},
 		},
 		{
+			name: "a node that left the ring is dropped, and its samples with it",
+			steps: []step{{0, status(3, "n1", "n2", "n3")}, {10, ring(3, "n1", "n2", "n3")},
+				{20, ring(4, "n1", "n3")}, {30, stats("n2", 4)}, {40, status(4, "n1", "n2", "n3")}},
+			wantStates: "n1=UP n3=UP", wantEpoch: 4,
+			wantEvents: []string{"ring epoch 3 → 4", "node n2 left the ring"},
+		},
+		{
+			name: "the ring's state wins over an older status",
+			steps: []step{{0, status(3, "n1", "n2")}, {10, RingMsg{Resp: &kvpb.RingResponse{Ring: &kvpb.RingState{Epoch: 4, Members: []*kvpb.Member{
+				{Id: "n1", State: "UP", Tokens: []uint64{1}}, {Id: "n2", State: "LEAVING", Tokens: []uint64{2}}}}}}}},
+			wantStates: "n1=UP n2=LEAVING", wantEpoch: 4,
+			wantEvents: []string{"ring epoch 3 → 4"}, wantRows: true,
+		},
+		{
 			name:  "no change is not logged",
 			steps: []step{{0, ChangeMsg{Progress: &kvpb.ChangeProgress{State: "none"}}}},
 		},

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -179,7 +180,7 @@ func (m Model) overviewView(h int) string {
 		nameW = max(nameW, len(n.id))
 	}
 	nameW = min(nameW, 12)
-	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"KEYS", 6}, {"DISK", 8}, {"BREAKER", 7}, {"SHARE", 6}}
+	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"ERR/S", 5}, {"KEYS", 6}, {"DISK", 8}, {"BREAKER", 7}, {"SHARE", 6}}
 	fixed := 0
 	for _, c := range cols {
 		fixed += c.width + 1
@@ -200,7 +201,7 @@ func (m Model) overviewView(h int) string {
 		if m.sortBy != sortNode && sortTitle(m.sortBy) == t {
 			t += "↓"
 		}
-		hdr = append(hdr, pad(t, cols[i].width, i == 0 || i == 1 || i == 3 || i == 8))
+		hdr = append(hdr, pad(t, cols[i].width, i == 0 || i == 1 || i == 3 || i == 9))
 	}
 	b.WriteString(m.st.Header.Render(strings.Join(hdr, " ")))
 	b.WriteByte('\n')
@@ -208,20 +209,32 @@ func (m Model) overviewView(h int) string {
 	for i, n := range rows {
 		s := n.stats
 		state := n.displayState()
+		// What only the node's samples tell is unknown, "-", while it is DOWN or silent.
+		known := func(v string) string {
+			if n.down || s == nil {
+				return "-"
+			}
+			return v
+		}
 		cells := []string{
 			pad(n.id, nameW, true),
 			pad(state, 7, true),
-			pad(heatmap.FormatRate(s.GetOpsPerSec()), 6, false),
+			pad(known(heatmap.FormatRate(s.GetOpsPerSec())), 6, false),
 		}
 		if sparkW > 0 {
 			cells = append(cells, m.st.Spark.Render(pad(sparkline(n.spark, sparkW), sparkW, true)))
 		}
+		errs := known(heatmap.FormatRate(n.errRate()))
+		if n.errRate() > 0 && !n.down {
+			errs = m.st.Down.Render(pad(errs, 5, false))
+		}
 		cells = append(cells,
-			pad(fmtMs(p50(s)), 6, false),
-			pad(fmtMs(s.GetP99Ms()), 6, false),
-			pad(present.Count(float64(s.GetKeys())), 6, false),
-			pad(present.BytesShort(float64(s.GetDiskBytes())), 8, false),
-			pad(present.BreakersShort(s.GetBreakers()), 7, true),
+			pad(known(fmtMs(p50(s))), 6, false),
+			pad(known(fmtMs(s.GetP99Ms())), 6, false),
+			pad(errs, 5, false),
+			pad(known(present.Count(float64(s.GetKeys()))), 6, false),
+			pad(known(present.BytesShort(float64(s.GetDiskBytes()))), 8, false),
+			pad(known(present.BreakersShort(s.GetBreakers())), 7, true),
 			pad(fmt.Sprintf("%.1f%%", n.share*100), 6, false),
 		)
 		switch {
@@ -290,6 +303,11 @@ func (m Model) alerts() []string {
 			}
 		}
 	}
+	for _, id := range m.sortedIDs() {
+		if a := m.errorAlert(m.nodes[id]); a != "" {
+			out = append(out, m.st.Down.Render(a))
+		}
+	}
 	if a := m.hotVnodeAlert(); a != "" {
 		out = append(out, m.st.Warn.Render(a))
 	}
@@ -297,6 +315,29 @@ func (m Model) alerts() []string {
 		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), present.Change(c.GetPlan().GetRequest()), c.GetState(), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
 	}
 	return out
+}
+
+// errorAlert names the errors a node answers with, by kind, "" when it answers none (or is
+// DOWN: that has its own alert): "✖ node n2 answers 12 errors/s: unavailable 10, timeout 2".
+func (m Model) errorAlert(n *node) string {
+	if n.down || n.errRate() == 0 {
+		return ""
+	}
+	kinds := make([]string, 0, len(n.errRates))
+	for k := range n.errRates {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if n.errRates[kinds[i]] != n.errRates[kinds[j]] {
+			return n.errRates[kinds[i]] > n.errRates[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = k + " " + heatmap.FormatRate(n.errRates[k])
+	}
+	return fmt.Sprintf("✖ node %s answers %s errors/s: %s", n.id, heatmap.FormatRate(n.errRate()), strings.Join(parts, ", "))
 }
 
 // Thresholds of the hot-vnode alert: the hottest vnode carries hotVnodeFactor times the mean

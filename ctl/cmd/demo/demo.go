@@ -229,7 +229,7 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 	return console.Run(ctx, console.Options{
 		Source:  src,
 		Actions: acts,
-		Hint:    hint(o.Nodes, keys, o.Rate),
+		Hint:    hint(keys, o.Rate),
 		Warning: warning,
 		Start:   console.ScreenHeatmap,
 	}, console.RunOptions{In: o.IO.In, Out: o.IO.Out})
@@ -256,13 +256,15 @@ func health(ctx context.Context, c kvpb.AdminClient) string {
 	return strings.Join(bad, ", ")
 }
 
-// hint is the console's one-line explanation of the demo (it fits 80 columns).
-func hint(nodes, keys, rate int) string {
+// hint is the console's one-line explanation of the demo (it fits 80 columns). It names
+// what does not change while the console runs, the load: the live counts of nodes and keys
+// are the console's (its title and overview follow the ring after a drain or an add).
+func hint(keys, rate int) string {
 	if rate == 0 || keys == 0 {
-		return fmt.Sprintf("demo · %d nodes in this process, no load · ? keys · q quit", nodes)
+		return "demo · nodes in this process, no load · ? keys · q quit"
 	}
-	return fmt.Sprintf("demo · %d nodes · %s keys · zipf %d req/s: hot vnode ▲ · ? keys · q quit",
-		nodes, compact(keys), rate)
+	return fmt.Sprintf("demo · zipf load %d req/s over %s keys: hot vnode ▲ · ? keys · q quit",
+		rate, compact(keys))
 }
 
 // compact writes 20000 as 20k, 16980 as 17k and 2345 as 2.3k.
