@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -278,7 +279,7 @@ func TestAddFollowsTheChange(t *testing.T) {
 	}
 	// Piped: one line per update at most once a second, plus the final one.
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
-	if len(lines) < 3 || !strings.Contains(errOut.String(), "change 7 started") || !strings.Contains(lines[len(lines)-1], "done, ranges 20/20") {
+	if len(lines) < 3 || !strings.Contains(errOut.String(), "change 7 started") || !strings.Contains(lines[len(lines)-1], "done 100%") || !strings.Contains(lines[len(lines)-1], "ranges 20/20") {
 		t.Errorf("got progress on stderr:\n%s\nwant a start line and a final line with ranges 20/20", errOut)
 	}
 	if strings.Contains(errOut.String(), "\x1b[") {
@@ -507,5 +508,49 @@ func TestRebalance(t *testing.T) {
 	}
 	if len(fa.started) != 0 || !strings.Contains(out.String(), "nothing to rebalance") {
 		t.Errorf("balanced: %d StartChange calls, stdout:\n%s\nwant none and \"nothing to rebalance\"", len(fa.started), out)
+	}
+}
+
+// TestRendererFitsAndAgrees: on a 60-column terminal no line of the progress is wider than
+// 59 columns (a wider one wraps and leaves a trail on each redraw), and the header's rate and
+// ETA are the per-node line's, not the node's own unsmoothed figures (here 25 MB/s, ETA 0).
+func TestRendererFitsAndAgrees(t *testing.T) {
+	plan := addPlan(200) // 2000 KiB to n4
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	r := &Renderer{W: &buf, TTY: true, Width: func() int { return 60 }, Every: time.Second, Now: func() time.Time { return now }}
+	p := progressOf(plan, "streaming", 0.25)
+	r.Update(p, false)
+	now = now.Add(time.Second)
+	buf.Reset()
+	p = progressOf(plan, "streaming", 0.5)
+	p.RateBytesPerSec, p.EtaSeconds = 25*MiB, 0
+	r.Update(p, false)
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\r\x1b[2K") {
+		l = strings.TrimSuffix(strings.TrimPrefix(l, "\x1b[2A"), "\n")
+		if l == "" {
+			continue
+		}
+		lines = append(lines, l)
+		if w := utf8.RuneCountInString(l); w > 59 {
+			t.Errorf("got a line of %d columns on a 60-column terminal: %q", w, l)
+		}
+	}
+	wide := &Renderer{W: &buf, TTY: true, Width: func() int { return 400 }, Every: time.Second, Now: func() time.Time { return now }}
+	wide.last = r.last
+	buf.Reset()
+	wide.Update(p, false)
+	out := buf.String()
+	if strings.Contains(out, "25.0 MB/s") {
+		t.Errorf("got the node's own rate in:\n%s\nwant the smoothed one", out)
+	}
+	for _, want := range []string{"0.5 MB/s, ETA 2s", "0.5 MB/s  ETA 2s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("got:\n%s\nwant %q (header and n4 agree)", out, want)
+		}
+	}
+	if len(lines) != 2 {
+		t.Errorf("got %d lines, want a header and n4's", len(lines))
 	}
 }
