@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
@@ -98,6 +100,10 @@ func runGet(ctx context.Context, o *Options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	resp, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte(o.Key), Ack: o.Ack, From: o.From})
+	if status.Code(err) == codes.NotFound {
+		// An answer, said once: exit 4, not the 1 of a node that cannot be reached.
+		return fmt.Errorf("%w: key %q", cli.ErrNotFound, o.Key)
+	}
 	if err != nil {
 		return cli.RPCError(o.Addr(), err)
 	}
