@@ -37,7 +37,9 @@ func NewCmdStatus(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `status asks one node (--addr) for the cluster: the ring epoch, a ring change in flight,
 and for every member its state, raft role, ops/s, p99 latency, keys, disk used and free, and
 its circuit breakers towards the other nodes ("ok", or the peers whose breaker is open).
--o json prints the Admin Status response as is (proto field names, every field present).`,
+-o json prints the Admin Status response (StatusResponse in proto/kvpb/admin.proto) as a
+stable schema: proto field names, every field present (an unset message is null), 64-bit
+integers as JSON numbers, enums by name; fields are only ever added.`,
 		Example: `  kvctl status
   kvctl status --addr 10.0.0.2:9090 -o json`,
 		Args: cobra.NoArgs,

@@ -54,9 +54,14 @@ func TestStatusOfCluster(t *testing.T) {
 		f.Close()
 		if format == "json" {
 			var resp struct {
-				Epoch string `json:"epoch"`
+				Epoch uint64 `json:"epoch"` // a number: scripts compare it without tonumber
 				Nodes []struct {
 					ID, State string
+					Info      struct {
+						Keys          uint64 `json:"keys"`
+						UptimeSeconds int64  `json:"uptime_seconds"`
+						Version       string `json:"version"`
+					} `json:"info"`
 				} `json:"nodes"`
 			}
 			if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
@@ -66,8 +71,11 @@ func TestStatusOfCluster(t *testing.T) {
 			for _, n := range resp.Nodes {
 				states[n.ID] = n.State
 			}
-			if resp.Epoch != "1" || states["n1"] != "UP" || states["n2"] != "UP" || states["n3"] != "DOWN" {
-				t.Errorf("got epoch %s states %v, want epoch 1, n1 n2 UP, n3 DOWN", resp.Epoch, states)
+			if resp.Epoch != 1 || states["n1"] != "UP" || states["n2"] != "UP" || states["n3"] != "DOWN" {
+				t.Errorf("got epoch %d states %v, want epoch 1, n1 n2 UP, n3 DOWN", resp.Epoch, states)
+			}
+			if v := resp.Nodes[0].Info.Version; v == "" {
+				t.Errorf("got no version of n1, want one")
 			}
 			continue
 		}
