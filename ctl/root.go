@@ -14,6 +14,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
+	"ringkv/internal/version"
 )
 
 // Main runs kvctl with args (without the program name) and returns the exit code.
@@ -111,6 +112,7 @@ command, flag or argument), 3 refused as unsafe (see --force), 4 not found (get 
 missing key, a node that is no member).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch f.Output {
 			case "table", "json":
@@ -120,6 +122,7 @@ missing key, a node that is no member).`,
 			return nil
 		},
 	}
+	root.SetVersionTemplate("kvctl {{.Version}}\n")
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageErrorf("%s", err) })
@@ -129,6 +132,7 @@ missing key, a node that is no member).`,
 	pf.StringVar(&f.SecretFile, "secret-file", f.SecretFile, "file holding the cluster secret, for admin calls (env KVCTL_SECRET_FILE)")
 
 	root.AddCommand(commands(f)...)
+	root.AddCommand(newCmdVersion(f))
 	namedArgs(root)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"ringkv/internal/version"
 	"ringkv/node/metrics"
 )
 
@@ -27,6 +28,7 @@ func Main(args []string) int {
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")
+	showVersion := fs.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -37,6 +39,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stderr, "kvnode %s\n", version.Get())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kvnode: unexpected argument %q (flags only)\n", fs.Arg(0))

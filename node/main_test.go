@@ -41,6 +41,17 @@ func TestMainBadFlags(t *testing.T) {
 	}
 }
 
+// TestMainVersion: kvnode --version prints its build on one line and exits 0 without starting.
+func TestMainVersion(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &stderr); code != 0 {
+		t.Errorf("got exit code %d, want 0", code)
+	}
+	if out := stderr.String(); !strings.HasPrefix(out, "kvnode ") || strings.Count(out, "\n") != 1 || !strings.Contains(out, "go1.") {
+		t.Errorf("got %q, want one line \"kvnode VERSION (..., goX)\"", out)
+	}
+}
+
 func TestFlagsFillConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")

@@ -4,6 +4,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,6 +85,9 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 		}
 	}
 	fmt.Fprintf(ios.Out, "ring epoch %d, replicas %d, %d/%d nodes answering\n", resp.GetEpoch(), resp.GetReplicas(), up, len(resp.GetNodes()))
+	if l := versionLine(resp.GetNodes()); l != "" {
+		fmt.Fprintln(ios.Out, l)
+	}
 	if l := changeLine(resp.GetChange()); l != "" {
 		fmt.Fprintln(ios.Out, l)
 	}
@@ -103,6 +107,29 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 			present.Bytes(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), present.Breakers(info.GetBreakers()), note)
 	}
 	return t.Render()
+}
+
+// versionLine names the kvnode build the answering nodes run: "kvnode v1.2.3 on every
+// node", or each node's when they differ (a rolling upgrade): "kvnode versions differ: n1
+// v1.2.3, n2 v1.2.4". "" when no node reported one.
+func versionLine(nodes []*kvpb.NodeStatus) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if v := n.GetInfo().GetVersion(); v != "" {
+			parts = append(parts, n.GetId()+" "+v)
+			seen[v] = true
+		}
+	}
+	switch len(seen) {
+	case 0:
+		return ""
+	case 1:
+		for v := range seen {
+			return "kvnode " + v + " on every answering node"
+		}
+	}
+	return "kvnode versions differ: " + strings.Join(parts, ", ")
 }
 
 // changeLine describes the ring change in flight: "change #3 in flight: rebalance, streaming,
