@@ -127,7 +127,7 @@ missing key, a node that is no member).`,
 	root.SetErr(f.IO.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageErrorf("%s", err) })
 	pf := root.PersistentFlags()
-	pf.StringVar(&f.Addr, "addr", f.Addr, "gRPC address of any node (env KVCTL_ADDR)")
+	pf.StringVar(&f.Addr, "addr", f.Addr, "gRPC address of any node, or several (a,b,c) tried in turn (env KVCTL_ADDR)")
 	pf.StringVarP(&f.Output, "output", "o", f.Output, "output format: table or json")
 	pf.StringVar(&f.SecretFile, "secret-file", f.SecretFile, "file holding the cluster secret, for admin calls (env KVCTL_SECRET_FILE)")
 

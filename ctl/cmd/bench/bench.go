@@ -255,7 +255,8 @@ func (o *Options) target(ctx context.Context) (loadgen.Target, string, func(), e
 		t := loadgen.NewHTTPTarget(addr, o.Config.Connections, o.Ack, o.From)
 		return t, "http " + addr, func() { t.Close() }, nil
 	}
-	t, err := loadgen.DialGRPCTarget(o.Addr(), o.Config.Connections, uint32(o.Ack), uint32(o.From))
+	target, opts := cli.Target(o.Addr())
+	t, err := loadgen.DialGRPCTarget(target, o.Config.Connections, uint32(o.Ack), uint32(o.From), opts...)
 	if err != nil {
 		return nil, "", nil, err
 	}
