@@ -367,7 +367,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: version.Get().Short(), RaftRole: n.cl.Role(),
-		FreeDiskBytes: freeDisk(n.cfg.DataDir),
+		FreeDiskBytes: freeDisk(n.cfg.DataDir), Process: metrics.Process(),
 	}
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()

@@ -183,14 +183,14 @@ func TestBenchCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// --profile: every node profiles during the measured phase; files named after the run.
-	// (heap and mutex: in-process nodes share one CPU profiler, which admits one capture.)
+	// --profile: every process profiles during the measured phase; files named after the
+	// run. The three in-process nodes are one process: one file per kind.
 	pdir := t.TempDir()
 	run(t, f, out, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--max-lag", "10s", "-c", "4",
 		"--keys", "300", "--quiet", "--profile", "heap,mutex", "--profile-dir", pdir)
 	profs, _ := filepath.Glob(filepath.Join(pdir, "bench-*.pb.gz"))
-	if len(profs) != 6 {
-		t.Errorf("--profile heap,mutex on 3 nodes wrote %v, want 6 bench-*.pb.gz files", profs)
+	if len(profs) != 2 {
+		t.Errorf("--profile heap,mutex on 3 nodes of one process wrote %v, want 2 bench-*.pb.gz files", profs)
 	}
 	for _, p := range profs {
 		fh, err := os.Open(p)
