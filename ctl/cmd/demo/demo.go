@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,6 +106,15 @@ func Run(ctx context.Context, o *Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
 	}
+	if !withConsole {
+		// Said once the nodes are stopped and the data removed (the defers below run first):
+		// a reader of the log that has gone away cannot keep the data on disk.
+		defer func() {
+			if err == nil {
+				fmt.Fprintf(o.IO.ErrOut, "kvctl demo: stopped, %s removed\n", dir)
+			}
+		}()
+	}
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
 	// While the console owns the terminal, log lines are held and printed after it closes.
 	logs := &logSink{out: o.IO.ErrOut}
@@ -153,7 +164,9 @@ Ctrl-C stops the cluster.
 		o.Ready(c)
 	}
 	<-ctx.Done()
-	fmt.Fprintln(o.IO.ErrOut, "kvctl demo: stopping")
+	// Ctrl-C on "kvctl demo --headless | tee log" stops tee too: from now on a write to the
+	// pipe must fail with EPIPE, not kill kvctl by SIGPIPE before it has removed the data.
+	signal.Ignore(syscall.SIGPIPE)
 	return nil
 }
 

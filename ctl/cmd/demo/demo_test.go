@@ -1,10 +1,12 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +57,28 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// stopWatch records, when the demo says it stopped, whether its data directory still exists.
+type stopWatch struct {
+	bytes.Buffer
+	dir       *string
+	said      bool
+	dirExists bool
+}
+
+func (w *stopWatch) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("kvctl demo: stopped")) {
+		_, err := os.Stat(filepath.Dir(*w.dir))
+		w.said, w.dirExists = true, err == nil
+	}
+	return w.Buffer.Write(p)
+}
+
 func TestRunServesUntilCancelled(t *testing.T) {
-	ios, _, out, errOut := cli.Test()
+	ios, _, out, _ := cli.Test()
 	ctx, cancel := context.WithCancel(context.Background())
 	var dir string
+	errOut := &stopWatch{dir: &dir}
+	ios.ErrOut = errOut
 	o := &Options{IO: ios, Headless: false, Nodes: 3, Replicas: 3, Ready: func(c *node.LocalCluster) {
 		defer cancel()
 		dir = c.Config(0).DataDir
@@ -85,6 +105,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("data dir %s still exists (err %v), want it removed", dir, err)
+	}
+	// Clean up before printing: a reader gone with Ctrl-C must not leave the data behind.
+	if !errOut.said || errOut.dirExists {
+		t.Errorf("got said stopped %t with the data dir there %t, want it said after the removal:\n%s", errOut.said, errOut.dirExists, errOut.String())
 	}
 }
 
