@@ -508,9 +508,11 @@ func TestFailuresAreNotLatencies(t *testing.T) {
 		wantInvalid string // in the reason; "" = valid
 		wantSummary []string
 		wantNot     []string
+		wantLine    string
 	}{
 		{
 			name: "dead cluster", kind: func(string) Kind { return KindConnection }, maxErrors: 0.01,
+			wantLine: "0.00% ok; errors: connection 200",
 			wantOK: 0, wantInvalid: "200 of 200 requests failed (100.0%, max 1.0%): connection 200",
 			wantSummary: []string{"Success ratio: 0.00% (0 of 200 requests; 200 errors: connection 200)", "INVALID RESULT", "no request succeeded"},
 			wantNot:     []string{"50.000%", "Latency Distribution"},
@@ -560,6 +562,9 @@ func TestFailuresAreNotLatencies(t *testing.T) {
 			var buf bytes.Buffer
 			if err := WriteSummary(&buf, r, SummaryOptions{Target: "test"}); err != nil {
 				t.Fatal(err)
+			}
+			if line := r.Line(); !strings.Contains(line, tt.wantLine) || !strings.HasPrefix(line, "200 requests in ") {
+				t.Errorf("got line %q, want %q in it", line, tt.wantLine)
 			}
 			sum := buf.String()
 			if first := strings.Split(sum, "\n")[2]; !strings.HasPrefix(first, "Success ratio") {

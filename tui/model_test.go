@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -360,5 +362,42 @@ func TestErrorRates(t *testing.T) {
 	}
 	if got := m.nodes["n1"].errRate(); got != 0 {
 		t.Errorf("got n1 %v errors/s, want 0", got)
+	}
+}
+
+// TestBenchResultWhenStopped: stopping the console's background bench shows what it measured,
+// in a dialog and in the event log.
+func TestBenchResultWhenStopped(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	for _, msg := range []tea.Msg{BenchMsg{Rate: 500}, BenchMsg{Rate: 0, Result: FakeBenchResult}} {
+		nm, _ := m.Update(msg)
+		m = nm.(Model)
+	}
+	screen := ansi.Strip(m.Render())
+	for _, want := range []string{"Bench at 500 req/s stopped", "p99 2.10ms"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("got screen\n%s\nwant %q", screen, want)
+		}
+	}
+	if last := m.events[len(m.events)-1].text; last != "bench stopped: "+FakeBenchResult {
+		t.Errorf("got last event %q, want the bench's result", last)
+	}
+}
+
+// TestAdminActionsBenchResult: AdminActions.StopBench returns what the bench measured.
+func TestAdminActionsBenchResult(t *testing.T) {
+	a := &AdminActions{Bench: func(ctx context.Context, rate int) (string, error) {
+		<-ctx.Done()
+		return fmt.Sprintf("ran at %d/s", rate), nil
+	}}
+	if err := a.StartBench(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.StopBench(t.Context())
+	if err != nil || got != "ran at 7/s" {
+		t.Errorf("got %q, %v; want \"ran at 7/s\"", got, err)
+	}
+	if got, err := a.StopBench(t.Context()); got != "" || err != nil {
+		t.Errorf("stop with no bench: got %q, %v; want nothing", got, err)
 	}
 }

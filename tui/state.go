@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -72,9 +73,15 @@ type event struct {
 	bad  bool
 }
 
-// logEvent appends a line to the event log, keeping the last maxEvents.
+// logEvent adds a line to the event log at the time it happened (which may be before
+// events already logged: a change reports when it finished), keeping the log in time order
+// and its last maxEvents.
 func (m *clusterState) logEvent(at time.Time, text string, bad bool) {
-	m.events = append(m.events, event{at: at, text: text, bad: bad})
+	i := len(m.events)
+	for i > 0 && m.events[i-1].at.After(at) {
+		i--
+	}
+	m.events = slices.Insert(m.events, i, event{at: at, text: text, bad: bad})
 	if len(m.events) > maxEvents {
 		m.events = m.events[len(m.events)-maxEvents:]
 	}
@@ -190,7 +197,11 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 	n.lastSeen = now
 	if n.down {
 		n.down = false
-		m.logEvent(now, fmt.Sprintf("node %s up", n.id), false)
+		at := now
+		if s.GetUnixNanos() != 0 {
+			at = time.Unix(0, s.GetUnixNanos()) // when the node sampled it, not when it arrived
+		}
+		m.logEvent(at, fmt.Sprintf("node %s up", n.id), false)
 	}
 	// One sparkline point a second (the stream samples faster), so the column is a minute;
 	// samples without a time (test scripts) are a point each.
@@ -244,8 +255,17 @@ func (m *clusterState) onChange(p *kvpb.ChangeProgress, now time.Time) {
 	}
 	old := m.change
 	if old == nil || old.GetId() != p.GetId() || old.GetState() != p.GetState() {
+		// Stamped when it happened where the cluster says: a change that finished while the
+		// console was not looking is logged at its end, one first seen at its start.
+		at := now
+		switch {
+		case present.Finished(p.GetState()) && p.GetFinishedUnix() > 0:
+			at = time.Unix(p.GetFinishedUnix(), 0)
+		case (old == nil || old.GetId() != p.GetId()) && p.GetStartedUnix() > 0:
+			at = time.Unix(p.GetStartedUnix(), 0)
+		}
 		if !present.NoChange(p) {
-			m.logEvent(now, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetState() == "failed")
+			m.logEvent(at, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetState() == "failed")
 		}
 	}
 	m.change = p

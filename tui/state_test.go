@@ -146,3 +146,29 @@ func TestApply(t *testing.T) {
 		})
 	}
 }
+
+// TestEventTimes: events are stamped with the time they happened where the cluster says so
+// (a change's start and end, a node's sample), not when the console saw them, and the log
+// stays in time order.
+func TestEventTimes(t *testing.T) {
+	start := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	s := newClusterState(start, 1500*time.Millisecond)
+	req := &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}
+	s.apply(StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: "n1", State: "UP"}}}}, start)
+	s.apply(TickMsg{}, start.Add(2*time.Second)) // n1 silent: DOWN, seen now
+	s.apply(StatsMsg{Stats: &kvpb.NodeStats{Id: "n1", UnixNanos: start.Add(3 * time.Second).UnixNano()}}, start.Add(5*time.Second))
+	s.apply(ChangeMsg{Progress: &kvpb.ChangeProgress{Id: 4, State: "done", Plan: req,
+		StartedUnix: start.Add(-time.Minute).Unix(), FinishedUnix: start.Add(time.Second).Unix()}}, start.Add(6*time.Second))
+	var got []string
+	for _, e := range s.events {
+		got = append(got, e.at.Format("15:04:05")+" "+e.text)
+	}
+	want := []string{
+		"15:04:06 change #4 done: remove n2",
+		"15:04:07 node n1 down (no stats for 2s)",
+		"15:04:08 node n1 up",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got events %q, want %q", got, want)
+	}
+}

@@ -327,7 +327,11 @@ func (m Model) View() string {
 
 	// Legend and what a row and a cell are.
 	legend := []string{fmt.Sprintf("metric %s (m)  log scale", m.metric)}
-	for l := 0; l <= styles.HeatLevels; l++ {
+	levels := styles.HeatLevels
+	if top <= 0 {
+		levels = 0 // every level's bound would read ">0": say it once
+	}
+	for l := 0; l <= levels; l++ {
 		lo := math.Expm1(math.Log1p(top) * float64(l-1) / styles.HeatLevels)
 		label := "0"
 		if l > 0 {
@@ -335,7 +339,11 @@ func (m Model) View() string {
 		}
 		legend = append(legend, m.st.Heat[l].Render(m.st.HeatGlyph[l])+m.st.Dim.Render(label))
 	}
-	legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("hottest"))
+	if top <= 0 {
+		legend = append(legend, m.st.Dim.Render("every vnode is at 0 (no "+m.metric.String()+" yet)"))
+	} else {
+		legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("hottest"))
+	}
 	if lay.Group > 1 {
 		legend = append(legend, m.st.Dim.Render(fmt.Sprintf("%d vnodes/cell", lay.Group)))
 	}

@@ -226,9 +226,12 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 		<-loadDone
 	}()
 
-	bench := func(ctx context.Context, rate int) error {
-		_, err := loadgen.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target)
-		return err
+	bench := func(ctx context.Context, rate int) (string, error) {
+		res, err := loadgen.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target)
+		if err != nil {
+			return "", err
+		}
+		return res.Line(), nil
 	}
 	acts := tuicmd.NewActions(f, o.ProfileDir, bench)
 	defer acts.Close()

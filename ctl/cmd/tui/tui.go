@@ -83,11 +83,11 @@ func run(cmd *cobra.Command, o *Options) error {
 // keys bench:0..keys-1 through the node at addr (a list: the first that answers), until the
 // console stops it.
 func backgroundBench(addr string, keys int64) console.BenchFunc {
-	return func(ctx context.Context, rate int) error {
+	return func(ctx context.Context, rate int) (string, error) {
 		target, opts := cli.Target(addr)
 		t, err := loadgen.DialGRPCTarget(target, 16, 0, 0, opts...)
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer t.Close()
 		cfg := loadgen.DefaultConfig()
@@ -97,8 +97,11 @@ func backgroundBench(addr string, keys int64) console.BenchFunc {
 		cfg.Workload = loadgen.Mix{Get: 9, Put: 1}
 		cfg.Keys = max(keys, 1)
 		cfg.MaxLag = time.Hour // a background load, not a measurement
-		_, err = loadgen.Run(ctx, cfg, t)
-		return err
+		res, err := loadgen.Run(ctx, cfg, t)
+		if err != nil {
+			return "", err
+		}
+		return res.Line(), nil
 	}
 }
 
