@@ -513,7 +513,7 @@ func TestFailuresAreNotLatencies(t *testing.T) {
 		{
 			name: "dead cluster", kind: func(string) Kind { return KindConnection }, maxErrors: 0.01,
 			wantLine: "0.00% ok; errors: connection 200",
-			wantOK: 0, wantInvalid: "200 of 200 requests failed (100.0%, max 1.0%): connection 200",
+			wantOK:   0, wantInvalid: "200 of 200 requests failed (100.0%, max 1.0%): connection 200",
 			wantSummary: []string{"Success ratio: 0.00% (0 of 200 requests; 200 errors: connection 200)", "INVALID RESULT", "no request succeeded"},
 			wantNot:     []string{"50.000%", "Latency Distribution"},
 		},
