@@ -159,6 +159,8 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.Float64Var(&o.FindMaxC.Precision, "precision", o.FindMaxC.Precision, "--find-max stops when the bracket is this narrow (0.05 = 5%)")
 	fl.IntVar(&o.FindMaxC.Retries, "retries", o.FindMaxC.Retries, "rerun a --find-max step that failed in its tail only (median within the slo) up to N times")
 
+	_ = cmd.RegisterFlagCompletionFunc("profile", cli.CompleteWords(pprof.Kinds...))
+	_ = cmd.RegisterFlagCompletionFunc("target", cli.CompleteWords("grpc", "http"))
 	cmd.AddCommand(NewCmdFill(f, nil), NewCmdDiff(f, nil))
 	return cmd
 }

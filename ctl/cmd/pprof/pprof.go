@@ -95,6 +95,7 @@ The directory flag is --dir (-d): -o is kvctl's global output format flag.`,
 	fl.IntVar(&o.Top, "top", 0, "print the N hottest functions per node, flat and cumulative")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each capture beyond its length")
 	cmd.MarkFlagsMutuallyExclusive("node", "all")
+	_ = cmd.RegisterFlagCompletionFunc("node", f.CompleteNodeIDs)
 	return cmd
 }
 

@@ -133,7 +133,8 @@ first, never the second.`,
 		Example: `  kvctl ring drain n2 --dry-run
   kvctl ring remove n2 --rate 20 --yes
   kvctl ring remove n2 --yes -o json > change.json`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: f.CompleteNodeArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "" || strings.Contains(args[0], "=") {
 				return cli.UsageErrorf("%q: want a node id, e.g. n2", args[0])
