@@ -401,3 +401,30 @@ func TestAdminActionsBenchResult(t *testing.T) {
 		t.Errorf("stop with no bench: got %q, %v; want nothing", got, err)
 	}
 }
+
+// TestHotNodeFloor: an idle cluster raises no hot-node alert, however uneven its trickle; a
+// busy one says the load is the clients' requests the node coordinates.
+func TestHotNodeFloor(t *testing.T) {
+	for _, tt := range []struct {
+		ops  []float64
+		want string // "" = no alert
+	}{
+		{ops: []float64{0.03, 0.005, 0.005}, want: ""},
+		{ops: []float64{3000, 500, 500}, want: "▲ hot node n1: 3.0k client ops/s, 2.2× the mean"},
+	} {
+		m := loaded(t, func() time.Time { return fixedNow })
+		for i, ops := range tt.ops {
+			nm, _ := m.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: fmt.Sprintf("n%d", i+1), OpsPerSec: ops}})
+			m = nm.(Model)
+		}
+		var got string
+		for _, a := range m.alerts() {
+			if a = ansi.Strip(a); strings.Contains(a, "hot node") {
+				got = a
+			}
+		}
+		if got != tt.want {
+			t.Errorf("ops %v: got alert %q, want %q", tt.ops, got, tt.want)
+		}
+	}
+}

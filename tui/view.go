@@ -298,8 +298,10 @@ func (m Model) alerts() []string {
 		mean := sum / float64(up)
 		for _, id := range m.sortedIDs() {
 			n := m.nodes[id]
-			if ops := n.stats.GetOpsPerSec(); !n.down && ops > 1.5*mean {
-				out = append(out, m.st.Warn.Render(fmt.Sprintf("▲ hot node %s: %s ops/s, %.1f× the mean", id, heatmap.FormatRate(ops), ops/mean)))
+			// A node's ops/s are the requests clients send it (it coordinates them), not what
+			// its data attracts: the alert says so, and an idle cluster raises none.
+			if ops := n.stats.GetOpsPerSec(); !n.down && ops > 1.5*mean && ops >= hotNodeMin {
+				out = append(out, m.st.Warn.Render(fmt.Sprintf("▲ hot node %s: %s client ops/s, %.1f× the mean", id, heatmap.FormatRate(ops), ops/mean)))
 			}
 		}
 	}
@@ -346,6 +348,10 @@ const (
 	hotVnodeFactor = 4
 	hotVnodeMin    = 10
 )
+
+// hotNodeMin is the floor of the hot-node alert, in client ops/s: below it, 3× the mean of
+// an idle cluster is noise.
+const hotNodeMin = 10
 
 // hotVnodeAlert names the hottest vnode when it stands out, "" otherwise.
 func (m Model) hotVnodeAlert() string {
