@@ -219,14 +219,14 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 		// Start exactly the vnode moves shown, not a fresh choice from newer load.
 		req.TokenMoves = plan.GetRequest().GetTokenMoves()
 	}
-	if refusals := plan.GetRefusals(); len(refusals) > 0 && (!o.Force || o.DryRun) {
-		hint := " (--force to override)"
-		if o.Force {
-			hint = ""
-		}
-		return cli.RefusedErrorf("%s%s", strings.Join(refusals, "; "), hint)
+	if refusals := plan.GetRefusals(); len(refusals) > 0 && !o.Force {
+		return cli.RefusedErrorf("%s (--force to override)", strings.Join(refusals, "; "))
 	}
 	if o.DryRun {
+		// The dry run answers as the real run would: with --force, the change would start.
+		if len(plan.GetRefusals()) > 0 && !o.JSON() {
+			fmt.Fprintln(o.IO.Out, "--force overrides the refusals above: without --dry-run the change starts")
+		}
 		return nil
 	}
 	if !o.Yes {

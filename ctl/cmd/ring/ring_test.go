@@ -295,6 +295,7 @@ func TestAddRefusals(t *testing.T) {
 		planErr   error
 		infoErr   error
 		force     bool
+		dryRun    bool
 		wantCode  int
 		wantStart bool
 		wantText  string
@@ -302,6 +303,11 @@ func TestAddRefusals(t *testing.T) {
 		{name: "change in flight", plan: &kvpb.ChangePlan{Refusals: []string{"change 3 (add n5) is in flight"}}, wantCode: cli.ExitRefused, wantText: "change 3"},
 		{name: "address does not answer", plan: &kvpb.ChangePlan{Refusals: []string{"n4 at 127.0.0.1:1 does not answer: unavailable"}}, wantCode: cli.ExitRefused, wantText: "does not answer"},
 		{name: "forced past a refusal", plan: &kvpb.ChangePlan{Refusals: []string{"n4 at 127.0.0.1:1 does not answer: unavailable"}}, force: true, wantStart: true},
+		// The dry run agrees with the real run: forced, it is not refused either.
+		{name: "forced dry run", plan: &kvpb.ChangePlan{Refusals: []string{"n4 already has a ring (epoch 5): not an empty node"}}, force: true, dryRun: true,
+			wantText: "--force overrides the refusals above"},
+		{name: "dry run", plan: &kvpb.ChangePlan{Refusals: []string{"n4 already has a ring (epoch 5): not an empty node"}}, dryRun: true,
+			wantCode: cli.ExitRefused, wantText: "--force to override"},
 		{name: "member exists", planErr: status.Error(codes.AlreadyExists, "member already in the ring"), wantCode: cli.ExitRefused, wantText: "already"},
 		{name: "cluster down", planErr: unavailable, wantCode: cli.ExitFailure},
 	}
@@ -315,7 +321,7 @@ func TestAddRefusals(t *testing.T) {
 				watch: []*kvpb.ChangeProgress{progressOf(plan, "done", 1)}}
 			ios, _, out, _ := cli.Test()
 			o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_ADD, NodeID: "n4", NodeAddr: "127.0.0.1:1",
-				Yes: true, Force: tt.force, Interval: time.Second, Reconnect: time.Second}
+				Yes: true, Force: tt.force, DryRun: tt.dryRun, Interval: time.Second, Reconnect: time.Second}
 			err := runChange(context.Background(), o)
 			if code := cli.ExitCode(err); code != tt.wantCode {
 				t.Fatalf("got exit %d (%v), want %d", code, err, tt.wantCode)
@@ -323,8 +329,8 @@ func TestAddRefusals(t *testing.T) {
 			if started := len(fa.started) > 0; started != tt.wantStart {
 				t.Errorf("got started=%v, want %v", started, tt.wantStart)
 			}
-			if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
-				t.Errorf("got error %q, want it to mention %q", err, tt.wantText)
+			if said := fmt.Sprint(err) + out.String(); tt.wantText != "" && !strings.Contains(said, tt.wantText) {
+				t.Errorf("got error %v and output %q, want them to mention %q", err, out, tt.wantText)
 			}
 			if tt.wantCode == cli.ExitRefused && tt.planErr == nil && !strings.Contains(out.String(), "refused: ") {
 				t.Errorf("got plan without its refusal:\n%s", out)
@@ -396,7 +402,8 @@ func TestStatusAbortRate(t *testing.T) {
 	if err := runAbort(context.Background(), &AbortOptions{Deps: fakeDeps(ios, fa, false)}); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	if !fa.abortedOK || !strings.Contains(out.String(), "change 7 (add n4 (h:1)) aborted; the ring stays at epoch 3") {
+	if !fa.abortedOK || !strings.Contains(out.String(), "change 7 (add n4 (h:1)) aborted; the ring stays at epoch 3") ||
+		!strings.Contains(out.String(), "to add it again: kvctl ring add n4=h:1 --force") {
 		t.Errorf("got abort output %q", out)
 	}
 	fa.status = &kvpb.ChangeProgress{State: "none"}
