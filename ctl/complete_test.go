@@ -6,20 +6,12 @@ import (
 	"testing"
 
 	"ringkv/ctl/cli"
-	"ringkv/node"
 )
 
 // TestCompletion: the shell completes node ids from the ring (ring remove ID, --node) and
 // profile kinds, through cobra's __complete.
 func TestCompletion(t *testing.T) {
-	base := node.DefaultConfig()
-	base.Replicas, base.VNodes = 1, 8
-	c, err := node.StartLocalCluster(context.Background(), 1, base, t.TempDir(), nil)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	defer c.Close()
-	addr := c.Node(0).Addrs().GRPC
+	addr := startNode(t)
 	tests := []struct {
 		args []string
 		want []string // lines of the completion, before the directive

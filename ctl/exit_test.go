@@ -9,17 +9,23 @@ import (
 	"ringkv/node"
 )
 
-// TestExitCodes runs kvctl's command tree against a real node: what the node rejects as
-// invalid exits as a usage error from every command, not only from `ring`.
-func TestExitCodes(t *testing.T) {
+// startNode starts a one-node cluster for the test and returns its gRPC address.
+func startNode(t *testing.T) string {
+	t.Helper()
 	base := node.DefaultConfig()
 	base.Replicas, base.VNodes = 1, 8
 	c, err := node.StartLocalCluster(context.Background(), 1, base, t.TempDir(), nil)
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
-	defer c.Close()
-	addr := c.Node(0).Addrs().GRPC
+	t.Cleanup(func() { c.Close() })
+	return c.Node(0).Addrs().GRPC
+}
+
+// TestExitCodes runs kvctl's command tree against a real node: what the node rejects as
+// invalid exits as a usage error from every command, not only from `ring`.
+func TestExitCodes(t *testing.T) {
+	addr := startNode(t)
 	long := strings.Repeat("k", 64<<10)
 	tests := []struct {
 		name string
@@ -54,14 +60,7 @@ func TestExitCodes(t *testing.T) {
 // that names what is wanted; get of a missing key says "not found" once and exits 4, apart
 // from a node that cannot be reached (1).
 func TestRunErrors(t *testing.T) {
-	base := node.DefaultConfig()
-	base.Replicas, base.VNodes = 1, 8
-	c, err := node.StartLocalCluster(context.Background(), 1, base, t.TempDir(), nil)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	defer c.Close()
-	addr := c.Node(0).Addrs().GRPC
+	addr := startNode(t)
 	tests := []struct {
 		args     []string
 		wantExit int
