@@ -371,8 +371,8 @@ func (m Model) hotVnodeAlert() string {
 	if n == 0 || top < hotVnodeMin || top < hotVnodeFactor*sum/float64(n) {
 		return ""
 	}
-	return fmt.Sprintf("▲ hot vnode %08x…%08x of %s: %s ops/s over replicas, %.0f× the mean",
-		hot.Start>>32, hot.End>>32, hot.Node, heatmap.FormatRate(top), top/(sum/float64(n)))
+	return fmt.Sprintf("▲ hot vnode %s of %s: %s ops/s over replicas, %.0f× the mean",
+		present.TokenRangeShort(hot.Start, hot.End), hot.Node, heatmap.FormatRate(top), top/(sum/float64(n)))
 }
 
 func (m Model) eventLines(n int) string {
@@ -432,7 +432,7 @@ func (m Model) changesView(h int) string {
 				break
 			}
 			mv := r.GetMove()
-			b.WriteString(fmt.Sprintf("%08x…%08x %s→%s %s %s %s\n", mv.GetStart()>>32, mv.GetEnd()>>32, mv.GetSource(), mv.GetTarget(),
+			b.WriteString(fmt.Sprintf("%s %s→%s %s %s %s\n", present.TokenRangeShort(mv.GetStart(), mv.GetEnd()), mv.GetSource(), mv.GetTarget(),
 				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.State(r.GetState())))
 		}
 	}

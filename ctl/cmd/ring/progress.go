@@ -320,5 +320,5 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 }
 
 func tokenRange(start, end uint64) string {
-	return fmt.Sprintf("(%016x, %016x]", start, end)
+	return present.TokenRange(start, end)
 }
