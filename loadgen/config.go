@@ -36,6 +36,9 @@ type Config struct {
 	// Requests stops the run after this many requests in all (0 = run for Warmup+Duration).
 	// With Requests set, Duration only bounds the run.
 	Requests int64
+	// MaxErrors marks the result invalid when more than this fraction of the measured
+	// requests failed (0.01 = 1%): latencies of the rest do not describe the cluster asked for.
+	MaxErrors float64
 	// MaxLag marks the result invalid when the generator ends the run this far behind its own
 	// schedule (the median over connections of the send lag of their last request).
 	MaxLag time.Duration
@@ -73,6 +76,7 @@ func DefaultConfig() Config {
 		ValueSize:   Size{Min: 100, Max: 100},
 		Timeout:     2 * time.Second,
 		MaxLag:      250 * time.Millisecond,
+		MaxErrors:   0.01,
 	}
 }
 
@@ -99,6 +103,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: requests %d: want >= 0", ErrInvalidConfig, c.Requests)
 	case c.MaxLag <= 0:
 		return fmt.Errorf("%w: max lag %s: want > 0", ErrInvalidConfig, c.MaxLag)
+	case c.MaxErrors < 0 || c.MaxErrors > 1 || c.MaxErrors != c.MaxErrors:
+		return fmt.Errorf("%w: max errors %g: want a fraction in [0, 1]", ErrInvalidConfig, c.MaxErrors)
 	case c.Spin < 0:
 		return fmt.Errorf("%w: spin %s: want >= 0", ErrInvalidConfig, c.Spin)
 	}

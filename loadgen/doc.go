@@ -15,6 +15,8 @@
 //
 // The generator watches itself: when it ends a run behind its own schedule by more than
 // Config.MaxLag, the Result is Invalid and says why, and the Result carries its CPU use.
+// A failed request is counted by kind and kept out of every latency histogram (as wrk
+// does); a run with more failures than Config.MaxErrors is Invalid too.
 //
 // FindMax searches the highest rate that holds an SLO; WriteSummary, WriteHgrm, WriteHlog and
 // WriteDiff print results.

@@ -126,8 +126,11 @@ func FindMax(ctx context.Context, base Config, t Target, slo SLO, fc FindMaxConf
 }
 
 func judge(r *Result, slo SLO, maxErr float64) (bool, string) {
-	if r.Invalid {
+	if r.Invalid && r.FinalLag > r.Config.MaxLag {
 		return false, "generator behind schedule by " + r.FinalLag.Round(time.Millisecond).String()
+	}
+	if r.Invalid {
+		return false, r.InvalidReason
 	}
 	if ok, why := r.Holds(slo); !ok {
 		return false, why

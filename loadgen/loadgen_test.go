@@ -488,3 +488,98 @@ func TestClosedLoopFaults(t *testing.T) {
 		t.Errorf("refused: got %d requests, errors %v; want 5 connection errors", r.Requests, r.Errors)
 	}
 }
+
+// funcTarget answers every request with kind(key), at once.
+type funcTarget func(key string) Kind
+
+func (f funcTarget) Get(_ context.Context, _ int, key string) Kind           { return f(key) }
+func (f funcTarget) Put(_ context.Context, _ int, key string, _ []byte) Kind { return f(key) }
+func (f funcTarget) Delete(_ context.Context, _ int, key string) Kind        { return f(key) }
+
+// TestFailuresAreNotLatencies: a request that fails (a refused connection answers in
+// microseconds) is counted by kind, kept out of the latency histograms, and a run with more
+// failures than MaxErrors is invalid; with no success at all the summary prints no ladder.
+func TestFailuresAreNotLatencies(t *testing.T) {
+	tests := []struct {
+		name        string
+		kind        func(key string) Kind
+		maxErrors   float64
+		wantOK      int64
+		wantInvalid string // in the reason; "" = valid
+		wantSummary []string
+		wantNot     []string
+		wantLine    string
+	}{
+		{
+			name: "dead cluster", kind: func(string) Kind { return KindConnection }, maxErrors: 0.01,
+			wantLine: "0.00% ok; errors: connection 200",
+			wantOK:   0, wantInvalid: "200 of 200 requests failed (100.0%, max 1.0%): connection 200",
+			wantSummary: []string{"Success ratio: 0.00% (0 of 200 requests; 200 errors: connection 200)", "INVALID RESULT", "no request succeeded"},
+			wantNot:     []string{"50.000%", "Latency Distribution"},
+		},
+		{
+			name: "half fail, over the threshold", maxErrors: 0.01,
+			kind: func(key string) Kind {
+				if key[len(key)-1]%2 == 0 {
+					return KindUnavailable
+				}
+				return KindOK
+			},
+			wantOK: 100, wantInvalid: "100 of 200 requests failed (50.0%, max 1.0%): unavailable 100",
+			wantSummary: []string{"Success ratio: 50.00% (100 of 200 requests", "50.000%"},
+		},
+		{
+			name: "half fail, within a 60% threshold", maxErrors: 0.6,
+			kind: func(key string) Kind {
+				if key[len(key)-1]%2 == 0 {
+					return KindUnavailable
+				}
+				return KindNotFound
+			},
+			wantOK:      100,
+			wantSummary: []string{"Success ratio: 50.00%"},
+			wantNot:     []string{"INVALID"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Rate, cfg.Warmup, cfg.Connections, cfg.Requests, cfg.Duration = 0, 0, 2, 200, 10*time.Second
+			cfg.Keys, cfg.KeyDist, cfg.KeyPrefix, cfg.MaxErrors = 10, KeyDist{Kind: DistSequential}, "k", tt.maxErrors
+			r, err := Run(context.Background(), cfg, funcTarget(tt.kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Corrected.TotalCount(); got != tt.wantOK {
+				t.Errorf("got %d latencies, want %d (the successes)", got, tt.wantOK)
+			}
+			if got := r.Uncorrected.TotalCount() + r.SendLag.TotalCount(); got != 2*tt.wantOK {
+				t.Errorf("got %d uncorrected + send lag values, want %d", got, 2*tt.wantOK)
+			}
+			if r.Invalid != (tt.wantInvalid != "") || !strings.Contains(r.InvalidReason, tt.wantInvalid) {
+				t.Errorf("got invalid %t %q, want reason %q", r.Invalid, r.InvalidReason, tt.wantInvalid)
+			}
+			var buf bytes.Buffer
+			if err := WriteSummary(&buf, r, SummaryOptions{Target: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			if line := r.Line(); !strings.Contains(line, tt.wantLine) || !strings.HasPrefix(line, "200 requests in ") {
+				t.Errorf("got line %q, want %q in it", line, tt.wantLine)
+			}
+			sum := buf.String()
+			if first := strings.Split(sum, "\n")[2]; !strings.HasPrefix(first, "Success ratio") {
+				t.Errorf("got third line %q, want the success ratio first", first)
+			}
+			for _, w := range tt.wantSummary {
+				if !strings.Contains(sum, w) {
+					t.Errorf("summary lacks %q:\n%s", w, sum)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(sum, w) {
+					t.Errorf("summary holds %q:\n%s", w, sum)
+				}
+			}
+		})
+	}
+}

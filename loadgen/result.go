@@ -61,6 +61,57 @@ type Breakdown struct {
 // ErrorCount is the number of errors of every kind.
 func (r *Result) ErrorCount() int64 { return sumErrors(r.Errors) }
 
+// Successes is the number of requests answered without error (not found included): the
+// requests the latency histograms hold.
+func (r *Result) Successes() int64 { return r.Requests - r.ErrorCount() }
+
+// SuccessRatio is Successes / Requests, 0 when nothing was answered.
+func (r *Result) SuccessRatio() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.Successes()) / float64(r.Requests)
+}
+
+// errorsByKind lists the error counts by kind: "connection 98, timeout 2".
+func errorsByKind(m map[Kind]int64) string {
+	var parts []string
+	for _, k := range ErrorKinds() {
+		if v := m[k]; v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Line is r in one line, for a log or a dialog: "2400 requests in 4.8s (500/s), 99.96% ok,
+// p50 400.00us, p99 2.10ms; errors: timeout 1".
+func (r *Result) Line() string {
+	s := fmt.Sprintf("%d requests in %.1fs (%.0f/s), %.2f%% ok", r.Requests, r.Elapsed.Seconds(), r.Achieved, 100*r.SuccessRatio())
+	if r.Corrected.TotalCount() > 0 {
+		s += fmt.Sprintf(", p50 %s, p99 %s", fmtDur(time.Duration(r.Corrected.ValueAtPercentile(50))),
+			fmtDur(time.Duration(r.Corrected.ValueAtPercentile(99))))
+	}
+	if r.ErrorCount() > 0 {
+		s += "; errors: " + errorsByKind(r.Errors)
+	}
+	return s
+}
+
+// tooManyErrors tells whether more requests failed than Config.MaxErrors allows (or none
+// was answered), and says so.
+func (r *Result) tooManyErrors() (bool, string) {
+	if r.Requests == 0 {
+		return true, "no request was answered"
+	}
+	failed := r.ErrorCount()
+	if float64(failed) <= r.Config.MaxErrors*float64(r.Requests) {
+		return false, ""
+	}
+	return true, fmt.Sprintf("%d of %d requests failed (%.1f%%, max %.1f%%): %s",
+		failed, r.Requests, 100*float64(failed)/float64(r.Requests), 100*r.Config.MaxErrors, errorsByKind(r.Errors))
+}
+
 func sumErrors(m map[Kind]int64) int64 {
 	var n int64
 	for _, v := range m {
@@ -91,6 +142,8 @@ type Report struct {
 	RateAchieved    float64          `json:"rate_achieved"`
 	DurationSeconds float64          `json:"duration_seconds"`
 	Requests        int64            `json:"requests"`
+	Successes       int64            `json:"successes"`
+	SuccessRatio    float64          `json:"success_ratio"`
 	NotFound        int64            `json:"not_found"`
 	Errors          map[string]int64 `json:"errors"`
 	Latency         Latency          `json:"latency"`
@@ -173,7 +226,8 @@ func (r *Result) Report(target string) Report {
 		ValueSize: c.ValueSize.String(), Connections: c.Connections,
 		RateAsked: c.Rate, RateAchieved: math.Round(r.Achieved*10) / 10,
 		DurationSeconds: math.Round(r.Elapsed.Seconds()*1000) / 1000,
-		Requests:        r.Requests, NotFound: r.NotFound, Errors: kindMap(r.Errors),
+		Requests:        r.Requests, Successes: r.Successes(), SuccessRatio: math.Round(r.SuccessRatio()*1e4) / 1e4,
+		NotFound: r.NotFound, Errors: kindMap(r.Errors),
 		Latency: LatencyOf(r.Corrected), Uncorrected: LatencyOf(r.Uncorrected), SendLag: LatencyOf(r.SendLag),
 		CPU: CPUReport{
 			Cores: math.Round(r.CPU.Cores*100) / 100, UserSeconds: r.CPU.User.Seconds(),
@@ -236,6 +290,12 @@ func WriteSummary(w io.Writer, r *Result, o SummaryOptions) error {
 	ew.printf("%s test @ %s: %s, %s, %d keys %s, values %s B\n", fmtDur(c.Duration), o.Target, mode,
 		c.Workload, c.Keys, c.KeyDist, c.ValueSize)
 	ew.printf("  %d connections, warmup %s excluded\n", c.Connections, c.Warmup)
+	// The success ratio first, as vegeta does: latencies mean nothing when requests fail.
+	ew.printf("Success ratio: %.2f%% (%d of %d requests", 100*r.SuccessRatio(), r.Successes(), r.Requests)
+	if n := r.ErrorCount(); n > 0 {
+		ew.printf("; %d errors: %s", n, errorsByKind(r.Errors))
+	}
+	ew.printf(")\n")
 	if r.Invalid {
 		ew.printf("  INVALID RESULT: %s\n", r.InvalidReason)
 	}
@@ -245,11 +305,43 @@ func WriteSummary(w io.Writer, r *Result, o SummaryOptions) error {
 	if r.Interrupted {
 		ew.printf("  interrupted: the result covers the part that ran\n")
 	}
+	if r.Corrected.TotalCount() == 0 {
+		// No ladder of zeros: without one successful request there is no latency.
+		ew.printf("  no request succeeded: no latency to report\n")
+	} else if err := writeLatency(ew, r, o.Detailed); err != nil {
+		return err
+	}
+	ew.printf("  %d requests in %.2fs, %d errors, %d not found\n", r.Requests, r.Elapsed.Seconds(), r.ErrorCount(), r.NotFound)
+	if c.Rate > 0 {
+		ew.printf("Requests/sec: %10.2f (asked %.2f, %.1f%%), %.2f successful\n", r.Achieved, c.Rate, 100*r.Achieved/c.Rate,
+			float64(r.Successes())/r.Elapsed.Seconds())
+	} else {
+		ew.printf("Requests/sec: %10.2f, %.2f successful\n", r.Achieved, float64(r.Successes())/r.Elapsed.Seconds())
+	}
+	ew.printf("Generator CPU: %s\n", r.CPU)
+	if o.ByClass && len(r.Breakdown) > 0 {
+		ew.printf("\n  %-8s %-16s %10s %8s %10s %10s %10s\n", "op", "node", "requests", "errors", "p50", "p99", "max")
+		for _, b := range r.Breakdown {
+			class := b.Class
+			if class == "" {
+				class = "-"
+			}
+			ew.printf("  %-8s %-16s %10d %8d %10s %10s %10s\n", b.Op, class, b.Requests, sumErrors(b.Errors),
+				fmtDur(time.Duration(b.Latency.ValueAtPercentile(50))), fmtDur(time.Duration(b.Latency.ValueAtPercentile(99))),
+				fmtDur(time.Duration(b.Latency.Max())))
+		}
+	}
+	return ew.err
+}
+
+// writeLatency writes the latency ladder (and with detailed HdrHistogram's full spectrum),
+// then the mean, stdev and max of the corrected and uncorrected latency and the send lag.
+func writeLatency(ew *errWriter, r *Result, detailed bool) error {
 	ew.printf("  Latency Distribution (HdrHistogram - Recorded Latency, corrected for coordinated omission)\n")
 	for _, p := range Ladder() {
 		ew.printf(" %7.3f%% %10s\n", p, fmtDur(time.Duration(r.Corrected.ValueAtPercentile(p))))
 	}
-	if o.Detailed {
+	if detailed {
 		ew.printf("\n  Detailed Percentile spectrum:\n")
 		if err := WriteHgrm(ew, r.Corrected); err != nil {
 			return err
@@ -264,34 +356,6 @@ func WriteSummary(w io.Writer, r *Result, o SummaryOptions) error {
 		ew.printf("  %-12s %10s %10s %10s   p99 %s\n", row.name, fmtDur(time.Duration(row.h.Mean())),
 			fmtDur(time.Duration(row.h.StdDev())), fmtDur(time.Duration(row.h.Max())),
 			fmtDur(time.Duration(row.h.ValueAtPercentile(99))))
-	}
-	ew.printf("  %d requests in %.2fs, %d errors, %d not found\n", r.Requests, r.Elapsed.Seconds(), r.ErrorCount(), r.NotFound)
-	if n := r.ErrorCount(); n > 0 {
-		var parts []string
-		for _, k := range ErrorKinds() {
-			if v := r.Errors[k]; v > 0 {
-				parts = append(parts, fmt.Sprintf("%s %d", k, v))
-			}
-		}
-		ew.printf("  Errors: %s\n", strings.Join(parts, ", "))
-	}
-	if c.Rate > 0 {
-		ew.printf("Requests/sec: %10.2f (asked %.2f, %.1f%%)\n", r.Achieved, c.Rate, 100*r.Achieved/c.Rate)
-	} else {
-		ew.printf("Requests/sec: %10.2f\n", r.Achieved)
-	}
-	ew.printf("Generator CPU: %s\n", r.CPU)
-	if o.ByClass && len(r.Breakdown) > 0 {
-		ew.printf("\n  %-8s %-16s %10s %8s %10s %10s %10s\n", "op", "node", "requests", "errors", "p50", "p99", "max")
-		for _, b := range r.Breakdown {
-			class := b.Class
-			if class == "" {
-				class = "-"
-			}
-			ew.printf("  %-8s %-16s %10d %8d %10s %10s %10s\n", b.Op, class, b.Requests, sumErrors(b.Errors),
-				fmtDur(time.Duration(b.Latency.ValueAtPercentile(50))), fmtDur(time.Duration(b.Latency.ValueAtPercentile(99))),
-				fmtDur(time.Duration(b.Latency.Max())))
-		}
 	}
 	return ew.err
 }

@@ -78,7 +78,8 @@ type worker struct {
 	key []byte
 
 	corr, uncorr, lag *hdr.PackedHistogram
-	requests          int64
+	requests          int64 // answered, failures included
+	ok                int64 // answered without error: what the histograms hold
 	notFound          int64
 	errs              map[Kind]int64
 	cells             map[cellKey]*cell
@@ -194,13 +195,17 @@ func (w *worker) record(ctx context.Context, op Op, key []byte, kind Kind, inten
 	w.lastLag = lag
 	corrected := done.Sub(intended)
 
+	// A failed request has no latency worth the name (a refused connection answers in
+	// microseconds): it is counted by kind and kept out of every histogram, as wrk does.
+	failed := kind.IsError()
 	if w.intervals {
 		w.mu.Lock()
-		record(w.ival, corrected)
-		w.ivalReqs++
-		if kind.IsError() {
+		if failed {
 			w.ivalErrs++
+		} else {
+			record(w.ival, corrected)
 		}
+		w.ivalReqs++
 		w.ivalLagMax = max(w.ivalLagMax, lag)
 		w.mu.Unlock()
 	}
@@ -208,13 +213,16 @@ func (w *worker) record(ctx context.Context, op Op, key []byte, kind Kind, inten
 	if intended.Before(measureFrom) {
 		return // warmup
 	}
-	record(w.corr, corrected)
-	if !w.closedLoop {
-		// Closed loop: uncorrected = corrected and lag = 0; Run fills them in at the end.
-		record(w.uncorr, done.Sub(sent))
-		record(w.lag, lag)
-	}
 	w.requests++
+	if !failed {
+		w.ok++
+		record(w.corr, corrected)
+		if !w.closedLoop {
+			// Closed loop: uncorrected = corrected and lag = 0; Run fills them in at the end.
+			record(w.uncorr, done.Sub(sent))
+			record(w.lag, lag)
+		}
+	}
 	var class string
 	if w.cfg.Classify != nil {
 		class = w.cfg.Classify(string(key))
@@ -227,7 +235,7 @@ func (w *worker) record(ctx context.Context, op Op, key []byte, kind Kind, inten
 		}
 		w.cells[cellKey{op, class}] = c
 	}
-	if c.hist != nil {
+	if c.hist != nil && !failed {
 		record(c.hist, corrected)
 	}
 	c.requests++
@@ -417,8 +425,8 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 		w.corr.MergeInto(res.Corrected)
 		if w.closedLoop {
 			w.corr.MergeInto(res.Uncorrected)
-			if w.requests > 0 {
-				_ = res.SendLag.RecordValues(0, w.requests) // 0 is within the trackable range
+			if w.ok > 0 {
+				_ = res.SendLag.RecordValues(0, w.ok) // 0 is within the trackable range
 			}
 		} else {
 			w.uncorr.MergeInto(res.Uncorrected)
@@ -488,6 +496,9 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 				"the target is too slow for --connections " + strconv.Itoa(cfg.Connections) +
 				" (raise it) or the generator is saturated (its CPU: " + res.CPU.String() + ")"
 		}
+	}
+	if !res.Invalid {
+		res.Invalid, res.InvalidReason = res.tooManyErrors()
 	}
 	return res, nil
 }

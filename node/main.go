@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"ringkv/internal/version"
 	"ringkv/node/metrics"
 )
 
@@ -27,6 +28,8 @@ func Main(args []string) int {
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")
+	showVersion := fs.Bool("version", false, "print the version (module version and VCS revision) and exit")
+	logFormat := fs.String("log-format", "text", "log line format: text (key=value) or json")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -38,6 +41,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)
 		return 2
 	}
+	if *showVersion {
+		fmt.Fprintf(stderr, "kvnode %s\n", version.Get())
+		return 0
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kvnode: unexpected argument %q (flags only)\n", fs.Arg(0))
 		return 2
@@ -46,7 +53,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, opts)
+	case "json":
+		handler = slog.NewJSONHandler(stderr, opts)
+	default:
+		fmt.Fprintf(stderr, "kvnode: --log-format %q: want text or json\n", *logFormat)
+		return 2
+	}
+	logger := slog.New(handler)
 	metrics.KeepMutexWaitsTimed() // so that a mutex capture sees contention older than itself
 	n, err := New(cfg, logger)
 	if err != nil {

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"runtime"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--max-value-size", "lots"}, "max-value-size"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"--id", "a", "stray"}, "stray"},
+		{[]string{"--id", "a", "--log-format", "xml"}, "--log-format"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -38,6 +40,17 @@ func TestMainBadFlags(t *testing.T) {
 				t.Errorf("stderr %q: want one line naming %s", out, tt.wantFlag)
 			}
 		})
+	}
+}
+
+// TestMainVersion: kvnode --version prints its build on one line and exits 0 without starting.
+func TestMainVersion(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &stderr); code != 0 {
+		t.Errorf("got exit code %d, want 0", code)
+	}
+	if out := stderr.String(); !strings.HasPrefix(out, "kvnode ") || strings.Count(out, "\n") != 1 || !strings.Contains(out, "go1.") {
+		t.Errorf("got %q, want one line \"kvnode VERSION (..., goX)\"", out)
 	}
 }
 
@@ -84,5 +97,25 @@ func TestMainKeepsMutexWaitsTimed(t *testing.T) {
 	}
 	if got := runtime.SetMutexProfileFraction(-1); got == 0 {
 		t.Errorf("mutex profile fraction after kvnode's run = %d, want sampling on", got)
+	}
+}
+
+// TestMainLogFormatJSON: --log-format json writes every log line as a JSON object.
+func TestMainLogFormatJSON(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve nothing: New, then Run drains at once
+	var stderr bytes.Buffer
+	args := []string{"--id", "a", "--in-memory", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json"}
+	if code := run(ctx, args, &stderr); code != 0 {
+		t.Fatalf("run = %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("got line %q, want JSON", l)
+		}
+	}
+	if len(lines) == 0 || !strings.Contains(stderr.String(), `"level":"INFO"`) {
+		t.Errorf("got %q, want JSON log lines", stderr.String())
 	}
 }

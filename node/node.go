@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"ringkv/internal/version"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
@@ -27,9 +28,6 @@ import (
 	"ringkv/node/stream"
 	"ringkv/proto/kvpb"
 )
-
-// Version is reported in NodeInfo.
-const Version = "0.1.0-dev"
 
 // Addrs are the addresses a node listens on (resolved: port 0 becomes the bound port).
 type Addrs struct {
@@ -383,8 +381,9 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	info := &kvpb.NodeInfoResponse{
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
-		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: Version, RaftRole: n.cl.Role(),
-		FreeDiskBytes: freeDisk(n.cfg.DataDir), Problems: n.problems(),
+		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: version.Get().Short(), RaftRole: n.cl.Role(),
+		FreeDiskBytes: freeDisk(n.cfg.DataDir), Process: metrics.Process(),
+		Problems: n.problems(),
 	}
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()

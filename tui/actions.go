@@ -12,9 +12,9 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// BenchFunc runs a background load at rate requests per second until ctx ends (kvctl runs
-// loadgen.Run).
-type BenchFunc func(ctx context.Context, rate int) error
+// BenchFunc runs a background load at rate requests per second until ctx ends and returns
+// what it measured in one line (kvctl runs loadgen.Run and returns its Result's Line).
+type BenchFunc func(ctx context.Context, rate int) (string, error)
 
 // AdminActions is the Actions over the Admin gRPC API. Close stops a running bench.
 type AdminActions struct {
@@ -30,6 +30,12 @@ type AdminActions struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	result *benchResult // of the running bench, set when done is closed
+}
+
+type benchResult struct {
+	line string
+	err  error
 }
 
 var _ Actions = (*AdminActions)(nil)
@@ -73,36 +79,40 @@ func (a *AdminActions) StartBench(ctx context.Context, rate int) error {
 	if a.Bench == nil {
 		return fmt.Errorf("bench: %w", ErrNotAvailable)
 	}
-	if err := a.StopBench(ctx); err != nil {
+	if _, err := a.StopBench(ctx); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	bctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	a.cancel, a.done = cancel, done
+	res := &benchResult{}
+	a.cancel, a.done, a.result = cancel, done, res
 	go func() {
 		defer close(done)
-		_ = a.Bench(bctx, rate)
+		res.line, res.err = a.Bench(bctx, rate)
 	}()
 	return nil
 }
 
 // StopBench implements Actions.
-func (a *AdminActions) StopBench(ctx context.Context) error {
+func (a *AdminActions) StopBench(ctx context.Context) (string, error) {
 	a.mu.Lock()
-	cancel, done := a.cancel, a.done
-	a.cancel, a.done = nil, nil
+	cancel, done, res := a.cancel, a.done, a.result
+	a.cancel, a.done, a.result = nil, nil, nil
 	a.mu.Unlock()
 	if cancel == nil {
-		return nil
+		return "", nil
 	}
 	cancel()
 	select {
 	case <-done:
-		return nil
+		if res.err != nil {
+			return res.line, fmt.Errorf("bench: %w", res.err)
+		}
+		return res.line, nil
 	case <-ctx.Done():
-		return fmt.Errorf("stop bench: %w", ctx.Err())
+		return "", fmt.Errorf("stop bench: %w", ctx.Err())
 	}
 }
 
@@ -139,5 +149,6 @@ func (e *actionError) Unwrap() []error {
 
 // Close stops a running bench and waits for it.
 func (a *AdminActions) Close() error {
-	return a.StopBench(context.Background())
+	_, err := a.StopBench(context.Background())
+	return err
 }

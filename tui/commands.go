@@ -103,6 +103,7 @@ func (m Model) startBench(rate int) tea.Cmd {
 
 func (m Model) stopBench() tea.Cmd {
 	return m.action(DefaultRPCTimeout, func(ctx context.Context, a Actions) tea.Msg {
-		return BenchMsg{Rate: 0, Err: a.StopBench(ctx)}
+		line, err := a.StopBench(ctx)
+		return BenchMsg{Rate: 0, Result: line, Err: err}
 	})
 }

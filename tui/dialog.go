@@ -122,14 +122,18 @@ func (d dialog) View() string {
 	b.WriteString(d.st.DialogTitle.Render(d.title))
 	b.WriteString("\n\n")
 	for _, l := range d.body {
-		if d.err {
+		switch {
+		case d.err:
 			// An error is read in full: wrap it rather than cut it.
 			for _, wl := range strings.Split(ansi.Wrap(l, w, " "), "\n") {
 				b.WriteString(d.st.Down.Render(wl) + "\n")
 			}
-			continue
+		case strings.HasPrefix(l, " "):
+			b.WriteString(clipLine(l, w) + "\n") // a table row: cut, to keep the columns
+		default:
+			// Prose (a plan's warnings, why a rebalance moves nothing) is read in full.
+			b.WriteString(ansi.Wrap(l, w, " ") + "\n")
 		}
-		b.WriteString(clipLine(l, w) + "\n")
 	}
 	switch d.kind {
 	case dialogInput:

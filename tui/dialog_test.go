@@ -95,3 +95,20 @@ func TestDialogSize(t *testing.T) {
 		}
 	}
 }
+
+// TestDialogWrapsProse: a plan's warning (why a rebalance moves nothing) is read in full,
+// wrapped; a table row keeps its columns and is cut.
+func TestDialogWrapsProse(t *testing.T) {
+	why := "warning: with 3 replicas on 3 nodes every node holds every key, so no vnode move changes any node's load: nothing to rebalance (add nodes to spread it)"
+	row := "  n1         share  34.0% →  34.0%  vnodes 96 → 96  load 120 → 120 op/s and more columns than fit"
+	d := newResult(styles.DefaultStyles(), keys.DefaultKeyMap(), "Plan: rebalance — nothing to move", []string{why, row}, false)
+	d.SetSize(80, 20)
+	view := ansi.Strip(d.View())
+	flat := strings.Join(strings.Fields(strings.ReplaceAll(view, "│", "")), " ")
+	if !strings.Contains(flat, "(add nodes to spread it)") {
+		t.Errorf("got dialog\n%s\nwant the whole warning", view)
+	}
+	if strings.Contains(flat, "columns than fit") {
+		t.Errorf("got dialog\n%s\nwant the table row cut", view)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -15,8 +16,9 @@ import (
 // with FakeVnodes vnodes each, interleaved on the ring, one hot vnode owned by n2, and a script of
 // FakeSamples stats samples per node already queued on Stats. Send queues more.
 type FakeSource struct {
-	StatusResp *kvpb.StatusResponse
-	RingResp   *kvpb.RingResponse
+	mu         sync.Mutex
+	statusResp *kvpb.StatusResponse
+	ringResp   *kvpb.RingResponse
 	stats      chan *kvpb.NodeStats
 	changes    chan *kvpb.ChangeProgress
 	once       sync.Once
@@ -49,8 +51,8 @@ func NewFakeSource() *FakeSource {
 		ring.Ownership = append(ring.Ownership, &kvpb.NodeOwnership{Id: id, State: "UP", Vnodes: FakeVnodes, Share: []float64{0.34, 0.33, 0.33}[i]})
 	}
 	f := &FakeSource{
-		StatusResp: st,
-		RingResp:   ring,
+		statusResp: st,
+		ringResp:   ring,
 		stats:      make(chan *kvpb.NodeStats, FakeNodes*FakeSamples+64),
 		changes:    make(chan *kvpb.ChangeProgress, 8),
 	}
@@ -109,10 +111,47 @@ func fakeStats(members []*kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
 }
 
 // Status implements Source.
-func (f *FakeSource) Status(context.Context) (*kvpb.StatusResponse, error) { return f.StatusResp, nil }
+func (f *FakeSource) Status(context.Context) (*kvpb.StatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.statusResp, nil
+}
 
 // Ring implements Source.
-func (f *FakeSource) Ring(context.Context) (*kvpb.RingResponse, error) { return f.RingResp, nil }
+func (f *FakeSource) Ring(context.Context) (*kvpb.RingResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ringResp, nil
+}
+
+// Drain answers from now on as the cluster does once id was drained: id is gone from the
+// status and the ring, its vnodes shared by the others.
+func (f *FakeSource) Drain(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := proto.Clone(f.statusResp).(*kvpb.StatusResponse)
+	rg := proto.Clone(f.ringResp).(*kvpb.RingResponse)
+	st.Epoch++
+	rg.Ring.Epoch++
+	st.Nodes = slices.DeleteFunc(st.Nodes, func(n *kvpb.NodeStatus) bool { return n.GetId() == id })
+	var gone []uint64
+	rg.Ring.Members = slices.DeleteFunc(rg.Ring.Members, func(m *kvpb.Member) bool {
+		if m.GetId() == id {
+			gone = m.GetTokens()
+		}
+		return m.GetId() == id
+	})
+	for i, t := range gone {
+		m := rg.Ring.Members[i%len(rg.Ring.Members)]
+		m.Tokens = append(m.Tokens, t)
+	}
+	rg.Ownership = slices.DeleteFunc(rg.Ownership, func(o *kvpb.NodeOwnership) bool { return o.GetId() == id })
+	for _, o := range rg.Ownership {
+		o.Share = 1 / float64(len(rg.Ownership))
+		o.Vnodes = FakeNodes * FakeVnodes / uint32(len(rg.Ownership))
+	}
+	f.statusResp, f.ringResp = st, rg
+}
 
 // Stats implements Source.
 func (f *FakeSource) Stats() <-chan *kvpb.NodeStats { return f.stats }
@@ -220,7 +259,12 @@ func (FakeActions) CPUProfile(_ context.Context, id, _ string, _ int) (ProfileRe
 func (FakeActions) StartBench(context.Context, int) error { return nil }
 
 // StopBench implements Actions.
-func (FakeActions) StopBench(context.Context) error { return nil }
+func (FakeActions) StopBench(context.Context) (string, error) {
+	return FakeBenchResult, nil
+}
+
+// FakeBenchResult is what the fake's stopped bench measured.
+const FakeBenchResult = "2400 requests in 4.8s (500/s), 100.00% ok, p50 0.40ms, p99 2.10ms"
 
 // fakeChange is a rebalance half-way through: four ranges, one done, two streaming.
 func fakeChange() *kvpb.ChangeProgress {

@@ -43,10 +43,12 @@ type (
 		Result ProfileResult
 		Err    error
 	}
-	// BenchMsg answers a bench start (Rate > 0) or stop.
+	// BenchMsg answers a bench start (Rate > 0) or stop, with what the stopped bench
+	// measured (Result).
 	BenchMsg struct {
-		Rate int
-		Err  error
+		Rate   int
+		Result string
+		Err    error
 	}
 	// sourceClosedMsg: a source stream ended.
 	sourceClosedMsg struct{ what string }

@@ -212,12 +212,17 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.dialog = dialog{}
-		m.bench = msg.Rate
 		if msg.Rate > 0 {
 			m.logEvent(m.opts.Now(), fmt.Sprintf("bench started at %d req/s", msg.Rate), false)
 		} else {
-			m.logEvent(m.opts.Now(), "bench stopped", false)
+			line := "bench stopped"
+			if msg.Result != "" {
+				line += ": " + msg.Result
+				m.openDialog(newResult(m.st, m.km, fmt.Sprintf("Bench at %d req/s stopped", m.bench), []string{msg.Result}, false))
+			}
+			m.logEvent(m.opts.Now(), line, false)
 		}
+		m.bench = msg.Rate
 		return m, nil
 	}
 	if m.dialog.kind == dialogInput {

@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -311,6 +313,118 @@ func TestHeatmapCursor(t *testing.T) {
 		}
 		if r, c := h.Cursor(); (rc{r, c}) != tt.want {
 			t.Errorf("after %q: got row %d col %d, want %d %d", tt.keys, r, c, tt.want.row, tt.want.col)
+		}
+	}
+}
+
+// TestDownNodeIsUnknown: what only a node's samples tell (ops, latency, keys, disk, breakers)
+// reads "-" while it is DOWN, not the zeros or the stale values of its last sample.
+func TestDownNodeIsUnknown(t *testing.T) {
+	now := fixedNow
+	m := loaded(t, func() time.Time { return now })
+	now = now.Add(1600 * time.Millisecond)
+	nm, _ := m.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: "n1"}})
+	nm, _ = nm.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: "n3"}})
+	nm, _ = nm.Update(TickMsg{})
+	m = nm.(Model)
+	var row string
+	for _, l := range strings.Split(ansi.Strip(m.Render()), "\n") {
+		if strings.HasPrefix(l, "n2 ") {
+			row = l
+		}
+	}
+	got := strings.Fields(row)
+	// n2 DOWN ops [spark] p50 p99 err/s keys disk breaker share
+	want := []string{"n2", "DOWN", "-", "-", "-", "-", "-", "-", "-", "33.0%"}
+	var cells []string
+	for _, f := range got {
+		if !strings.ContainsAny(f, "▁▂▃▄▅▆▇█") {
+			cells = append(cells, f)
+		}
+	}
+	if strings.Join(cells, " ") != strings.Join(want, " ") {
+		t.Errorf("got n2's row %q, want cells %q", row, want)
+	}
+}
+
+// TestErrorRates: the overview shows a node's errors per second, and an alert names them by
+// kind, from the counts of two samples.
+func TestErrorRates(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	at := fixedNow.UnixNano()
+	for i, errs := range []map[string]uint64{{"unavailable": 100}, {"unavailable": 120, "timeout": 5}} {
+		nm, _ := m.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: "n2", UnixNanos: at + int64(i)*int64(time.Second), Errors: errs}})
+		m = nm.(Model)
+	}
+	screen := ansi.Strip(m.Render())
+	if want := "✖ node n2 answers 25 errors/s: unavailable 20, timeout 5.0"; !strings.Contains(screen, want) {
+		t.Errorf("got screen\n%s\nwant it to hold %q", screen, want)
+	}
+	if got := m.nodes["n1"].errRate(); got != 0 {
+		t.Errorf("got n1 %v errors/s, want 0", got)
+	}
+}
+
+// TestBenchResultWhenStopped: stopping the console's background bench shows what it measured,
+// in a dialog and in the event log.
+func TestBenchResultWhenStopped(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	for _, msg := range []tea.Msg{BenchMsg{Rate: 500}, BenchMsg{Rate: 0, Result: FakeBenchResult}} {
+		nm, _ := m.Update(msg)
+		m = nm.(Model)
+	}
+	screen := ansi.Strip(m.Render())
+	for _, want := range []string{"Bench at 500 req/s stopped", "p99 2.10ms"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("got screen\n%s\nwant %q", screen, want)
+		}
+	}
+	if last := m.events[len(m.events)-1].text; last != "bench stopped: "+FakeBenchResult {
+		t.Errorf("got last event %q, want the bench's result", last)
+	}
+}
+
+// TestAdminActionsBenchResult: AdminActions.StopBench returns what the bench measured.
+func TestAdminActionsBenchResult(t *testing.T) {
+	a := &AdminActions{Bench: func(ctx context.Context, rate int) (string, error) {
+		<-ctx.Done()
+		return fmt.Sprintf("ran at %d/s", rate), nil
+	}}
+	if err := a.StartBench(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.StopBench(t.Context())
+	if err != nil || got != "ran at 7/s" {
+		t.Errorf("got %q, %v; want \"ran at 7/s\"", got, err)
+	}
+	if got, err := a.StopBench(t.Context()); got != "" || err != nil {
+		t.Errorf("stop with no bench: got %q, %v; want nothing", got, err)
+	}
+}
+
+// TestHotNodeFloor: an idle cluster raises no hot-node alert, however uneven its trickle; a
+// busy one says the load is the clients' requests the node coordinates.
+func TestHotNodeFloor(t *testing.T) {
+	for _, tt := range []struct {
+		ops  []float64
+		want string // "" = no alert
+	}{
+		{ops: []float64{0.03, 0.005, 0.005}, want: ""},
+		{ops: []float64{3000, 500, 500}, want: "▲ hot node n1: 3.0k client ops/s, 2.2× the mean"},
+	} {
+		m := loaded(t, func() time.Time { return fixedNow })
+		for i, ops := range tt.ops {
+			nm, _ := m.Update(StatsMsg{Stats: &kvpb.NodeStats{Id: fmt.Sprintf("n%d", i+1), OpsPerSec: ops}})
+			m = nm.(Model)
+		}
+		var got string
+		for _, a := range m.alerts() {
+			if a = ansi.Strip(a); strings.Contains(a, "hot node") {
+				got = a
+			}
+		}
+		if got != tt.want {
+			t.Errorf("ops %v: got alert %q, want %q", tt.ops, got, tt.want)
 		}
 	}
 }

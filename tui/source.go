@@ -43,7 +43,7 @@ type Actions interface {
 	// returns the file and its hottest functions.
 	CPUProfile(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error)
 	// StartBench starts a background load at rate requests per second (replacing a running one);
-	// StopBench stops it.
+	// StopBench stops it and returns what it measured in one line ("" when none ran).
 	StartBench(ctx context.Context, rate int) error
-	StopBench(ctx context.Context) error
+	StopBench(ctx context.Context) (string, error)
 }

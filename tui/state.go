@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -61,6 +62,7 @@ type node struct {
 	down     bool
 	share    float64
 	vnodes   int
+	errRates map[string]float64 // errors/s by kind, between the last two samples
 	spark    []float64
 	sparkAt  time.Time // when the last sparkline point began
 }
@@ -71,12 +73,32 @@ type event struct {
 	bad  bool
 }
 
-// logEvent appends a line to the event log, keeping the last maxEvents.
+// logEvent adds a line to the event log at the time it happened (which may be before
+// events already logged: a change reports when it finished), keeping the log in time order
+// and its last maxEvents.
 func (m *clusterState) logEvent(at time.Time, text string, bad bool) {
-	m.events = append(m.events, event{at: at, text: text, bad: bad})
+	i := len(m.events)
+	for i > 0 && m.events[i-1].at.After(at) {
+		i--
+	}
+	m.events = slices.Insert(m.events, i, event{at: at, text: text, bad: bad})
 	if len(m.events) > maxEvents {
 		m.events = m.events[len(m.events)-maxEvents:]
 	}
+}
+
+// member tells whether id is a member of the ring last read; before any ring is read,
+// every node the source names is.
+func (m *clusterState) member(id string) bool {
+	if m.ring == nil {
+		return true
+	}
+	for _, mem := range m.ring.GetMembers() {
+		if mem.GetId() == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *clusterState) node(id string) *node {
@@ -98,6 +120,9 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 	m.setEpoch(r.GetEpoch(), now)
 	m.replicas = r.GetReplicas()
 	for _, ns := range r.GetNodes() {
+		if !m.member(ns.GetId()) {
+			continue // it left the ring after the status was read
+		}
 		n := m.node(ns.GetId())
 		n.addr = ns.GetGrpcAddr()
 		n.state = ns.GetState()
@@ -129,18 +154,29 @@ func (m *clusterState) onRing(msg RingMsg, now time.Time) bool {
 	if m.ring.GetReplicas() != 0 {
 		m.replicas = m.ring.GetReplicas()
 	}
+	// The node list follows the ring: a node that left it (drained, removed) is dropped,
+	// with its share and samples, and the others take the ring's state and share.
+	for id := range m.nodes {
+		if !m.member(id) {
+			delete(m.nodes, id)
+			m.logEvent(now, fmt.Sprintf("node %s left the ring", id), false)
+		}
+	}
 	for _, mem := range m.ring.GetMembers() {
 		n := m.node(mem.GetId())
 		if n.addr == "" {
 			n.addr = mem.GetGrpcAddr()
 		}
-		if n.state == "" {
+		if mem.GetState() != "" {
 			n.state = mem.GetState()
 		}
 		n.vnodes = len(mem.GetTokens())
+		n.share = 0
 	}
 	for _, o := range r.GetOwnership() {
-		m.node(o.GetId()).share = o.GetShare()
+		if m.member(o.GetId()) {
+			m.node(o.GetId()).share = o.GetShare()
+		}
 	}
 	if c := r.GetChange(); c != nil {
 		m.onChange(c, now)
@@ -152,12 +188,20 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 	if s == nil || s.GetId() == "" {
 		return false
 	}
+	if !m.member(s.GetId()) {
+		return false // a node that left the ring still streams until it stops
+	}
 	n := m.node(s.GetId())
+	n.errRates = errRates(n.stats, s)
 	n.stats = s
 	n.lastSeen = now
 	if n.down {
 		n.down = false
-		m.logEvent(now, fmt.Sprintf("node %s up", n.id), false)
+		at := now
+		if s.GetUnixNanos() != 0 {
+			at = time.Unix(0, s.GetUnixNanos()) // when the node sampled it, not when it arrived
+		}
+		m.logEvent(at, fmt.Sprintf("node %s up", n.id), false)
 	}
 	// One sparkline point a second (the stream samples faster), so the column is a minute;
 	// samples without a time (test scripts) are a point each.
@@ -175,14 +219,53 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 	return true
 }
 
+// errRates is the errors per second by kind between two samples of a node (the samples
+// carry counts since the node started); nil when there is no earlier sample, no time between
+// them, or the node restarted (a count went down).
+func errRates(prev, cur *kvpb.NodeStats) map[string]float64 {
+	dt := time.Duration(cur.GetUnixNanos() - prev.GetUnixNanos()).Seconds()
+	if prev == nil || prev.GetUnixNanos() == 0 || dt <= 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for kind, n := range cur.GetErrors() {
+		p := prev.GetErrors()[kind]
+		if n < p {
+			return nil
+		}
+		if n > p {
+			out[kind] = float64(n-p) / dt
+		}
+	}
+	return out
+}
+
+// errRate is the node's errors per second, all kinds.
+func (n *node) errRate() float64 {
+	var sum float64
+	for _, r := range n.errRates {
+		sum += r
+	}
+	return sum
+}
+
 func (m *clusterState) onChange(p *kvpb.ChangeProgress, now time.Time) {
 	if p == nil {
 		return
 	}
 	old := m.change
 	if old == nil || old.GetId() != p.GetId() || old.GetState() != p.GetState() {
+		// Stamped when it happened where the cluster says: a change that finished while the
+		// console was not looking is logged at its end, one first seen at its start.
+		at := now
+		switch {
+		case p.GetState().Finished() && p.GetFinishedUnix() > 0:
+			at = time.Unix(p.GetFinishedUnix(), 0)
+		case (old == nil || old.GetId() != p.GetId()) && p.GetStartedUnix() > 0:
+			at = time.Unix(p.GetStartedUnix(), 0)
+		}
 		if !present.NoChange(p) {
-			m.logEvent(now, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetError() != "")
+			m.logEvent(at, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetError() != "")
 		}
 	}
 	m.change = p

@@ -94,6 +94,20 @@ func TestApply(t *testing.T) {
 			wantEvents: []string{"change #5 streaming: remove n2", "change #5 done: remove n2"},
 		},
 		{
+			name: "a node that left the ring is dropped, and its samples with it",
+			steps: []step{{0, status(3, "n1", "n2", "n3")}, {10, ring(3, "n1", "n2", "n3")},
+				{20, ring(4, "n1", "n3")}, {30, stats("n2", 4)}, {40, status(4, "n1", "n2", "n3")}},
+			wantStates: "n1=UP n3=UP", wantEpoch: 4,
+			wantEvents: []string{"ring epoch 3 → 4", "node n2 left the ring"},
+		},
+		{
+			name: "the ring's state wins over an older status",
+			steps: []step{{0, status(3, "n1", "n2")}, {10, RingMsg{Resp: &kvpb.RingResponse{Ring: &kvpb.RingState{Epoch: 4, Members: []*kvpb.Member{
+				{Id: "n1", State: "UP", Tokens: []uint64{1}}, {Id: "n2", State: "LEAVING", Tokens: []uint64{2}}}}}}}},
+			wantStates: "n1=UP n2=LEAVING", wantEpoch: 4,
+			wantEvents: []string{"ring epoch 3 → 4"}, wantRows: true,
+		},
+		{
 			name:  "no change is not logged",
 			steps: []step{{0, ChangeMsg{Progress: &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}}}},
 		},
@@ -130,5 +144,31 @@ func TestApply(t *testing.T) {
 				t.Errorf("got rows changed %v, want %v", rows, tt.wantRows)
 			}
 		})
+	}
+}
+
+// TestEventTimes: events are stamped with the time they happened where the cluster says so
+// (a change's start and end, a node's sample), not when the console saw them, and the log
+// stays in time order.
+func TestEventTimes(t *testing.T) {
+	start := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	s := newClusterState(start, 1500*time.Millisecond)
+	req := &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}
+	s.apply(StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: "n1", State: "UP"}}}}, start)
+	s.apply(TickMsg{}, start.Add(2*time.Second)) // n1 silent: DOWN, seen now
+	s.apply(StatsMsg{Stats: &kvpb.NodeStats{Id: "n1", UnixNanos: start.Add(3 * time.Second).UnixNano()}}, start.Add(5*time.Second))
+	s.apply(ChangeMsg{Progress: &kvpb.ChangeProgress{Id: 4, State: kvpb.ChangeState_CHANGE_STATE_DONE, Plan: req,
+		StartedUnix: start.Add(-time.Minute).Unix(), FinishedUnix: start.Add(time.Second).Unix()}}, start.Add(6*time.Second))
+	var got []string
+	for _, e := range s.events {
+		got = append(got, e.at.Format("15:04:05")+" "+e.text)
+	}
+	want := []string{
+		"15:04:06 change #4 done: remove n2",
+		"15:04:07 node n1 down (no stats for 2s)",
+		"15:04:08 node n1 up",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got events %q, want %q", got, want)
 	}
 }

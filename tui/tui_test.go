@@ -96,6 +96,16 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestGoldenAfterDrain: once n3 was drained, the console lists the ring's two nodes, their
+// shares add to 100% and the title counts two nodes.
+func TestGoldenAfterDrain(t *testing.T) {
+	tm, src := console(t, 80, 24)
+	src.Drain("n3")
+	tm.Send(RefreshMsg{})
+	waitText(t, tm, "n3 left the ring")
+	teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+}
+
 // TestGolden16 draws the heatmap on a 16-colour terminal: levels stay distinct by glyph.
 func TestGolden16(t *testing.T) {
 	tm, _ := console(t, 80, 24)

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -179,7 +180,7 @@ func (m Model) overviewView(h int) string {
 		nameW = max(nameW, len(n.id))
 	}
 	nameW = min(nameW, 12)
-	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"KEYS", 6}, {"DISK", 8}, {"BREAKER", 7}, {"SHARE", 6}}
+	cols := []column{{"NODE", nameW}, {"STATE", 7}, {"OPS/S", 6}, {"LAST MINUTE", 0}, {"P50", 6}, {"P99", 6}, {"ERR/S", 5}, {"KEYS", 6}, {"DISK", 8}, {"BREAKER", 7}, {"SHARE", 6}}
 	fixed := 0
 	for _, c := range cols {
 		fixed += c.width + 1
@@ -200,7 +201,7 @@ func (m Model) overviewView(h int) string {
 		if m.sortBy != sortNode && sortTitle(m.sortBy) == t {
 			t += "↓"
 		}
-		hdr = append(hdr, pad(t, cols[i].width, i == 0 || i == 1 || i == 3 || i == 8))
+		hdr = append(hdr, pad(t, cols[i].width, i == 0 || i == 1 || i == 3 || i == 9))
 	}
 	b.WriteString(m.st.Header.Render(strings.Join(hdr, " ")))
 	b.WriteByte('\n')
@@ -208,20 +209,32 @@ func (m Model) overviewView(h int) string {
 	for i, n := range rows {
 		s := n.stats
 		state := n.displayState()
+		// What only the node's samples tell is unknown, "-", while it is DOWN or silent.
+		known := func(v string) string {
+			if n.down || s == nil {
+				return "-"
+			}
+			return v
+		}
 		cells := []string{
 			pad(n.id, nameW, true),
 			pad(state, 7, true),
-			pad(heatmap.FormatRate(s.GetOpsPerSec()), 6, false),
+			pad(known(heatmap.FormatRate(s.GetOpsPerSec())), 6, false),
 		}
 		if sparkW > 0 {
 			cells = append(cells, m.st.Spark.Render(pad(sparkline(n.spark, sparkW), sparkW, true)))
 		}
+		errs := known(heatmap.FormatRate(n.errRate()))
+		if n.errRate() > 0 && !n.down {
+			errs = m.st.Down.Render(pad(errs, 5, false))
+		}
 		cells = append(cells,
-			pad(fmtMs(p50(s)), 6, false),
-			pad(fmtMs(s.GetP99Ms()), 6, false),
-			pad(present.Count(float64(s.GetKeys())), 6, false),
-			pad(present.BytesShort(float64(s.GetDiskBytes())), 8, false),
-			pad(present.BreakersShort(s.GetBreakers()), 7, true),
+			pad(known(fmtMs(p50(s))), 6, false),
+			pad(known(fmtMs(s.GetP99Ms())), 6, false),
+			pad(errs, 5, false),
+			pad(known(present.Count(float64(s.GetKeys()))), 6, false),
+			pad(known(present.BytesShort(float64(s.GetDiskBytes()))), 8, false),
+			pad(known(present.BreakersShort(s.GetBreakers())), 7, true),
 			pad(fmt.Sprintf("%.1f%%", n.share*100), 6, false),
 		)
 		switch {
@@ -285,9 +298,16 @@ func (m Model) alerts() []string {
 		mean := sum / float64(up)
 		for _, id := range m.sortedIDs() {
 			n := m.nodes[id]
-			if ops := n.stats.GetOpsPerSec(); !n.down && ops > 1.5*mean {
-				out = append(out, m.st.Warn.Render(fmt.Sprintf("▲ hot node %s: %s ops/s, %.1f× the mean", id, heatmap.FormatRate(ops), ops/mean)))
+			// A node's ops/s are the requests clients send it (it coordinates them), not what
+			// its data attracts: the alert says so, and an idle cluster raises none.
+			if ops := n.stats.GetOpsPerSec(); !n.down && ops > 1.5*mean && ops >= hotNodeMin {
+				out = append(out, m.st.Warn.Render(fmt.Sprintf("▲ hot node %s: %s client ops/s, %.1f× the mean", id, heatmap.FormatRate(ops), ops/mean)))
 			}
+		}
+	}
+	for _, id := range m.sortedIDs() {
+		if a := m.errorAlert(m.nodes[id]); a != "" {
+			out = append(out, m.st.Down.Render(a))
 		}
 	}
 	if a := m.hotVnodeAlert(); a != "" {
@@ -299,12 +319,39 @@ func (m Model) alerts() []string {
 	return out
 }
 
+// errorAlert names the errors a node answers with, by kind, "" when it answers none (or is
+// DOWN: that has its own alert): "✖ node n2 answers 12 errors/s: unavailable 10, timeout 2".
+func (m Model) errorAlert(n *node) string {
+	if n.down || n.errRate() == 0 {
+		return ""
+	}
+	kinds := make([]string, 0, len(n.errRates))
+	for k := range n.errRates {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if n.errRates[kinds[i]] != n.errRates[kinds[j]] {
+			return n.errRates[kinds[i]] > n.errRates[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = k + " " + heatmap.FormatRate(n.errRates[k])
+	}
+	return fmt.Sprintf("✖ node %s answers %s errors/s: %s", n.id, heatmap.FormatRate(n.errRate()), strings.Join(parts, ", "))
+}
+
 // Thresholds of the hot-vnode alert: the hottest vnode carries hotVnodeFactor times the mean
 // vnode's load and at least hotVnodeMin ops/s.
 const (
 	hotVnodeFactor = 4
 	hotVnodeMin    = 10
 )
+
+// hotNodeMin is the floor of the hot-node alert, in client ops/s: below it, 3× the mean of
+// an idle cluster is noise.
+const hotNodeMin = 10
 
 // hotVnodeAlert names the hottest vnode when it stands out, "" otherwise.
 func (m Model) hotVnodeAlert() string {
@@ -324,8 +371,8 @@ func (m Model) hotVnodeAlert() string {
 	if n == 0 || top < hotVnodeMin || top < hotVnodeFactor*sum/float64(n) {
 		return ""
 	}
-	return fmt.Sprintf("▲ hot vnode %08x…%08x of %s: %s ops/s over replicas, %.0f× the mean",
-		hot.Start>>32, hot.End>>32, hot.Node, heatmap.FormatRate(top), top/(sum/float64(n)))
+	return fmt.Sprintf("▲ hot vnode %s of %s: %s ops/s over replicas, %.0f× the mean",
+		present.TokenRangeShort(hot.Start, hot.End), hot.Node, heatmap.FormatRate(top), top/(sum/float64(n)))
 }
 
 func (m Model) eventLines(n int) string {
@@ -385,7 +432,7 @@ func (m Model) changesView(h int) string {
 				break
 			}
 			mv := r.GetMove()
-			b.WriteString(fmt.Sprintf("%08x…%08x %s→%s %s %s %s\n", mv.GetStart()>>32, mv.GetEnd()>>32, mv.GetSource(), mv.GetTarget(),
+			b.WriteString(fmt.Sprintf("%s %s→%s %s %s %s\n", present.TokenRangeShort(mv.GetStart(), mv.GetEnd()), mv.GetSource(), mv.GetTarget(),
 				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.Move(r.GetState())))
 		}
 	}

@@ -17,6 +17,9 @@ const (
 	ExitUsage   = 2
 	// ExitRefused: the cluster refused an unsafe operation (see --force).
 	ExitRefused = 3
+	// ExitNotFound: what was asked for does not exist (kvctl get of a missing key, a node
+	// that is no member): an answer, not a failure to get one.
+	ExitNotFound = 4
 )
 
 var (
@@ -24,6 +27,8 @@ var (
 	ErrUsage = errors.New("usage")
 	// ErrRefused marks an operation refused as unsafe.
 	ErrRefused = errors.New("refused")
+	// ErrNotFound marks an answer that the key (or member) does not exist.
+	ErrNotFound = errors.New("not found")
 	// ErrCancelled marks an operation the user declined at a prompt.
 	ErrCancelled = errors.New("cancelled")
 )
@@ -48,6 +53,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, ErrRefused):
 		return ExitRefused
+	case errors.Is(err, ErrNotFound):
+		return ExitNotFound
 	}
 	if s, ok := status.FromError(err); ok {
 		return codeExit(s.Code())
@@ -64,13 +71,15 @@ func codeExit(c codes.Code) int {
 		return ExitUsage
 	case codes.FailedPrecondition, codes.AlreadyExists:
 		return ExitRefused
+	case codes.NotFound:
+		return ExitNotFound
 	}
 	return ExitFailure
 }
 
 // RPCError turns an error of a call to the node at addr into kvctl's one-line reason and
 // exit code: "usage: node 127.0.0.1:9090: ..." (exit 2), "refused: node ...: ..." (exit 3),
-// "node 127.0.0.1:9090: unavailable: ..." (exit 1). Every command maps gRPC errors here.
+// "not found: node ...: ..." (exit 4), "node 127.0.0.1:9090: unavailable: ..." (exit 1). Every command maps gRPC errors here.
 func RPCError(addr string, err error) error {
 	s, ok := status.FromError(err)
 	if !ok {
@@ -81,6 +90,8 @@ func RPCError(addr string, err error) error {
 		return UsageErrorf("node %s: %s", addr, s.Message())
 	case ExitRefused:
 		return RefusedErrorf("node %s: %s", addr, s.Message())
+	case ExitNotFound:
+		return fmt.Errorf("%w: node %s: %s", ErrNotFound, addr, s.Message())
 	}
 	return fmt.Errorf("node %s: %s: %s", addr, present.Code(s.Code()), s.Message())
 }

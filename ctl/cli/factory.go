@@ -17,7 +17,7 @@ import (
 // flags (--addr, -o, --secret-file) fill it before a command runs.
 type Factory struct {
 	IO *IOStreams
-	// Addr is any node's gRPC address.
+	// Addr is any node's gRPC address, or several separated by commas, tried in turn.
 	Addr string
 	// Output is "table" or "json".
 	Output string
@@ -40,7 +40,21 @@ func NewFactory(ios *IOStreams) *Factory {
 // JSON tells whether -o json was asked for.
 func (f *Factory) JSON() bool { return f.Output == "json" }
 
-// Conn returns a shared client connection to addr ("" = f.Addr). Connections are closed by Close.
+// Addrs returns the addresses of --addr, in the order they are tried.
+func (f *Factory) Addrs() []string { return SplitAddrs(f.Addr) }
+
+// Target returns what grpc.NewClient dials for addr ("" = f.Addr) and the options it needs: a
+// list of addresses ("a:1,b:2") is tried in turn, the first that accepts is used.
+func Target(addr string) (string, []grpc.DialOption) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if addrs := SplitAddrs(addr); len(addrs) > 1 {
+		return listScheme + ":///" + strings.Join(addrs, ","), append(opts, grpc.WithResolvers(listResolver{}))
+	}
+	return strings.TrimSpace(addr), opts
+}
+
+// Conn returns a shared client connection to addr ("" = f.Addr; a comma-separated list is
+// tried in turn). Connections are closed by Close.
 func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 	if addr == "" {
 		addr = f.Addr
@@ -50,7 +64,7 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	target, opts := Target(addr)
 	if f.SecretFile != "" {
 		b, err := os.ReadFile(f.SecretFile)
 		if err != nil {
@@ -58,7 +72,7 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(strings.TrimSpace(string(b)))))
 	}
-	c, err := grpc.NewClient(addr, opts...)
+	c, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -21,6 +21,9 @@ type IOStreams struct {
 	OutTTY bool
 	ErrTTY bool
 	InTTY  bool
+	// ErrWidth is the width of the terminal ErrOut writes to, in columns; 0 when unknown
+	// (nil = unknown).
+	ErrWidth func() int
 }
 
 // System returns the process's standard streams.
@@ -32,6 +35,13 @@ func System() *IOStreams {
 		OutTTY: term.IsTerminal(int(os.Stdout.Fd())),
 		ErrTTY: term.IsTerminal(int(os.Stderr.Fd())),
 		InTTY:  term.IsTerminal(int(os.Stdin.Fd())),
+		ErrWidth: func() int {
+			w, _, err := term.GetSize(int(os.Stderr.Fd()))
+			if err != nil {
+				return 0
+			}
+			return w
+		},
 	}
 }
 

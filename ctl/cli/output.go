@@ -7,20 +7,17 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
-// PrintJSON writes v as indented JSON: protobuf messages with their proto field names
-// and every field present (a stable shape for scripts), anything else with encoding/json.
+// PrintJSON writes v as indented JSON: protobuf messages with their proto field names,
+// every field present and 64-bit integers as numbers (a stable shape for scripts: fields are
+// only ever added), anything else with encoding/json.
 func PrintJSON(w io.Writer, v any) error {
-	var b []byte
-	var err error
 	if m, ok := v.(proto.Message); ok {
-		b, err = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
-	} else {
-		b, err = json.MarshalIndent(v, "", "  ")
+		v = protoValue(m.ProtoReflect())
 	}
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode json: %w", err)
 	}

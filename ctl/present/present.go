@@ -189,6 +189,18 @@ func RPC(err error) string {
 	return OneLine(err)
 }
 
+// TokenRange is a vnode's token range (start, end] in hex, 16 digits each, as kvctl prints
+// it: "(0e38e38e38e38e38, 1c71c71c71c71c71]".
+func TokenRange(start, end uint64) string {
+	return fmt.Sprintf("(%016x, %016x]", start, end)
+}
+
+// TokenRangeShort is TokenRange in a narrow column: the first 8 hex digits of each bound,
+// the same digits TokenRange starts with: "0e38e38e…1c71c71c".
+func TokenRangeShort(start, end uint64) string {
+	return fmt.Sprintf("%08x…%08x", start>>32, end>>32)
+}
+
 // Time is the wall-clock time of an HLC timestamp, in UTC, as RFC 3339 with milliseconds
 // when they are not zero.
 func Time(ts uint64) string {

@@ -33,7 +33,16 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 		}
 		if full == nil { // nothing worth moving: a plan without moves (StartChange refuses it)
 			out := &kvpb.ChangePlan{Request: req, FromEpoch: cur.Epoch(), ToEpoch: cur.Epoch(), Warnings: rbWarnings}
-			out.Before = ownership(cur, func(string) (uint64, uint64, bool) { return 0, 0, true })
+			// The nodes' measured keys, as in any plan (they read 0 before).
+			members := cur.Members()
+			infos, errs := peers.Infos(ctx, s.cfg.Peers, members, s.cfg.Info)
+			out.Before = ownership(cur, func(id string) (uint64, uint64, bool) {
+				i := slices.IndexFunc(members, func(m ring.Member) bool { return m.ID == id })
+				if i < 0 || errs[i] != nil {
+					return 0, 0, false
+				}
+				return infos[i].GetKeys(), infos[i].GetDiskBytes(), true
+			})
 			setLoad(out.Before, measured)
 			out.After = out.Before
 			return out, nil, nil

@@ -52,6 +52,37 @@ func (s *Service) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]st
 	return load
 }
 
+// whyNoRebalance says exactly why a rebalance finds nothing to move in cur with the measured
+// replica load per node: no load; every node holds every key (N >= nodes), so no move
+// changes any load; the most loaded node within the tolerance; or no move of its vnodes
+// lowers it enough.
+func whyNoRebalance(cur *ring.Ring, measured map[string]float64, cfg ring.RebalanceConfig) string {
+	ms := cur.Members()
+	total, hot, top := 0.0, "", -1.0
+	for _, m := range ms {
+		l := measured[m.ID]
+		total += l
+		if l > top {
+			hot, top = m.ID, l
+		}
+	}
+	if total == 0 {
+		return "no load measured over the last minute: nothing to rebalance"
+	}
+	if cur.Replicas() >= len(ms) {
+		return fmt.Sprintf("with %d replicas on %d nodes every node holds every key, so no vnode move changes any node's load: nothing to rebalance (add nodes to spread it)",
+			cur.Replicas(), len(ms))
+	}
+	mean := total / float64(len(ms))
+	above := 100 * (top/mean - 1)
+	if top <= mean*(1+cfg.Tolerance) {
+		return fmt.Sprintf("the most loaded node, %s, is %.0f%% above the mean of %.0f replica ops/s, within the %.0f%% tolerance: nothing to rebalance",
+			hot, above, mean, 100*cfg.Tolerance)
+	}
+	return fmt.Sprintf("%s is %.0f%% above the mean of %.0f replica ops/s, but no move of one of its vnodes lowers the most loaded node's load by %.0f%% or more (its load sits on few vnodes, or on ranges every candidate also replicates): nothing to rebalance",
+		hot, above, mean, 100*cfg.MinGain)
+}
+
 // planRebalance fills in the vnodes a rebalance request moves, chosen by ring.PlanRebalance
 // from the measured load, unless the request names them. It returns the completed request,
 // the measured load per node and the modelled load per node after the moves (nil maps when
@@ -74,15 +105,7 @@ func (s *Service) planRebalance(ctx context.Context, cur *ring.Ring, req *kvpb.C
 		return nil, nil, nil, err
 	}
 	if len(moves) == 0 {
-		total := 0.0
-		for _, l := range measured {
-			total += l
-		}
-		if total == 0 {
-			*warnings = append(*warnings, "no load measured over the last minute: nothing to rebalance")
-		} else {
-			*warnings = append(*warnings, fmt.Sprintf("the most loaded node is within %.0f%% of the mean, or no vnode move lowers it (%.0f replica ops/s in all): nothing to rebalance", 100*cfg.Tolerance, total))
-		}
+		*warnings = append(*warnings, whyNoRebalance(cur, measured, cfg))
 		return nil, measured, nil, nil
 	}
 	predicted := ring.PredictLoad(cur, next, load)

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/grpc"
@@ -183,10 +182,7 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}()
 
-	hlog := hclog.FromStandardLogger(slog.NewLogLogger(logger.Handler(), slog.LevelInfo), &hclog.LoggerOptions{
-		Name:  "raft",
-		Level: hclog.LevelFromString(cfg.RaftLogLevel),
-	})
+	hlog := raftLogger(logger, cfg.RaftLogLevel)
 
 	var (
 		logs   raft.LogStore

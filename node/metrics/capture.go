@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -244,3 +245,11 @@ func (c *chunkWriter) flush() error {
 	c.buf = c.buf[:0]
 	return nil
 }
+
+// Process identifies the OS process, "host/pid/start" (start in Unix nanoseconds, so that a
+// reused pid is another process): the unit of the runtime's profiles, which every node the
+// process serves shares (kvctl demo runs several).
+var Process = sync.OnceValue(func() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())
+})

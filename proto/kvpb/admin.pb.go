@@ -432,6 +432,9 @@ type NodeInfoResponse struct {
 	RaftRole string `protobuf:"bytes,13,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
 	// Free bytes on the file system of the node's data directory (0 for in-memory nodes).
 	FreeDiskBytes uint64 `protobuf:"varint,14,opt,name=free_disk_bytes,json=freeDiskBytes,proto3" json:"free_disk_bytes,omitempty"`
+	// The OS process serving the node ("host/pid/start"): nodes that share one (kvctl demo)
+	// share its process-wide profiles, which kvctl pprof then captures once.
+	Process string `protobuf:"bytes,15,opt,name=process,proto3" json:"process,omitempty"`
 	// What keeps this node from serving as it should although it answers (its /readyz
 	// reasons): no quorum of replicas reachable for some ranges, a clock beyond the bound, ...
 	// Empty when healthy.
@@ -566,6 +569,13 @@ func (x *NodeInfoResponse) GetFreeDiskBytes() uint64 {
 		return x.FreeDiskBytes
 	}
 	return 0
+}
+
+func (x *NodeInfoResponse) GetProcess() string {
+	if x != nil {
+		return x.Process
+	}
+	return ""
 }
 
 func (x *NodeInfoResponse) GetProblems() []string {
@@ -2638,7 +2648,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xcf\x03\n" +
+	"\x0fNodeInfoRequest\"\xe9\x03\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -2656,7 +2666,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\aversion\x18\v \x01(\tR\aversion\x120\n" +
 	"\bbreakers\x18\f \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x12\x1b\n" +
 	"\traft_role\x18\r \x01(\tR\braftRole\x12&\n" +
-	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\x12\x1a\n" +
+	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\x12\x18\n" +
+	"\aprocess\x18\x0f \x01(\tR\aprocess\x12\x1a\n" +
 	"\bproblems\x18\x14 \x03(\tR\bproblems\"k\n" +
 	"\fBreakerState\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +

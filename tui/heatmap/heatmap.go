@@ -327,7 +327,11 @@ func (m Model) View() string {
 
 	// Legend and what a row and a cell are.
 	legend := []string{fmt.Sprintf("metric %s (m)  log scale", m.metric)}
-	for l := 0; l <= styles.HeatLevels; l++ {
+	levels := styles.HeatLevels
+	if top <= 0 {
+		levels = 0 // every level's bound would read ">0": say it once
+	}
+	for l := 0; l <= levels; l++ {
 		lo := math.Expm1(math.Log1p(top) * float64(l-1) / styles.HeatLevels)
 		label := "0"
 		if l > 0 {
@@ -335,7 +339,11 @@ func (m Model) View() string {
 		}
 		legend = append(legend, m.st.Heat[l].Render(m.st.HeatGlyph[l])+m.st.Dim.Render(label))
 	}
-	legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("hottest"))
+	if top <= 0 {
+		legend = append(legend, m.st.Dim.Render("every vnode is at 0 (no "+m.metric.String()+" yet)"))
+	} else {
+		legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("hottest"))
+	}
 	if lay.Group > 1 {
 		legend = append(legend, m.st.Dim.Render(fmt.Sprintf("%d vnodes/cell", lay.Group)))
 	}
@@ -412,7 +420,7 @@ func (m Model) View() string {
 			what = fmt.Sprintf("%d vnodes", len(sel.Cells))
 		}
 		b.WriteByte('\n')
-		b.WriteString(fmt.Sprintf("%s %s of %s  range (%016x, %016x]\n", m.st.Header.Render("selected"), what, first.Node, first.Start, last.End))
+		b.WriteString(fmt.Sprintf("%s %s of %s  range %s\n", m.st.Header.Render("selected"), what, first.Node, present.TokenRange(first.Start, last.End)))
 		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s + %s w/s (all replicas) · %s keys, %s\n",
 			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), present.Count(float64(ks)), present.BytesShort(float64(bs))))
 		drawn += 3
@@ -425,7 +433,7 @@ func (m Model) View() string {
 			b.WriteString(m.st.Header.Render("hottest vnodes by "+m.metric.String()) + "\n")
 			b.WriteString(m.st.Dim.Render(fmt.Sprintf("  %-17s  %-*s %-*s %7s %7s %7s %8s", "range", lw-1, "owner", replicasWidth(hs), "replicas", "ops/s", "w/s", "keys", "size")) + "\n")
 			for _, c := range hs {
-				b.WriteString(fmt.Sprintf("  %08x…%08x  %-*s %-*s %7s %7s %7s %8s\n", c.Start>>32, c.End>>32,
+				b.WriteString(fmt.Sprintf("  %s  %-*s %-*s %7s %7s %7s %8s\n", present.TokenRangeShort(c.Start, c.End),
 					lw-1, c.Node, replicasWidth(hs), strings.Join(c.Replicas, ","),
 					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), present.Count(float64(c.Keys)), present.BytesShort(float64(c.Bytes))))
 			}

@@ -37,6 +37,9 @@ type Options struct {
 	Target                       string
 	HTTPAddr                     string
 
+	// MaxErrors is --max-errors, in percent.
+	MaxErrors float64
+
 	Latency  bool
 	JSONOut  bool
 	Hgrm     string
@@ -84,8 +87,10 @@ The summary shows the asked and achieved rate, the latency ladder (p50 ... p99.9
 max), mean/stdev, errors by kind (timeout, unavailable = 504, 4xx, connection, other)
 and the generator's own CPU. A live line on stderr shows every second: achieved rate,
 p50/p99 of that second, errors, send lag. If the generator ends behind its own
-schedule (it could not offer the asked rate), the result says INVALID and why, and
-kvctl exits 1.
+schedule (it could not offer the asked rate), or more than --max-errors percent of
+the requests failed, the result says INVALID and why, and kvctl exits 1. The summary
+leads with the success ratio; failed requests are counted by kind and kept out of the
+latency histogram (a refused connection answers fast, which is no latency).
 
 Keys are --key-prefix + a number below --keys. GETs of keys never written count as
 "not found", not as errors: fill the keyspace first with kvctl bench fill.`,
@@ -134,6 +139,7 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.DurationVar(&o.Config.Warmup, "warmup", o.Config.Warmup, "load run first and left out of the results")
 	fl.StringVar(&o.Workload, "workload", "get", "get, put, delete or mixed:get=90,put=10[,delete=N]")
 	fl.StringVar(&o.KeyDist, "key-dist", "uniform", "key distribution: uniform, zipf:S (S > 1) or sequential")
+	fl.Float64Var(&o.MaxErrors, "max-errors", 100*o.Config.MaxErrors, "percent of requests that may fail; past it the result is invalid and kvctl exits 1")
 	fl.DurationVar(&o.Config.MaxLag, "max-lag", o.Config.MaxLag, "mark the result invalid when the generator ends this far behind schedule")
 	fl.Uint64Var(&o.Config.Seed, "seed", 0, "seed of key and value choices")
 	fl.DurationVar(&o.Config.Spin, "spin", 0, "closed loop over HTTP: busy-poll up to this long for answers before sleeping (e.g. 50us; costs a whole generator core, spares the node a wake-up of the generator per answer)")
@@ -153,6 +159,8 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.Float64Var(&o.FindMaxC.Precision, "precision", o.FindMaxC.Precision, "--find-max stops when the bracket is this narrow (0.05 = 5%)")
 	fl.IntVar(&o.FindMaxC.Retries, "retries", o.FindMaxC.Retries, "rerun a --find-max step that failed in its tail only (median within the slo) up to N times")
 
+	_ = cmd.RegisterFlagCompletionFunc("profile", cli.CompleteWords(pprof.Kinds...))
+	_ = cmd.RegisterFlagCompletionFunc("target", cli.CompleteWords("grpc", "http"))
 	cmd.AddCommand(NewCmdFill(f, nil), NewCmdDiff(f, nil))
 	return cmd
 }
@@ -183,6 +191,10 @@ func (o *Options) complete(cmd *cobra.Command) error {
 	if err := o.completeLoadFlags(); err != nil {
 		return err
 	}
+	if o.MaxErrors < 0 || o.MaxErrors > 100 {
+		return cli.UsageErrorf("--max-errors %g: want a percent in [0, 100]", o.MaxErrors)
+	}
+	o.Config.MaxErrors = o.MaxErrors / 100
 	if o.FindMax {
 		if o.slo, err = loadgen.ParseSLO(o.SLO); err != nil {
 			return cli.UsageErrorf("--slo: %s", err)
@@ -245,7 +257,8 @@ func (o *Options) target(ctx context.Context) (loadgen.Target, string, func(), e
 		t := loadgen.NewHTTPTarget(addr, o.Config.Connections, o.Ack, o.From)
 		return t, "http " + addr, func() { t.Close() }, nil
 	}
-	t, err := loadgen.DialGRPCTarget(o.Addr(), o.Config.Connections, uint32(o.Ack), uint32(o.From))
+	target, opts := cli.Target(o.Addr())
+	t, err := loadgen.DialGRPCTarget(target, o.Config.Connections, uint32(o.Ack), uint32(o.From), opts...)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -81,6 +81,17 @@ func TestNewCmdBenchFlags(t *testing.T) {
 		{name: "negative rate", args: []string{"--rate", "-1"}, wantErr: cli.ErrUsage},
 		{name: "bad slo", args: []string{"--find-max", "--slo", "p99"}, wantErr: cli.ErrUsage},
 		{name: "find-max with rate", args: []string{"--find-max", "--rate", "5"}, wantErr: cli.ErrUsage},
+		{name: "max errors default", args: nil, check: func(t *testing.T, o *Options) {
+			if o.Config.MaxErrors != 0.01 {
+				t.Errorf("got max errors %g, want 0.01 (1%%)", o.Config.MaxErrors)
+			}
+		}},
+		{name: "max errors", args: []string{"--max-errors", "5"}, check: func(t *testing.T, o *Options) {
+			if o.Config.MaxErrors != 0.05 {
+				t.Errorf("got max errors %g, want 0.05", o.Config.MaxErrors)
+			}
+		}},
+		{name: "max errors over 100", args: []string{"--max-errors", "101"}, wantErr: cli.ErrUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,14 +183,14 @@ func TestBenchCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// --profile: every node profiles during the measured phase; files named after the run.
-	// (heap and mutex: in-process nodes share one CPU profiler, which admits one capture.)
+	// --profile: every process profiles during the measured phase; files named after the
+	// run. The three in-process nodes are one process: one file per kind.
 	pdir := t.TempDir()
 	run(t, f, out, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--max-lag", "10s", "-c", "4",
 		"--keys", "300", "--quiet", "--profile", "heap,mutex", "--profile-dir", pdir)
 	profs, _ := filepath.Glob(filepath.Join(pdir, "bench-*.pb.gz"))
-	if len(profs) != 6 {
-		t.Errorf("--profile heap,mutex on 3 nodes wrote %v, want 6 bench-*.pb.gz files", profs)
+	if len(profs) != 2 {
+		t.Errorf("--profile heap,mutex on 3 nodes of one process wrote %v, want 2 bench-*.pb.gz files", profs)
 	}
 	for _, p := range profs {
 		fh, err := os.Open(p)
@@ -197,5 +208,31 @@ func TestBenchCluster(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("diff lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestBenchDeadCluster: a bench against an address nobody listens on fails (exit 1), leads
+// with a success ratio of 0% and prints no ladder of latencies made of refused connections.
+func TestBenchDeadCluster(t *testing.T) {
+	ios, _, out, _ := cli.Test()
+	f := cli.NewFactory(ios)
+	f.Addr = "127.0.0.1:1"
+	t.Cleanup(f.Close)
+	cmd := NewCmdBench(f, nil)
+	cmd.SetArgs([]string{"--rate", "100", "--duration", "1s", "--warmup", "0s", "--quiet", "-c", "2"})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.ExecuteContext(context.Background())
+	if !errors.Is(err, ErrInvalidResult) || cli.ExitCode(err) != cli.ExitFailure {
+		t.Errorf("got error %v (exit %d), want %v (exit %d)", err, cli.ExitCode(err), ErrInvalidResult, cli.ExitFailure)
+	}
+	got := out.String()
+	for _, want := range []string{"Success ratio: 0.00%", "INVALID RESULT", "no request succeeded"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "50.000%") {
+		t.Errorf("summary holds a latency ladder:\n%s", got)
 	}
 }

@@ -56,23 +56,28 @@ type ZipOptions struct {
 	HTTP *http.Client
 }
 
-// NewCmdZip returns `kvctl debug zip FILE`. runF replaces the run step in tests.
+// NewCmdZip returns `kvctl debug zip [FILE]`. runF replaces the run step in tests.
 func NewCmdZip(f *cli.Factory, runF func(*ZipOptions) error) *cobra.Command {
 	o := &ZipOptions{IO: f.IO, Factory: f, CPUSeconds: 5, LogLines: 1000, Timeout: 10 * time.Second}
 	cmd := &cobra.Command{
-		Use:   "zip FILE",
+		Use:   "zip [FILE]",
 		Short: "Write status, ring, stats, metrics, profiles and log tails of every node into a zip",
 		Long: `Collect from every node of the ring, in parallel: its status and ring view, a stats
 snapshot with per-vnode counters, its Prometheus metrics (from its --admin listener when
 this machine can reach it), a goroutine dump, a heap profile, a CPU profile and the tail
 of its log (values are never logged). A node that cannot be reached, or a piece that fails,
 is recorded in nodes/<id>/errors.txt and in errors.txt; the rest is still collected.
---redact drops network addresses from everything written.`,
-		Example: `  kvctl debug zip /tmp/ringkv-debug.zip
+--redact drops network addresses from everything written. Without FILE the zip is
+ringkv-debug-<UTC time>.zip in the current directory.`,
+		Example: `  kvctl debug zip
+  kvctl debug zip /tmp/ringkv-debug.zip
   kvctl debug zip --redact --cpu-seconds 10 incident-42.zip`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.File = args[0]
+			o.File = DefaultZipName(time.Now())
+			if len(args) == 1 {
+				o.File = args[0]
+			}
 			switch {
 			case o.CPUSeconds < 0 || o.CPUSeconds > 300:
 				return cli.UsageErrorf("--cpu-seconds %d: want 0..300", o.CPUSeconds)
@@ -93,6 +98,11 @@ is recorded in nodes/<id>/errors.txt and in errors.txt; the rest is still collec
 	fl.IntVar(&o.LogLines, "log-lines", o.LogLines, "log lines to fetch per node")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each call to a node")
 	return cmd
+}
+
+// DefaultZipName is the zip's name when none is given: ringkv-debug-20260102T150405Z.zip.
+func DefaultZipName(now time.Time) string {
+	return "ringkv-debug-" + now.UTC().Format("20060102T150405Z") + ".zip"
 }
 
 // entry is one file of the zip.

@@ -136,24 +136,30 @@ func TestZipWithNodeDown(t *testing.T) {
 
 func TestZipFlags(t *testing.T) {
 	tests := []struct {
-		args    []string
-		wantErr string
+		args     []string
+		wantErr  string
+		wantFile string // a prefix
 	}{
-		{args: []string{"zip", "x.zip"}},
-		{args: []string{"zip", "x.zip", "--redact", "--cpu-seconds", "0"}},
-		{args: []string{"zip"}, wantErr: "accepts 1 arg"},
+		{args: []string{"zip", "x.zip"}, wantFile: "x.zip"},
+		{args: []string{"zip", "x.zip", "--redact", "--cpu-seconds", "0"}, wantFile: "x.zip"},
+		{args: []string{"zip"}, wantFile: "ringkv-debug-20"}, // a default name
+		{args: []string{"zip", "a.zip", "b.zip"}, wantErr: "accepts at most 1 arg"},
 		{args: []string{"zip", "x.zip", "--cpu-seconds", "-1"}, wantErr: "--cpu-seconds"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			ios, _, _, _ := cli.Test()
-			cmd := NewCmdDebug(cli.NewFactory(ios), func(*ZipOptions) error { return nil })
+			var file string
+			cmd := NewCmdDebug(cli.NewFactory(ios), func(o *ZipOptions) error { file = o.File; return nil })
 			cmd.SetArgs(tt.args)
 			cmd.SetOut(&bytes.Buffer{})
 			cmd.SetErr(&bytes.Buffer{})
 			err := cmd.Execute()
 			if (err != nil) != (tt.wantErr != "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("got error %v, want one containing %q", err, tt.wantErr)
+			}
+			if err == nil && !strings.HasPrefix(file, tt.wantFile) {
+				t.Errorf("got file %q, want %q...", file, tt.wantFile)
 			}
 		})
 	}

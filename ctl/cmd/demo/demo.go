@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,6 +106,15 @@ func Run(ctx context.Context, o *Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
 	}
+	if !withConsole {
+		// Said once the nodes are stopped and the data removed (the defers below run first):
+		// a reader of the log that has gone away cannot keep the data on disk.
+		defer func() {
+			if err == nil {
+				fmt.Fprintf(o.IO.ErrOut, "kvctl demo: stopped, %s removed\n", dir)
+			}
+		}()
+	}
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
 	// While the console owns the terminal, log lines are held and printed after it closes.
 	logs := &logSink{out: o.IO.ErrOut}
@@ -153,7 +164,9 @@ Ctrl-C stops the cluster.
 		o.Ready(c)
 	}
 	<-ctx.Done()
-	fmt.Fprintln(o.IO.ErrOut, "kvctl demo: stopping")
+	// Ctrl-C on "kvctl demo --headless | tee log" stops tee too: from now on a write to the
+	// pipe must fail with EPIPE, not kill kvctl by SIGPIPE before it has removed the data.
+	signal.Ignore(syscall.SIGPIPE)
 	return nil
 }
 
@@ -213,9 +226,12 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 		<-loadDone
 	}()
 
-	bench := func(ctx context.Context, rate int) error {
-		_, err := loadgen.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target)
-		return err
+	bench := func(ctx context.Context, rate int) (string, error) {
+		res, err := loadgen.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target)
+		if err != nil {
+			return "", err
+		}
+		return res.Line(), nil
 	}
 	acts := tuicmd.NewActions(f, o.ProfileDir, bench)
 	defer acts.Close()
@@ -229,7 +245,7 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 	return console.Run(ctx, console.Options{
 		Source:  src,
 		Actions: acts,
-		Hint:    hint(o.Nodes, keys, o.Rate),
+		Hint:    hint(keys, o.Rate),
 		Warning: warning,
 		Start:   console.ScreenHeatmap,
 	}, console.RunOptions{In: o.IO.In, Out: o.IO.Out})
@@ -256,13 +272,15 @@ func health(ctx context.Context, c kvpb.AdminClient) string {
 	return strings.Join(bad, ", ")
 }
 
-// hint is the console's one-line explanation of the demo (it fits 80 columns).
-func hint(nodes, keys, rate int) string {
+// hint is the console's one-line explanation of the demo (it fits 80 columns). It names
+// what does not change while the console runs, the load: the live counts of nodes and keys
+// are the console's (its title and overview follow the ring after a drain or an add).
+func hint(keys, rate int) string {
 	if rate == 0 || keys == 0 {
-		return fmt.Sprintf("demo · %d nodes in this process, no load · ? keys · q quit", nodes)
+		return "demo · nodes in this process, no load · ? keys · q quit"
 	}
-	return fmt.Sprintf("demo · %d nodes · %s keys · zipf %d req/s: hot vnode ▲ · ? keys · q quit",
-		nodes, compact(keys), rate)
+	return fmt.Sprintf("demo · zipf load %d req/s over %s keys: hot vnode ▲ · ? keys · q quit",
+		rate, compact(keys))
 }
 
 // compact writes 20000 as 20k, 16980 as 17k and 2345 as 2.3k.

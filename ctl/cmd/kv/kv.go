@@ -3,11 +3,15 @@ package kv
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
@@ -58,12 +62,28 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// result is the -o json shape of get, put and del.
+// result is the -o json shape of get, put and del, a stable schema: key, timestamp (the
+// write's HLC, a number), time (its wall clock, RFC 3339) and for get value_base64 (the
+// value's bytes) and value (the same as text, present only when the bytes are valid UTF-8,
+// which JSON strings must be).
 type result struct {
-	Key       string `json:"key"`
-	Value     string `json:"value,omitempty"`
-	Timestamp uint64 `json:"timestamp"`
-	Time      string `json:"time,omitempty"`
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
+	Timestamp   uint64  `json:"timestamp"`
+	Time        string  `json:"time,omitempty"`
+}
+
+// valueResult is get's result for value.
+func valueResult(key string, value []byte, ts uint64) result {
+	r := result{Key: key, Timestamp: ts, Time: present.Time(ts)}
+	b64 := base64.StdEncoding.EncodeToString(value)
+	r.ValueBase64 = &b64
+	if utf8.Valid(value) {
+		v := string(value)
+		r.Value = &v
+	}
+	return r
 }
 
 // NewCmdGet returns `kvctl get KEY`. runF replaces the run step in tests.
@@ -98,11 +118,15 @@ func runGet(ctx context.Context, o *Options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	resp, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte(o.Key), Ack: o.Ack, From: o.From})
+	if status.Code(err) == codes.NotFound {
+		// An answer, said once: exit 4, not the 1 of a node that cannot be reached.
+		return fmt.Errorf("%w: key %q", cli.ErrNotFound, o.Key)
+	}
 	if err != nil {
 		return cli.RPCError(o.Addr(), err)
 	}
 	if o.JSON() {
-		return cli.PrintJSON(o.IO.Out, result{Key: o.Key, Value: string(resp.GetValue()), Timestamp: resp.GetTimestamp(), Time: present.Time(resp.GetTimestamp())})
+		return cli.PrintJSON(o.IO.Out, valueResult(o.Key, resp.GetValue(), resp.GetTimestamp()))
 	}
 	if _, err := o.IO.Out.Write(resp.GetValue()); err != nil {
 		return err

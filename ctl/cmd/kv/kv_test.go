@@ -1,7 +1,10 @@
 package kv
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -109,5 +112,35 @@ func TestAgainstNode(t *testing.T) {
 	}
 	if err := run(runGet, &Options{Key: "k", From: 2}); err == nil || !strings.Contains(err.Error(), "invalid argument") {
 		t.Errorf("get --from 2 of 1: got %v, want invalid argument", err)
+	}
+}
+
+// TestValueJSON: get -o json carries the value's bytes in value_base64, and as text in value
+// only when they are valid UTF-8 (encoding/json would replace the others with U+FFFD).
+func TestValueJSON(t *testing.T) {
+	tests := []struct {
+		value     []byte
+		wantValue any // nil = absent
+		wantB64   string
+	}{
+		{[]byte("héllo"), "héllo", "aMOpbGxv"},
+		{[]byte{0xff, 0x00, 'a'}, nil, "/wBh"},
+		{[]byte{}, "", ""},
+	}
+	for _, tt := range tests {
+		ios, _, out, _ := cli.Test()
+		if err := cli.PrintJSON(ios.Out, valueResult("k", tt.value, 1)); err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["value"] != tt.wantValue || got["value_base64"] != tt.wantB64 {
+			t.Errorf("value %q: got value %#v value_base64 %#v, want %#v %q", tt.value, got["value"], got["value_base64"], tt.wantValue, tt.wantB64)
+		}
+		if b, _ := base64.StdEncoding.DecodeString(got["value_base64"].(string)); !bytes.Equal(b, tt.value) {
+			t.Errorf("value %q: got %q back from value_base64", tt.value, b)
+		}
 	}
 }

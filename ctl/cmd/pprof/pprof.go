@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,14 @@ var Kinds = metrics.Kinds[:]
 type Node struct {
 	ID   string
 	Addr string // gRPC address
+	// Also are the other nodes served by the same process (kvctl demo): a runtime profile is
+	// the process's, so it is captured once, from ID, and labelled with all of them.
+	Also []string
+}
+
+// Label names what a capture covers: "n1", or "n1+n2+n3" for nodes sharing a process.
+func (n Node) Label() string {
+	return strings.Join(append([]string{n.ID}, n.Also...), "+")
 }
 
 // Options are pprof's arguments and flags.
@@ -86,6 +95,7 @@ The directory flag is --dir (-d): -o is kvctl's global output format flag.`,
 	fl.IntVar(&o.Top, "top", 0, "print the N hottest functions per node, flat and cumulative")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each capture beyond its length")
 	cmd.MarkFlagsMutuallyExclusive("node", "all")
+	_ = cmd.RegisterFlagCompletionFunc("node", f.CompleteNodeIDs)
 	return cmd
 }
 
@@ -134,7 +144,7 @@ func run(ctx context.Context, o *Options) error {
 	var results []result
 	var errs []error
 	for _, c := range caps {
-		r := result{Node: c.node.ID, Kind: c.kind, File: c.file}
+		r := result{Node: c.node.Label(), Kind: c.kind, File: c.file}
 		if c.err != nil {
 			r.Error = c.err.Error()
 			errs = append(errs, c.err)
@@ -234,15 +244,29 @@ func ResolveNodes(ctx context.Context, f *cli.Factory, id string, all bool) ([]N
 	}
 	var nodes []Node
 	var ids []string
+	byProcess := map[string]int{} // process -> index in nodes
 	for _, n := range st.GetNodes() {
 		ids = append(ids, n.GetId())
 		switch {
 		case id != "" && n.GetId() == id:
 			return []Node{{ID: n.GetId(), Addr: n.GetGrpcAddr()}}, nil
 		case all && n.GetError() == "":
+			if p := n.GetInfo().GetProcess(); p != "" {
+				if i, ok := byProcess[p]; ok {
+					nodes[i].Also = append(nodes[i].Also, n.GetId())
+					continue
+				}
+				byProcess[p] = len(nodes)
+			}
 			nodes = append(nodes, Node{ID: n.GetId(), Addr: n.GetGrpcAddr()})
 		case all:
 			fmt.Fprintf(f.IO.ErrOut, "skipping %s: %s\n", n.GetId(), n.GetError())
+		}
+	}
+	for _, n := range nodes {
+		if len(n.Also) > 0 {
+			fmt.Fprintf(f.IO.ErrOut, "%s share one process (as in kvctl demo): its profiles are captured once, as %s\n",
+				strings.Join(append([]string{n.ID}, n.Also...), ", "), n.Label())
 		}
 	}
 	if id != "" {
@@ -256,7 +280,8 @@ func ResolveNodes(ctx context.Context, f *cli.Factory, id string, all bool) ([]N
 
 // Capture takes each kind of profile on each node in parallel and writes the files into dir:
 // <node>-<kind>-<timestamp>.pb.gz, or <prefix>-<node>-<kind>.pb.gz when prefix is set (traces
-// end in .trace). seconds is the length of the timed kinds (0 = the node's default). It
+// end in .trace; an existing file is never replaced: the name gets -2, -3, ...). Nodes that
+// share a process are one Node (see Node.Also), named n1+n2+n3. seconds is the length of the timed kinds (0 = the node's default). It
 // returns the files written, and the failed captures joined in one error. For kvctl bench
 // --profile: start it when the measured phase starts, with seconds = the phase's length.
 func Capture(ctx context.Context, f *cli.Factory, nodes []Node, kinds []string, seconds int, dir, prefix string) ([]string, error) {
@@ -296,7 +321,7 @@ func capture(ctx context.Context, f *cli.Factory, nodes []Node, kinds []string, 
 	var wg sync.WaitGroup
 	for i := range out {
 		c := &out[i]
-		c.file = filepath.Join(dir, FileName(prefix, c.node.ID, c.kind, ts))
+		path := filepath.Join(dir, FileName(prefix, c.node.Label(), c.kind, ts))
 		wg.Go(func() {
 			secs := seconds
 			if secs == 0 {
@@ -304,9 +329,9 @@ func capture(ctx context.Context, f *cli.Factory, nodes []Node, kinds []string, 
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+slack)
 			defer cancel()
-			if err := captureFile(cctx, f, c.node, c.kind, seconds, c.file); err != nil {
-				c.err = fmt.Errorf("%s %s: %w", c.node.ID, c.kind, err)
-				c.file = ""
+			var err error
+			if c.file, err = captureFile(cctx, f, c.node, c.kind, seconds, path); err != nil {
+				c.err = fmt.Errorf("%s %s: %w", c.node.Label(), c.kind, err)
 			}
 		})
 	}
@@ -332,24 +357,52 @@ func FileName(prefix, node, kind, ts string) string {
 	return fmt.Sprintf("%s-%s-%s%s", node, kind, ts, ext)
 }
 
-func captureFile(ctx context.Context, f *cli.Factory, n Node, kind string, seconds int, path string) error {
+// captureFile captures one profile into path, or, when a file of that name exists (two
+// captures in the same second), path with -2, -3, ... before its extension; it returns the
+// file written.
+func captureFile(ctx context.Context, f *cli.Factory, n Node, kind string, seconds int, path string) (string, error) {
 	c, err := f.Admin(n.Addr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".kvctl-pprof-*")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer os.Remove(tmp.Name())
 	if err := Fetch(ctx, c, kind, seconds, tmp); err != nil {
 		tmp.Close()
-		return cli.RPCError(n.Addr, err)
+		return "", cli.RPCError(n.Addr, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return "", err
 	}
-	return os.Rename(tmp.Name(), path)
+	return placeNew(tmp.Name(), path)
+}
+
+// placeNew gives the file tmp the name path without replacing an existing file: a hard link
+// fails when the name is taken, and the next name is tried.
+func placeNew(tmp, path string) (string, error) {
+	base, ext := path, ""
+	for _, e := range []string{".pb.gz", ".trace"} {
+		if strings.HasSuffix(path, e) {
+			base, ext = strings.TrimSuffix(path, e), e
+		}
+	}
+	for i := 1; i <= 1000; i++ {
+		name := path
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d%s", base, i, ext)
+		}
+		err := os.Link(tmp, name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return "", fmt.Errorf("write %s: 1000 files of that name exist", path)
 }
 
 // Fetch streams one profile from a node's Admin.Profile into w.

@@ -133,7 +133,8 @@ first, never the second.`,
 		Example: `  kvctl ring drain n2 --dry-run
   kvctl ring remove n2 --rate 20 --yes
   kvctl ring remove n2 --yes -o json > change.json`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: f.CompleteNodeArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "" || strings.Contains(args[0], "=") {
 				return cli.UsageErrorf("%q: want a node id, e.g. n2", args[0])
@@ -218,14 +219,14 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 		// Start exactly the vnode moves shown, not a fresh choice from newer load.
 		req.TokenMoves = plan.GetRequest().GetTokenMoves()
 	}
-	if refusals := plan.GetRefusals(); len(refusals) > 0 && (!o.Force || o.DryRun) {
-		hint := " (--force to override)"
-		if o.Force {
-			hint = ""
-		}
-		return cli.RefusedErrorf("%s%s", strings.Join(refusals, "; "), hint)
+	if refusals := plan.GetRefusals(); len(refusals) > 0 && !o.Force {
+		return cli.RefusedErrorf("%s (--force to override)", strings.Join(refusals, "; "))
 	}
 	if o.DryRun {
+		// The dry run answers as the real run would: with --force, the change would start.
+		if len(plan.GetRefusals()) > 0 && !o.JSON() {
+			fmt.Fprintln(o.IO.Out, "--force overrides the refusals above: without --dry-run the change starts")
+		}
 		return nil
 	}
 	if !o.Yes {

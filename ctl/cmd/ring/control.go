@@ -156,6 +156,11 @@ func runAbort(ctx context.Context, o *AbortOptions) error {
 	}
 	_, err = fmt.Fprintf(o.IO.Out, "change %d (%s) %s; the ring stays at epoch %d\n",
 		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), p.GetPlan().GetFromEpoch())
+	if r := p.GetPlan().GetRequest(); err == nil && r.GetKind() == kvpb.ChangeRequest_ADD {
+		// The newcomer keeps the ring it joined with, so a plain add refuses it as not empty.
+		_, err = fmt.Fprintf(o.IO.Out, "%[1]s keeps the ring of the aborted join; to add it again: kvctl ring add %[1]s=%[2]s --force\n",
+			r.GetNodeId(), r.GetGrpcAddr())
+	}
 	return err
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
@@ -105,6 +107,14 @@ func of(done, total uint64, h func(uint64) string) string {
 	return fmt.Sprintf("%s of %s (%.0f%%)", h(done), h(total), math.Min(100, 100*float64(done)/float64(total)))
 }
 
+// percent is " 68%" of done over total, "" when the total is unknown.
+func percent(done, total uint64) string {
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %.0f%%", math.Min(100, 100*float64(done)/float64(total)))
+}
+
 func count(n uint64) string { return fmt.Sprint(n) }
 
 func eta(d time.Duration) string {
@@ -141,19 +151,21 @@ type sample struct {
 type Renderer struct {
 	W   io.Writer
 	TTY bool
+	// Width is the terminal's width in columns (0 = 80): on a terminal every line is cut to
+	// fit, so that a redraw overwrites it instead of leaving the wrapped rest behind.
+	Width func() int
 	// Every is the interval between lines when piped.
 	Every time.Duration
 	Now   func() time.Time
 
 	last      map[string]sample
-	total     sample
 	drawn     int
 	lastPrint time.Time
 }
 
 // NewRenderer returns a renderer on ios.ErrOut.
 func NewRenderer(ios *cli.IOStreams) *Renderer {
-	return &Renderer{W: ios.ErrOut, TTY: ios.ErrTTY, Every: time.Second, Now: time.Now}
+	return &Renderer{W: ios.ErrOut, TTY: ios.ErrTTY, Width: ios.ErrWidth, Every: time.Second, Now: time.Now}
 }
 
 func (r *Renderer) rate(prev sample, now time.Time, bytes uint64) sample {
@@ -189,21 +201,21 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 		}
 	}
 	kd, kt, bd, bt := totals(p)
-	r.total = r.rate(r.total, now, bd)
-	rate := p.GetRateBytesPerSec()
-	if rate <= 0 {
-		rate = r.total.rate
+	// One source for every rate and ETA on screen: the per-node rates, smoothed between
+	// samples; the total is their sum, so the header agrees with the lines below it.
+	var rate float64
+	for _, n := range nodes {
+		rate += n.Rate
 	}
 	var left time.Duration
-	if p.GetEtaSeconds() > 0 {
-		left = time.Duration(p.GetEtaSeconds() * float64(time.Second))
-	} else if rate > 0 && bt > bd {
+	if rate > 0 && bt > bd {
 		left = time.Duration(float64(bt-bd) / rate * float64(time.Second))
 	}
 	rd, ra := rangesDone(p)
-	head := fmt.Sprintf("change %d %s: %s, ranges %d/%d, bytes %s, keys %s, %s, ETA %s, limit %s",
-		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count),
-		FormatRate(rate), eta(left), formatLimit(p.GetRateLimitBytes()))
+	// What matters most comes first, so that a narrow terminal cuts the least.
+	head := fmt.Sprintf("change %d %s: %s%s, %s, ETA %s, ranges %d/%d, bytes %s, keys %s, limit %s",
+		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), percent(bd, bt), FormatRate(rate), eta(left),
+		rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count), formatLimit(p.GetRateLimitBytes()))
 	if !r.TTY {
 		if !force && !r.lastPrint.IsZero() && now.Sub(r.lastPrint) < r.Every {
 			return
@@ -222,12 +234,21 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 	}
 	lines := []string{head}
 	for _, n := range nodes {
-		l := fmt.Sprintf("  -> %-10s ranges %d/%d  bytes %-28s keys %-24s %10s  ETA %s",
-			n.ID, n.RangesDone, n.Ranges, of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count), FormatRate(n.Rate), eta(n.ETA))
+		l := fmt.Sprintf("  -> %-10s%5s %10s  ETA %-6s ranges %d/%d  bytes %-28s keys %s",
+			n.ID, percent(n.BytesDone, n.BytesTotal), FormatRate(n.Rate), eta(n.ETA), n.RangesDone, n.Ranges,
+			of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count))
 		if n.Failed > 0 {
 			l += fmt.Sprintf("  %d failed, retrying: %s", n.Failed, n.LastErr)
 		}
 		lines = append(lines, l)
+	}
+	w := 80
+	if r.Width != nil && r.Width() > 0 {
+		w = r.Width()
+	}
+	for i, l := range lines {
+		// One column short of the width: a line that fills it wraps on some terminals.
+		lines[i] = ansi.Truncate(l, w-1, "…")
 	}
 	var b strings.Builder
 	if r.drawn > 0 {
@@ -299,5 +320,5 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 }
 
 func tokenRange(start, end uint64) string {
-	return fmt.Sprintf("(%016x, %016x]", start, end)
+	return present.TokenRange(start, end)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -278,7 +279,7 @@ func TestAddFollowsTheChange(t *testing.T) {
 	}
 	// Piped: one line per update at most once a second, plus the final one.
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
-	if len(lines) < 3 || !strings.Contains(errOut.String(), "change 7 started") || !strings.Contains(lines[len(lines)-1], "done, ranges 20/20") {
+	if len(lines) < 3 || !strings.Contains(errOut.String(), "change 7 started") || !strings.Contains(lines[len(lines)-1], "done 100%") || !strings.Contains(lines[len(lines)-1], "ranges 20/20") {
 		t.Errorf("got progress on stderr:\n%s\nwant a start line and a final line with ranges 20/20", errOut)
 	}
 	if strings.Contains(errOut.String(), "\x1b[") {
@@ -294,6 +295,7 @@ func TestAddRefusals(t *testing.T) {
 		planErr   error
 		infoErr   error
 		force     bool
+		dryRun    bool
 		wantCode  int
 		wantStart bool
 		wantText  string
@@ -301,6 +303,11 @@ func TestAddRefusals(t *testing.T) {
 		{name: "change in flight", plan: &kvpb.ChangePlan{Refusals: []string{"change 3 (add n5) is in flight"}}, wantCode: cli.ExitRefused, wantText: "change 3"},
 		{name: "address does not answer", plan: &kvpb.ChangePlan{Refusals: []string{"n4 at 127.0.0.1:1 does not answer: unavailable"}}, wantCode: cli.ExitRefused, wantText: "does not answer"},
 		{name: "forced past a refusal", plan: &kvpb.ChangePlan{Refusals: []string{"n4 at 127.0.0.1:1 does not answer: unavailable"}}, force: true, wantStart: true},
+		// The dry run agrees with the real run: forced, it is not refused either.
+		{name: "forced dry run", plan: &kvpb.ChangePlan{Refusals: []string{"n4 already has a ring (epoch 5): not an empty node"}}, force: true, dryRun: true,
+			wantText: "--force overrides the refusals above"},
+		{name: "dry run", plan: &kvpb.ChangePlan{Refusals: []string{"n4 already has a ring (epoch 5): not an empty node"}}, dryRun: true,
+			wantCode: cli.ExitRefused, wantText: "--force to override"},
 		{name: "member exists", planErr: status.Error(codes.AlreadyExists, "member already in the ring"), wantCode: cli.ExitRefused, wantText: "already"},
 		{name: "cluster down", planErr: unavailable, wantCode: cli.ExitFailure},
 	}
@@ -314,7 +321,7 @@ func TestAddRefusals(t *testing.T) {
 				watch: []*kvpb.ChangeProgress{progressOf(plan, kvpb.ChangeState_CHANGE_STATE_DONE, 1)}}
 			ios, _, out, _ := cli.Test()
 			o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_ADD, NodeID: "n4", NodeAddr: "127.0.0.1:1",
-				Yes: true, Force: tt.force, Interval: time.Second, Reconnect: time.Second}
+				Yes: true, Force: tt.force, DryRun: tt.dryRun, Interval: time.Second, Reconnect: time.Second}
 			err := runChange(context.Background(), o)
 			if code := cli.ExitCode(err); code != tt.wantCode {
 				t.Fatalf("got exit %d (%v), want %d", code, err, tt.wantCode)
@@ -322,8 +329,8 @@ func TestAddRefusals(t *testing.T) {
 			if started := len(fa.started) > 0; started != tt.wantStart {
 				t.Errorf("got started=%v, want %v", started, tt.wantStart)
 			}
-			if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
-				t.Errorf("got error %q, want it to mention %q", err, tt.wantText)
+			if said := fmt.Sprint(err) + out.String(); tt.wantText != "" && !strings.Contains(said, tt.wantText) {
+				t.Errorf("got error %v and output %q, want them to mention %q", err, out, tt.wantText)
 			}
 			if tt.wantCode == cli.ExitRefused && tt.planErr == nil && !strings.Contains(out.String(), "refused: ") {
 				t.Errorf("got plan without its refusal:\n%s", out)
@@ -395,7 +402,8 @@ func TestStatusAbortRate(t *testing.T) {
 	if err := runAbort(context.Background(), &AbortOptions{Deps: fakeDeps(ios, fa, false)}); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	if !fa.abortedOK || !strings.Contains(out.String(), "change 7 (add n4 (h:1)) aborted; the ring stays at epoch 3") {
+	if !fa.abortedOK || !strings.Contains(out.String(), "change 7 (add n4 (h:1)) aborted; the ring stays at epoch 3") ||
+		!strings.Contains(out.String(), "to add it again: kvctl ring add n4=h:1 --force") {
 		t.Errorf("got abort output %q", out)
 	}
 	fa.status = &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}
@@ -507,5 +515,49 @@ func TestRebalance(t *testing.T) {
 	}
 	if len(fa.started) != 0 || !strings.Contains(out.String(), "nothing to rebalance") {
 		t.Errorf("balanced: %d StartChange calls, stdout:\n%s\nwant none and \"nothing to rebalance\"", len(fa.started), out)
+	}
+}
+
+// TestRendererFitsAndAgrees: on a 60-column terminal no line of the progress is wider than
+// 59 columns (a wider one wraps and leaves a trail on each redraw), and the header's rate and
+// ETA are the per-node line's, not the node's own unsmoothed figures (here 25 MB/s, ETA 0).
+func TestRendererFitsAndAgrees(t *testing.T) {
+	plan := addPlan(200) // 2000 KiB to n4
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	r := &Renderer{W: &buf, TTY: true, Width: func() int { return 60 }, Every: time.Second, Now: func() time.Time { return now }}
+	p := progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.25)
+	r.Update(p, false)
+	now = now.Add(time.Second)
+	buf.Reset()
+	p = progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.5)
+	p.RateBytesPerSec, p.EtaSeconds = 25*MiB, 0
+	r.Update(p, false)
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\r\x1b[2K") {
+		l = strings.TrimSuffix(strings.TrimPrefix(l, "\x1b[2A"), "\n")
+		if l == "" {
+			continue
+		}
+		lines = append(lines, l)
+		if w := utf8.RuneCountInString(l); w > 59 {
+			t.Errorf("got a line of %d columns on a 60-column terminal: %q", w, l)
+		}
+	}
+	wide := &Renderer{W: &buf, TTY: true, Width: func() int { return 400 }, Every: time.Second, Now: func() time.Time { return now }}
+	wide.last = r.last
+	buf.Reset()
+	wide.Update(p, false)
+	out := buf.String()
+	if strings.Contains(out, "25.0 MB/s") {
+		t.Errorf("got the node's own rate in:\n%s\nwant the smoothed one", out)
+	}
+	for _, want := range []string{"0.5 MB/s, ETA 2s", "0.5 MB/s  ETA 2s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("got:\n%s\nwant %q (header and n4 agree)", out, want)
+		}
+	}
+	if len(lines) != 2 {
+		t.Errorf("got %d lines, want a header and n4's", len(lines))
 	}
 }

@@ -38,7 +38,9 @@ func NewCmdStatus(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `status asks one node (--addr) for the cluster: the ring epoch, a ring change in flight,
 and for every member its state, raft role, ops/s, p99 latency, keys, disk used and free, and
 its circuit breakers towards the other nodes ("ok", or the peers whose breaker is open).
--o json prints the Admin Status response as is (proto field names, every field present).`,
+-o json prints the Admin Status response (StatusResponse in proto/kvpb/admin.proto) as a
+stable schema: proto field names, every field present (an unset message is null), 64-bit
+integers as JSON numbers, enums by name; fields are only ever added.`,
 		Example: `  kvctl status
   kvctl status --addr 10.0.0.2:9090 -o json`,
 		Args: cobra.NoArgs,
@@ -83,6 +85,9 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 		}
 	}
 	fmt.Fprintf(ios.Out, "ring epoch %d, replicas %d, %d/%d nodes answering\n", resp.GetEpoch(), resp.GetReplicas(), up, len(resp.GetNodes()))
+	if l := versionLine(resp.GetNodes()); l != "" {
+		fmt.Fprintln(ios.Out, l)
+	}
 	if l := changeLine(resp.GetChange()); l != "" {
 		fmt.Fprintln(ios.Out, l)
 	}
@@ -105,6 +110,29 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 			present.Bytes(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), present.Breakers(info.GetBreakers()), note)
 	}
 	return t.Render()
+}
+
+// versionLine names the kvnode build the answering nodes run: "kvnode v1.2.3 on every
+// node", or each node's when they differ (a rolling upgrade): "kvnode versions differ: n1
+// v1.2.3, n2 v1.2.4". "" when no node reported one.
+func versionLine(nodes []*kvpb.NodeStatus) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if v := n.GetInfo().GetVersion(); v != "" {
+			parts = append(parts, n.GetId()+" "+v)
+			seen[v] = true
+		}
+	}
+	switch len(seen) {
+	case 0:
+		return ""
+	case 1:
+		for v := range seen {
+			return "kvnode " + v + " on every answering node"
+		}
+	}
+	return "kvnode versions differ: " + strings.Join(parts, ", ")
 }
 
 // changeLine describes the ring change in flight: "change #3 in flight: rebalance, streaming,

@@ -54,9 +54,14 @@ func TestStatusOfCluster(t *testing.T) {
 		f.Close()
 		if format == "json" {
 			var resp struct {
-				Epoch string `json:"epoch"`
+				Epoch uint64 `json:"epoch"` // a number: scripts compare it without tonumber
 				Nodes []struct {
 					ID, State string
+					Info      struct {
+						Keys          uint64 `json:"keys"`
+						UptimeSeconds int64  `json:"uptime_seconds"`
+						Version       string `json:"version"`
+					} `json:"info"`
 				} `json:"nodes"`
 			}
 			if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
@@ -66,8 +71,11 @@ func TestStatusOfCluster(t *testing.T) {
 			for _, n := range resp.Nodes {
 				states[n.ID] = n.State
 			}
-			if resp.Epoch != "1" || states["n1"] != "UP" || states["n2"] != "UP" || states["n3"] != "DOWN" {
-				t.Errorf("got epoch %s states %v, want epoch 1, n1 n2 UP, n3 DOWN", resp.Epoch, states)
+			if resp.Epoch != 1 || states["n1"] != "UP" || states["n2"] != "UP" || states["n3"] != "DOWN" {
+				t.Errorf("got epoch %d states %v, want epoch 1, n1 n2 UP, n3 DOWN", resp.Epoch, states)
+			}
+			if v := resp.Nodes[0].Info.Version; v == "" {
+				t.Errorf("got no version of n1, want one")
 			}
 			continue
 		}
@@ -117,9 +125,9 @@ func TestPrint(t *testing.T) {
 		Change: &kvpb.ChangeProgress{Id: 5, State: kvpb.ChangeState_CHANGE_STATE_STREAMING, Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}}},
 		Nodes: []*kvpb.NodeStatus{
 			{Id: "n1", GrpcAddr: "127.0.0.1:9091", State: "UP", Info: &kvpb.NodeInfoResponse{
-				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: "leader",
+				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: "leader", Version: "v1.2.3",
 				Breakers: []*kvpb.BreakerState{{Peer: "n2", State: "closed"}, {Peer: "n3", State: "open"}}}},
-			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: "UP", Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: "follower"}},
+			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: "UP", Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: "follower", Version: "v1.2.4"}},
 			{Id: "n3", GrpcAddr: "127.0.0.1:9093", State: "DOWN", Error: "connection refused"},
 		}}
 	ios, _, out, _ := cli.Test()
@@ -128,6 +136,7 @@ func TestPrint(t *testing.T) {
 	}
 	want := []string{
 		"ring epoch 9, replicas 3, 2/3 nodes answering",
+		"kvnode versions differ: n1 v1.2.3, n2 v1.2.4",
 		"change #5 in flight: rebalance, streaming",
 		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tBREAKERS\tNOTE",
 		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\topen: n3\t",

@@ -34,9 +34,18 @@ func NewCmdTUI(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tui",
 		Short: "Live console: node table, shard heatmap, ring changes in flight, actions",
-		Long: `Opens the console on the cluster behind --addr: one row per node, a heatmap of every
-vnode, ring changes in flight and the event log. Actions (drain, add, rebalance, CPU profile,
-bench) each ask for confirmation; --readonly disables them. Press ? for every key, q to quit.`,
+		Long: `Opens the console on the cluster behind --addr (several addresses, a,b,c, are asked in
+turn while one is down): one row per node, a heatmap of every vnode, ring changes in flight
+and the event log. Actions (drain, add, rebalance, CPU profile, bench) each ask for
+confirmation; --readonly disables them. Press ? for every key, q to quit.`,
+		Example: `  # the console on a local cluster
+  kvctl tui --addr 127.0.0.1:9091
+
+  # any of three nodes, watch only
+  kvctl tui --addr 10.0.0.1:9090,10.0.0.2:9090,10.0.0.3:9090 --readonly
+
+  # a background bench (b) over the keys kvctl bench fill wrote
+  kvctl bench fill --keys 50000 && kvctl tui --bench-keys 50000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !o.IO.InTTY || !o.IO.OutTTY {
@@ -50,16 +59,17 @@ bench) each ask for confirmation; --readonly disables them. Press ? for every ke
 	}
 	cmd.Flags().BoolVar(&o.Readonly, "readonly", false, "disable every action")
 	cmd.Flags().StringSliceVar(&o.Seeds, "seeds", nil, "more node addresses to ask when --addr is down")
+	_ = cmd.Flags().MarkDeprecated("seeds", "give every address to --addr: --addr a,b,c")
 	cmd.Flags().StringVar(&o.ProfileDir, "profile-dir", ".", "directory CPU profiles are written to")
-	cmd.Flags().Int64Var(&o.BenchKeys, "bench-keys", 100_000, "keyspace of the background bench (b): bench:0.. as `kvctl bench fill` writes")
+	cmd.Flags().Int64Var(&o.BenchKeys, "bench-keys", 100_000, "keyspace of the background bench (b): keys bench:0.. as kvctl bench fill writes them")
 	return cmd
 }
 
 func run(cmd *cobra.Command, o *Options) error {
 	f := o.Factory
-	seeds := append([]string{f.Addr}, o.Seeds...)
+	seeds := append(f.Addrs(), o.Seeds...)
 	src := console.NewAdminSource(console.AdminConfig{Seeds: seeds, Dial: f.Admin})
-	acts := NewActions(f, o.ProfileDir, backgroundBench(f.Addr, o.BenchKeys))
+	acts := NewActions(f, o.ProfileDir, backgroundBench(strings.Join(seeds, ","), o.BenchKeys))
 	defer acts.Close()
 	return console.Run(cmd.Context(), console.Options{
 		Source:   src,
@@ -70,12 +80,14 @@ func run(cmd *cobra.Command, o *Options) error {
 }
 
 // backgroundBench runs the console's bench action: 90% GET / 10% PUT at the chosen rate over
-// keys bench:0..keys-1 through the node at addr, until the console stops it.
+// keys bench:0..keys-1 through the node at addr (a list: the first that answers), until the
+// console stops it.
 func backgroundBench(addr string, keys int64) console.BenchFunc {
-	return func(ctx context.Context, rate int) error {
-		t, err := loadgen.DialGRPCTarget(addr, 16, 0, 0)
+	return func(ctx context.Context, rate int) (string, error) {
+		target, opts := cli.Target(addr)
+		t, err := loadgen.DialGRPCTarget(target, 16, 0, 0, opts...)
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer t.Close()
 		cfg := loadgen.DefaultConfig()
@@ -85,8 +97,11 @@ func backgroundBench(addr string, keys int64) console.BenchFunc {
 		cfg.Workload = loadgen.Mix{Get: 9, Put: 1}
 		cfg.Keys = max(keys, 1)
 		cfg.MaxLag = time.Hour // a background load, not a measurement
-		_, err = loadgen.Run(ctx, cfg, t)
-		return err
+		res, err := loadgen.Run(ctx, cfg, t)
+		if err != nil {
+			return "", err
+		}
+		return res.Line(), nil
 	}
 }
 

@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"ringkv/ctl/cli"
@@ -38,5 +40,27 @@ func TestNewCmdTUIFlags(t *testing.T) {
 				t.Errorf("got readonly %v seeds %v, want %v and %d seeds", got.Readonly, got.Seeds, tt.wantRO, tt.wantSeed)
 			}
 		})
+	}
+}
+
+// TestHelp: tui --help shows examples, and no flag's value name is taken from backticks in
+// its usage ("--bench-keys kvctl bench fill").
+func TestHelp(t *testing.T) {
+	ios, _, _, _ := cli.Test()
+	cmd := NewCmdTUI(cli.NewFactory(ios), func(*Options) error { return nil })
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	for _, want := range []string{"Examples:", "--addr 10.0.0.1:9090,10.0.0.2:9090", "--bench-keys int"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "--seeds") {
+		t.Errorf("help shows the deprecated --seeds:\n%s", help)
 	}
 }
