@@ -15,6 +15,7 @@ import (
 
 	"ringkv/node/hlc"
 	"ringkv/node/replica"
+	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
 
@@ -191,9 +192,7 @@ func RPC(err error) string {
 
 // TokenRange is a vnode's token range (start, end] in hex, 16 digits each, as kvctl prints
 // it: "(0e38e38e38e38e38, 1c71c71c71c71c71]".
-func TokenRange(start, end uint64) string {
-	return fmt.Sprintf("(%016x, %016x]", start, end)
-}
+func TokenRange(start, end uint64) string { return ring.FormatRange(start, end) }
 
 // TokenRangeShort is TokenRange in a narrow column: the first 8 hex digits of each bound,
 // the same digits TokenRange starts with: "0e38e38e…1c71c71c".

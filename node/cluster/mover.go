@@ -398,7 +398,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		}
 	})
 	if err == nil {
-		attrs := []any{"change", ch.ID, "move", i, "source", mv.Source, "start", mv.Start, "end", mv.End, "keys", pulledKeys, "bytes", pulledBytes}
+		attrs := []any{"change", ch.ID, "move", i, "source", mv.Source, "range", ring.FormatRange(mv.Start, mv.End), "keys", pulledKeys, "bytes", pulledBytes}
 		if !firstChunk.IsZero() {
 			attrs = append(attrs, "first_chunk", firstChunk.UTC().Format(time.RFC3339Nano), "last_chunk", lastChunk.UTC().Format(time.RFC3339Nano))
 		}

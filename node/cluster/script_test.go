@@ -272,7 +272,7 @@ func moveLine(i int, m MoveState) string {
 	if m.Done {
 		done = "done"
 	}
-	return fmt.Sprintf("%d: (%#x, %#x] %s -> %s %s", i, m.Start, m.End, m.Source, m.Target, done)
+	return fmt.Sprintf("%d: %s %s -> %s %s", i, ring.FormatRange(m.Start, m.End), m.Source, m.Target, done)
 }
 
 // errLine prints an error and the sentinels it wraps.

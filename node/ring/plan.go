@@ -20,7 +20,7 @@ func (m Move) Contains(t uint64) bool { return contains(m.Start, m.End, t) }
 func (m Move) Fraction() float64 { return span(m.Start, m.End) }
 
 func (m Move) String() string {
-	return fmt.Sprintf("(%#016x, %#016x] %s -> %s", m.Start, m.End, m.Source, m.Target)
+	return fmt.Sprintf("%s %s -> %s", FormatRange(m.Start, m.End), m.Source, m.Target)
 }
 
 // MovedFraction is the token space the moves stream, in units of the whole ring: a change that

@@ -65,7 +65,11 @@ func (r Range) Contains(t uint64) bool { return contains(r.Start, r.End, t) }
 // Fraction is the range's share of the token space (0..1].
 func (r Range) Fraction() float64 { return span(r.Start, r.End) }
 
-func (r Range) String() string { return fmt.Sprintf("(%#016x, %#016x] %s", r.Start, r.End, r.Owner) }
+func (r Range) String() string { return FormatRange(r.Start, r.End) + " " + r.Owner }
+
+// FormatRange is how every surface spells the token range (start, end]: logs, kvctl and the
+// console (ctl/present). Tokens are 16 hex digits: "(0e38e38e38e38e38, 1c71c71c71c71c71]".
+func FormatRange(start, end uint64) string { return fmt.Sprintf("(%016x, %016x]", start, end) }
 
 // contains: start < t <= end, wrapping around 0 when start >= end (start == end: everything).
 func contains(start, end, t uint64) bool {

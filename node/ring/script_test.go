@@ -318,7 +318,7 @@ func showRanges(r *Ring) string {
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, rg := range r.Ranges() {
 		set := ids(r.Lookup(rg.End, r.Replicas()))
-		fmt.Fprintf(w, "(%#x, %#x]\t%s\t%s\t%s\n", rg.Start, rg.End, vnodeName(r, rg.End), pct(rg.Fraction()), strings.Join(set, ","))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", FormatRange(rg.Start, rg.End), vnodeName(r, rg.End), pct(rg.Fraction()), strings.Join(set, ","))
 	}
 	w.Flush()
 	return b.String()
@@ -329,7 +329,7 @@ func showPlan(cur, next *Ring, moves []Move) string {
 	fmt.Fprintf(&b, "epoch %d -> %d: %s, %s of the ring\n", cur.Epoch(), next.Epoch(), plural(len(moves), "move"), pct(MovedFraction(moves)))
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, m := range moves {
-		rg := fmt.Sprintf("(%#x, %#x]", m.Start, m.End)
+		rg := FormatRange(m.Start, m.End)
 		if m.Start == m.End {
 			rg = "the whole ring"
 		}
