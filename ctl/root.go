@@ -59,6 +59,7 @@ Start here:
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.Addr, "addr", f.Addr, "gRPC address of any node (env KVCTL_ADDR)")
 	pf.StringVarP(&f.Output, "output", "o", f.Output, "output format: table or json")
+	pf.StringVar(&f.CertsDir, "certs-dir", f.CertsDir, "directory of ca.crt, client.crt, client.key: connect with mutual TLS (env KVCTL_CERTS_DIR)")
 	pf.StringVar(&f.SecretFile, "secret-file", f.SecretFile, "file holding the cluster secret, for admin calls (env KVCTL_SECRET_FILE)")
 
 	root.AddCommand(commands(f)...)
