@@ -18,3 +18,6 @@ go vet ./...
 serial='/(loadgen|test)$'
 go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -Ev "$serial")
 go test -race -count=1 -timeout 20m -p 1 "$@" $(go list ./... | grep -E "$serial")
+
+# deploy/k8s is its own module (so this one does not pull k8s.io/api): its manifest checks.
+(cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...)
