@@ -58,6 +58,25 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
+	opts, err := f.DialOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if f.conns == nil {
+		f.conns = map[string]*grpc.ClientConn{}
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+// DialOptions are the options of every connection kvctl opens to a node: mutual TLS with
+// --certs-dir (else plaintext, with a hint when the node turns out to speak TLS), and the
+// cluster secret of --secret-file on every call.
+func (f *Factory) DialOptions() ([]grpc.DialOption, error) {
 	creds := insecure.NewCredentials()
 	if f.CertsDir != "" {
 		cfg, err := certs.Client(f.CertsDir, certs.ClientCert, certs.ClientKey)
@@ -77,15 +96,7 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(strings.TrimSpace(string(b)))))
 	}
-	c, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	if f.conns == nil {
-		f.conns = map[string]*grpc.ClientConn{}
-	}
-	f.conns[addr] = c
-	return c, nil
+	return opts, nil
 }
 
 // KV returns a client of the KV service at addr ("" = f.Addr).
