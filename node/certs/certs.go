@@ -76,7 +76,18 @@ func CreateNode(dir string, hosts []string, o Options) ([]string, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("create-node: want at least one HOST (a DNS name or an IP address)")
 	}
-	crt, key := filepath.Join(dir, NodeCert), filepath.Join(dir, NodeKey)
+	return createSigned(dir, NodeCert, NodeKey, "node", hosts, o, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+// CreateClient writes client.crt and client.key (common name user), signed by the CA in dir.
+func CreateClient(dir, user string, o Options) ([]string, error) {
+	return createSigned(dir, ClientCert, ClientKey, user, nil, o, x509.ExtKeyUsageClientAuth)
+}
+
+// createSigned writes certFile and keyFile into dir: a certificate for cn and hosts with the
+// given usages, signed by the CA in dir.
+func createSigned(dir, certFile, keyFile, cn string, hosts []string, o Options, usages ...x509.ExtKeyUsage) ([]string, error) {
+	crt, key := filepath.Join(dir, certFile), filepath.Join(dir, keyFile)
 	if err := refuse(o, crt, key); err != nil {
 		return nil, err
 	}
@@ -84,9 +95,9 @@ func CreateNode(dir string, hosts []string, o Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmpl := template(o, "node", CertLifetime)
+	tmpl := template(o, cn, CertLifetime)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	tmpl.ExtKeyUsage = usages
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -94,22 +105,6 @@ func CreateNode(dir string, hosts []string, o Options) ([]string, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return write(dir, crt, key, tmpl, ca, caKey)
-}
-
-// CreateClient writes client.crt and client.key (common name user), signed by the CA in dir.
-func CreateClient(dir, user string, o Options) ([]string, error) {
-	crt, key := filepath.Join(dir, ClientCert), filepath.Join(dir, ClientKey)
-	if err := refuse(o, crt, key); err != nil {
-		return nil, err
-	}
-	ca, caKey, err := loadCA(dir)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := template(o, user, CertLifetime)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return write(dir, crt, key, tmpl, ca, caKey)
 }
 
