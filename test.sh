@@ -15,6 +15,9 @@ go vet ./...
 # Timing-sensitive packages (the load generator's rate and coordinated-omission tests, and the
 # real-process fault tests) run on their own after the rest, so a parallel -race build of
 # another package does not starve them.
-serial='/(loadgen|test)$'
+serial='/(loadgen|test|deploy)$'
 go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -Ev "$serial")
 go test -race -count=1 -timeout 20m -p 1 "$@" $(go list ./... | grep -E "$serial")
+
+# deploy/k8s is its own module (so this one does not pull k8s.io/api): its manifest checks.
+(cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...)

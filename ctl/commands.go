@@ -5,6 +5,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/cmd/bench"
+	"ringkv/ctl/cmd/cert"
 	"ringkv/ctl/cmd/debug"
 	"ringkv/ctl/cmd/demo"
 	"ringkv/ctl/cmd/kv"
@@ -27,5 +28,6 @@ func commands(f *cli.Factory) []*cobra.Command {
 		debug.NewCmdDebug(f, nil),
 		demo.NewCmdDemo(f, nil),
 		tuicmd.NewCmdTUI(f, nil),
+		cert.NewCmdCert(f, nil),
 	}
 }

@@ -130,6 +130,7 @@ missing key, a node that is no member).`,
 	pf.StringVar(&f.Addr, "addr", f.Addr, "gRPC address of any node, or several (a,b,c) tried in turn (env KVCTL_ADDR)")
 	pf.StringVarP(&f.Output, "output", "o", f.Output, "output format: table or json")
 	_ = root.RegisterFlagCompletionFunc("output", cli.CompleteWords("table", "json"))
+	pf.StringVar(&f.CertsDir, "certs-dir", f.CertsDir, "directory of ca.crt, client.crt, client.key: connect with mutual TLS (env KVCTL_CERTS_DIR)")
 	pf.StringVar(&f.SecretFile, "secret-file", f.SecretFile, "file holding the cluster secret, for admin calls (env KVCTL_SECRET_FILE)")
 
 	root.AddCommand(commands(f)...)

@@ -24,7 +24,7 @@ type Peer struct {
 // Config holds every kvnode flag. Build it with DefaultConfig and check it with Validate.
 type Config struct {
 	// ID is the node's name, unique in the cluster. Empty: the --peers entry whose address
-	// is GRPCAddr, else hostname-<grpc port>.
+	// is Advertise (else GRPCAddr), else hostname-<grpc port>.
 	ID string
 	// DataDir is the badger directory. Empty: ./data/<id>.
 	DataDir string
@@ -34,6 +34,12 @@ type Config struct {
 	HTTPAddr  string
 	GRPCAddr  string
 	AdminAddr string
+	// Advertise is the gRPC address other nodes and clients reach this node at, when it
+	// differs from GRPCAddr (a node binding 0.0.0.0 in a container). Empty: GRPCAddr.
+	Advertise string
+	// CertsDir holds ca.crt, node.crt and node.key: mutual TLS on gRPC (clients, peers,
+	// raft, admin), HTTPS on the client HTTP API and the admin port. Empty: plaintext.
+	CertsDir string
 	// Peers are the founders, this node included; empty = await admission (kvctl ring add).
 	Peers []Peer
 	// Replicas is the replication factor N (capped by cluster size).
@@ -123,6 +129,11 @@ func (c Config) complete() (Config, error) {
 			return c, fmt.Errorf("%w: %s %q: %v", ErrInvalidConfig, a.flag, a.addr, err)
 		}
 	}
+	if c.Advertise != "" {
+		if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "0" || port == "" {
+			return c, fmt.Errorf("%w: --advertise %q: want host:port with a fixed port", ErrInvalidConfig, c.Advertise)
+		}
+	}
 	seen := map[string]bool{}
 	self := false
 	for _, p := range c.Peers {
@@ -141,10 +152,11 @@ func (c Config) complete() (Config, error) {
 	return c, nil
 }
 
-// defaultID is the --peers entry at GRPCAddr, else hostname-<grpc port>.
+// defaultID is the --peers entry at the advertised address (else GRPCAddr), else
+// hostname-<grpc port>.
 func (c Config) defaultID() string {
 	for _, p := range c.Peers {
-		if p.Addr == c.GRPCAddr {
+		if p.Addr == c.advertised() {
 			return p.ID
 		}
 	}
@@ -154,6 +166,14 @@ func (c Config) defaultID() string {
 	}
 	_, port, _ := net.SplitHostPort(c.GRPCAddr)
 	return host + "-" + port
+}
+
+// advertised is the gRPC address others reach this node at: Advertise, else GRPCAddr.
+func (c Config) advertised() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	return c.GRPCAddr
 }
 
 // ParsePeers parses "id=addr,id=addr".
@@ -260,6 +280,8 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.HTTPAddr, "http", c.HTTPAddr, "client HTTP API address")
 	fs.StringVar(&c.GRPCAddr, "grpc", c.GRPCAddr, "client, internal and admin gRPC address")
 	fs.StringVar(&c.AdminAddr, "admin", c.AdminAddr, "address of /metrics, /debug/pprof/*, /healthz, /readyz")
+	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "gRPC host:port peers and clients reach this node at, when --grpc binds 0.0.0.0 (default --grpc)")
+	fs.StringVar(&c.CertsDir, "certs-dir", c.CertsDir, "directory of ca.crt, node.crt, node.key: mutual TLS on gRPC, HTTPS on the HTTP and admin ports (kvctl cert creates them)")
 	fs.Var(peersValue{&c.Peers}, "peers", "founding members id=grpcaddr,... (this node included); empty: await admission")
 	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "replication factor N (capped by cluster size)")
 	fs.IntVar(&c.VNodes, "vnodes", c.VNodes, "tokens per node")

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"ringkv/node/auth"
@@ -34,11 +35,15 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
 // StreamRange chunk of a large value would fail at gRPC's default 4 MiB.
 func msgLimit(cfg Config) int { return int(max(cfg.MaxValueSize, 4<<20)) + 64<<10 }
 
-// dialOptions are the options of every connection to a peer: reconnect within ~2s, and the
-// cluster secret on every call when one is configured.
-func dialOptions(secret string, limit int) []grpc.DialOption {
+// dialOptions are the options of every connection to a peer: reconnect within ~2s, mutual
+// TLS when creds are given (nil = plaintext), and the cluster secret on every call when one
+// is configured.
+func dialOptions(secret string, limit int, creds credentials.TransportCredentials) []grpc.DialOption {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
 		// Reconnect to a restarted peer within ~2s rather than gRPC's default backoff of up to 2m.
 		grpc.WithConnectParams(grpc.ConnectParams{

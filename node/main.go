@@ -24,8 +24,12 @@ func Main(args []string) int {
 	return run(ctx, args, os.Stderr)
 }
 
-// run is Main until ctx ends (Main's ctx ends at SIGTERM or SIGINT).
+// run is Main until ctx ends (Main's ctx ends at SIGTERM or SIGINT). `kvnode health`
+// probes a running node instead.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "health" {
+		return probe(ctx, args[1:], os.Stdout, stderr)
+	}
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")
 	showVersion := fs.Bool("version", false, "print the version (module version and VCS revision) and exit")
@@ -34,7 +38,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: kvnode [flags]")
+			fmt.Fprintln(stderr, "usage: kvnode [flags]\n       kvnode health [--admin ADDR] [--certs-dir DIR]   exit 0 when the node is ready")
 			fs.PrintDefaults()
 			return 0
 		}

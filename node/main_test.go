@@ -25,6 +25,8 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--replica-timeout", "0s", "--id", "a"}, "--replica-timeout"},
 		{[]string{"--move-latency-target", "-1ms", "--id", "a"}, "--move-latency-target"},
 		{[]string{"--max-value-size", "lots"}, "max-value-size"},
+		{[]string{"--advertise", "n1", "--id", "a"}, "--advertise"},
+		{[]string{"--advertise", "n1:0", "--id", "a"}, "--advertise"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"--id", "a", "stray"}, "stray"},
 		{[]string{"--id", "a", "--log-format", "xml"}, "--log-format"},
@@ -57,7 +59,7 @@ func TestMainVersion(t *testing.T) {
 func TestFlagsFillConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	fs := cfg.FlagSet("kvnode")
-	err := fs.Parse([]string{"--grpc", "127.0.0.1:9191", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
+	err := fs.Parse([]string{"--grpc", "0.0.0.0:9191", "--advertise", "127.0.0.1:9191", "--certs-dir", "certs", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
 		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB",
 		"--move-latency-target", "8ms"})
 	if err != nil {
@@ -69,7 +71,7 @@ func TestFlagsFillConfig(t *testing.T) {
 	}
 	if got.ID != "a" || got.DataDir != "data/a" || got.Replicas != 2 || got.VNodes != 128 || !got.SyncWrites ||
 		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 ||
-		got.MoveLatencyTarget != 8*time.Millisecond {
+		got.MoveLatencyTarget != 8*time.Millisecond || got.Advertise != "127.0.0.1:9191" || got.CertsDir != "certs" {
 		t.Errorf("got %+v", got)
 	}
 }

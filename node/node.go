@@ -55,6 +55,7 @@ type Node struct {
 	cfg     Config
 	logger  *slog.Logger
 	secret  string
+	tls     bool // --certs-dir: mutual TLS on every port
 	started time.Time
 
 	st      *store.Store
@@ -136,7 +137,12 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		conns:       map[string]*grpc.ClientConn{},
 		remotes:     map[string]*replica.Remote{},
 	}
-	n.dial = dialOptions(secret, msgLimit(cfg))
+	tlsc, err := loadTLS(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--certs-dir: %w", err)
+	}
+	n.tls = tlsc != nil
+	n.dial = dialOptions(secret, msgLimit(cfg), tlsc.peerCreds())
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	var closers []func() error
 	defer func() {
@@ -165,6 +171,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.lnAdmin.Close)
+	n.lnHTTP, n.lnAdmin = tlsc.listener(n.lnHTTP), tlsc.listener(n.lnAdmin)
 	o = options{} // owned by n from here on
 
 	// The metadata group: the ring every other part routes by.
@@ -237,7 +244,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	// The servers, last: every service they register is built.
 	n.grpcSrv, n.health = server.NewGRPC(server.GRPCConfig{
-		Logger: logger, Secret: secret,
+		Logger: logger, Secret: secret, Creds: tlsc.serverCreds(logger),
 		// WaitForHandlers: Stop (after DrainTimeout) waits for handlers to return, so none
 		// runs against the store once it is closed.
 		Options: []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit(cfg)), grpc.MaxSendMsgSize(msgLimit(cfg)), grpc.WaitForHandlers(true)},
@@ -275,13 +282,16 @@ func listen(ln net.Listener, addr, flag string) (net.Listener, error) {
 	return l, nil
 }
 
-// raftAddr is the address other members dial this node at: its --peers entry, else --grpc,
-// else (port 0) the bound address.
+// raftAddr is the address other members dial this node at: its --peers entry, else
+// --advertise, else --grpc, else (port 0) the bound address.
 func raftAddr(cfg Config, bound string) string {
 	for _, p := range cfg.Peers {
 		if p.ID == cfg.ID {
 			return p.Addr
 		}
+	}
+	if cfg.Advertise != "" {
+		return cfg.Advertise
 	}
 	if _, port, err := net.SplitHostPort(cfg.GRPCAddr); err == nil && port != "0" {
 		return cfg.GRPCAddr
@@ -384,6 +394,9 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: version.Get().Short(), RaftRole: n.cl.Role(),
 		FreeDiskBytes: freeDisk(n.cfg.DataDir), Process: metrics.Process(),
 		Problems: n.problems(),
+	}
+	if n.cfg.Advertise != "" {
+		info.GrpcAddr = n.cfg.Advertise
 	}
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()

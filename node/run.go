@@ -42,10 +42,18 @@ func (n *Node) Run(ctx context.Context) error {
 	cwg.Go(func() { n.watchRing(cctx) })
 	a := n.Addrs()
 	n.logger.Info("node serving", "grpc", a.GRPC, "http", a.HTTP, "admin", a.Admin, "epoch", n.epoch(), "data", n.cfg.DataDir)
-	if n.secret != "" {
+	switch {
+	case n.secret != "":
 		n.logger.Info("cluster secret configured: internal and admin RPCs require it")
-	} else {
+	case n.tls:
+		n.logger.Info("no cluster secret configured: a client certificate signed by the cluster CA authorizes internal and admin RPCs")
+	default:
 		n.logger.Warn("no cluster secret configured: admin RPCs are accepted from loopback only, internal RPCs from anyone")
+	}
+	if n.tls {
+		n.logger.Info("mutual TLS on: gRPC requires a certificate signed by the cluster CA; HTTP and admin ports serve HTTPS", "certs", n.cfg.CertsDir)
+	} else {
+		n.logger.Warn("no --certs-dir: every port speaks plaintext; use kvctl cert and --certs-dir on a network others can reach")
 	}
 	if n.View() == nil {
 		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)

@@ -1,20 +1,25 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"ringkv/node/auth"
+	"ringkv/node/certs"
 	"ringkv/proto/kvpb"
 )
 
 // Factory gives commands their streams and their connection to the cluster. The global
-// flags (--addr, -o, --secret-file) fill it before a command runs.
+// flags (--addr, -o, --secret-file, --certs-dir) fill it before a command runs.
 type Factory struct {
 	IO *IOStreams
 	// Addr is any node's gRPC address, or several separated by commas, tried in turn.
@@ -23,6 +28,9 @@ type Factory struct {
 	Output string
 	// SecretFile holds the cluster secret; empty when the cluster has none.
 	SecretFile string
+	// CertsDir holds ca.crt, client.crt and client.key: connect with mutual TLS. Empty:
+	// plaintext.
+	CertsDir string
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -34,7 +42,7 @@ func NewFactory(ios *IOStreams) *Factory {
 	if addr == "" {
 		addr = "127.0.0.1:9090"
 	}
-	return &Factory{IO: ios, Addr: addr, Output: "table", SecretFile: os.Getenv("KVCTL_SECRET_FILE")}
+	return &Factory{IO: ios, Addr: addr, Output: "table", SecretFile: os.Getenv("KVCTL_SECRET_FILE"), CertsDir: os.Getenv("KVCTL_CERTS_DIR")}
 }
 
 // JSON tells whether -o json was asked for.
@@ -46,11 +54,21 @@ func (f *Factory) Addrs() []string { return SplitAddrs(f.Addr) }
 // Target returns what grpc.NewClient dials for addr ("" = f.Addr) and the options it needs: a
 // list of addresses ("a:1,b:2") is tried in turn, the first that accepts is used.
 func Target(addr string) (string, []grpc.DialOption) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if addrs := SplitAddrs(addr); len(addrs) > 1 {
-		return listScheme + ":///" + strings.Join(addrs, ","), append(opts, grpc.WithResolvers(listResolver{}))
+		return listScheme + ":///" + strings.Join(addrs, ","), []grpc.DialOption{grpc.WithResolvers(listResolver{})}
 	}
-	return strings.TrimSpace(addr), opts
+	return strings.TrimSpace(addr), nil
+}
+
+// Dial returns the gRPC target for addr (see Target) and every option kvctl dials with:
+// TLS from --certs-dir and the cluster secret (DialOptions), and the list resolver.
+func (f *Factory) Dial(addr string) (string, []grpc.DialOption, error) {
+	opts, err := f.DialOptions()
+	if err != nil {
+		return "", nil, err
+	}
+	target, ropts := Target(addr)
+	return target, append(opts, ropts...), nil
 }
 
 // Conn returns a shared client connection to addr ("" = f.Addr; a comma-separated list is
@@ -64,13 +82,9 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
-	target, opts := Target(addr)
-	if f.SecretFile != "" {
-		b, err := os.ReadFile(f.SecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("read secret file: %w", err)
-		}
-		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(strings.TrimSpace(string(b)))))
+	target, opts, err := f.Dial(addr)
+	if err != nil {
+		return nil, err
 	}
 	c, err := grpc.NewClient(target, opts...)
 	if err != nil {
@@ -81,6 +95,32 @@ func (f *Factory) Conn(addr string) (*grpc.ClientConn, error) {
 	}
 	f.conns[addr] = c
 	return c, nil
+}
+
+// DialOptions are the options of every connection kvctl opens to a node: mutual TLS with
+// --certs-dir (else plaintext, with a hint when the node turns out to speak TLS), and the
+// cluster secret of --secret-file on every call.
+func (f *Factory) DialOptions() ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if f.CertsDir != "" {
+		cfg, err := certs.Client(f.CertsDir, certs.ClientCert, certs.ClientKey)
+		if err != nil {
+			return nil, fmt.Errorf("--certs-dir: %w", err)
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if f.CertsDir == "" {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(tlsHintUnary), grpc.WithChainStreamInterceptor(tlsHintStream))
+	}
+	if f.SecretFile != "" {
+		b, err := os.ReadFile(f.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("read secret file: %w", err)
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(strings.TrimSpace(string(b)))))
+	}
+	return opts, nil
 }
 
 // KV returns a client of the KV service at addr ("" = f.Addr).
@@ -109,4 +149,23 @@ func (f *Factory) Close() {
 		c.Close()
 	}
 	f.conns = nil
+}
+
+// tlsHint says why a plaintext connection failed when the node speaks TLS: without it the
+// operator reads only "error reading server preface".
+func tlsHint(err error) error {
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "server preface") {
+		return err
+	}
+	return status.Error(s.Code(), s.Message()+" (does the node use TLS? pass --certs-dir)")
+}
+
+func tlsHintUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return tlsHint(invoker(ctx, method, req, reply, cc, opts...))
+}
+
+func tlsHintStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	return s, tlsHint(err)
 }

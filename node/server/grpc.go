@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -42,6 +43,10 @@ type GRPCConfig struct {
 	Secret string
 	// Observer, when set, is told about every RPC.
 	Observer RPCObserver
+	// Creds, when set, are the transport credentials (mutual TLS): a verified client
+	// certificate then authorizes Admin calls from any address (the Secret, when set, is
+	// still required). nil = plaintext.
+	Creds credentials.TransportCredentials
 	// Options are appended to the server options (e.g. message size limits).
 	Options []grpc.ServerOption
 }
@@ -55,10 +60,14 @@ func NewGRPC(cfg GRPCConfig) (*grpc.Server, *health.Server) {
 		logger = slog.Default()
 	}
 	ic := interceptors{logger: logger.With("component", "grpc"), secret: []byte(cfg.Secret), obs: cfg.Observer}
-	opts := append([]grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(ic.unary),
 		grpc.ChainStreamInterceptor(ic.stream),
-	}, cfg.Options...)
+	}
+	if cfg.Creds != nil {
+		opts = append(opts, grpc.Creds(cfg.Creds))
+	}
+	opts = append(opts, cfg.Options...)
 	s := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s, hs)
@@ -125,8 +134,8 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 		return nil
 	}
 	if len(ic.secret) == 0 {
-		if admin && !fromLoopback(ctx) {
-			return status.Error(codes.PermissionDenied, "admin calls without a cluster secret are accepted from loopback only")
+		if admin && !fromLoopback(ctx) && !verifiedCert(ctx) {
+			return status.Error(codes.PermissionDenied, "admin calls without a cluster secret or a client certificate are accepted from loopback only")
 		}
 		return nil
 	}
@@ -139,6 +148,17 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 		return status.Error(codes.PermissionDenied, "wrong cluster secret")
 	}
 	return nil
+}
+
+// verifiedCert tells whether the caller presented a client certificate that mutual TLS
+// verified against the cluster CA.
+func verifiedCert(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	return ok && len(info.State.VerifiedChains) > 0
 }
 
 func fromLoopback(ctx context.Context) bool {

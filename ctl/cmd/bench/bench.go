@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/cmd/pprof"
@@ -25,7 +26,9 @@ import (
 type Options struct {
 	IO *cli.IOStreams
 	// Addr is the gRPC address of the node to load (kvctl's --addr).
-	Addr  func() string
+	Addr func() string
+	// Dial gives the gRPC target and dial options (TLS, secret) for an address (cli.Factory.Dial).
+	Dial  func(addr string) (string, []grpc.DialOption, error)
 	Admin func() (kvpb.AdminClient, error)
 	// JSON tells whether -o json was asked for.
 	JSON func() bool
@@ -66,6 +69,7 @@ func NewCmdBench(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 	o := &Options{
 		IO:       f.IO,
 		Addr:     func() string { return f.Addr },
+		Dial:     f.Dial,
 		Admin:    func() (kvpb.AdminClient, error) { return f.Admin("") },
 		JSON:     f.JSON,
 		Config:   loadgen.DefaultConfig(),
@@ -257,7 +261,10 @@ func (o *Options) target(ctx context.Context) (loadgen.Target, string, func(), e
 		t := loadgen.NewHTTPTarget(addr, o.Config.Connections, o.Ack, o.From)
 		return t, "http " + addr, func() { t.Close() }, nil
 	}
-	target, opts := cli.Target(o.Addr())
+	target, opts, err := o.Dial(o.Addr())
+	if err != nil {
+		return nil, "", nil, err
+	}
 	t, err := loadgen.DialGRPCTarget(target, o.Config.Connections, uint32(o.Ack), uint32(o.From), opts...)
 	if err != nil {
 		return nil, "", nil, err

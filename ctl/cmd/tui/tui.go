@@ -69,7 +69,7 @@ func run(cmd *cobra.Command, o *Options) error {
 	f := o.Factory
 	seeds := append(f.Addrs(), o.Seeds...)
 	src := console.NewAdminSource(console.AdminConfig{Seeds: seeds, Dial: f.Admin})
-	acts := NewActions(f, o.ProfileDir, backgroundBench(strings.Join(seeds, ","), o.BenchKeys))
+	acts := NewActions(f, o.ProfileDir, backgroundBench(f, strings.Join(seeds, ","), o.BenchKeys))
 	defer acts.Close()
 	return console.Run(cmd.Context(), console.Options{
 		Source:   src,
@@ -82,9 +82,12 @@ func run(cmd *cobra.Command, o *Options) error {
 // backgroundBench runs the console's bench action: 90% GET / 10% PUT at the chosen rate over
 // keys bench:0..keys-1 through the node at addr (a list: the first that answers), until the
 // console stops it.
-func backgroundBench(addr string, keys int64) console.BenchFunc {
+func backgroundBench(f *cli.Factory, addr string, keys int64) console.BenchFunc {
 	return func(ctx context.Context, rate int) (string, error) {
-		target, opts := cli.Target(addr)
+		target, opts, err := f.Dial(addr)
+		if err != nil {
+			return "", err
+		}
 		t, err := loadgen.DialGRPCTarget(target, 16, 0, 0, opts...)
 		if err != nil {
 			return "", err

@@ -1,0 +1,125 @@
+package node_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"ringkv/internal/eventually"
+	"ringkv/node"
+	"ringkv/node/certs"
+	"ringkv/proto/kvpb"
+)
+
+// tlsDir creates a CA, a node certificate for 127.0.0.1 and a client certificate.
+func tlsDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "certs")
+	if _, err := certs.CreateCA(dir, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := certs.CreateClient(dir, "root", certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestTLSCluster: three founders with --certs-dir elect a leader and replicate over mutual
+// TLS (a write with ack=3 needs every peer); the HTTP API serves HTTPS to a client that
+// presents no certificate and answers plaintext with 400; gRPC answers a client with the
+// client certificate and refuses plaintext and certificate-less clients.
+func TestTLSCluster(t *testing.T) {
+	dir := tlsDir(t)
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
+	pool, err := certs.CAPool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(https.CloseIdleConnections)
+	httpAddr := c.Config(0).HTTPAddr
+	eventually.Succeeds(t, 15*time.Second, func() error {
+		resp, err := https.Do(mustRequest(t, "PUT", "https://"+httpAddr+"/v0/entity?id=k&ack=3", "v"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return errors.New("PUT ack=3 over HTTPS: got " + resp.Status + ", want 201")
+		}
+		return nil
+	})
+	resp, err := https.Do(mustRequest(t, "GET", "https://"+c.Config(2).HTTPAddr+"/v0/entity?id=k&ack=3", ""))
+	if err != nil {
+		t.Fatalf("GET over HTTPS: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "v" {
+		t.Errorf("GET ack=3 over HTTPS: got %d %q, want 200 \"v\"", resp.StatusCode, b)
+	}
+	got := doURL(t, "http://"+httpAddr+"/v0/status", "GET", nil)
+	if got.code != http.StatusBadRequest || !strings.Contains(got.body, "HTTP request to an HTTPS server") {
+		t.Errorf("plaintext HTTP: got %d %q, want 400 \"Client sent an HTTP request to an HTTPS server\"", got.code, got.body)
+	}
+
+	addr := c.Config(0).GRPCAddr
+	clientTLS, err := certs.Client(dir, certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert := &tls.Config{RootCAs: pool}
+	for _, tc := range []struct {
+		name  string
+		creds credentials.TransportCredentials
+		ok    bool
+	}{
+		{"client certificate", credentials.NewTLS(clientTLS), true},
+		{"plaintext", insecure.NewCredentials(), false},
+		{"TLS without a client certificate", credentials.NewTLS(noCert), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(tc.creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			st, err := kvpb.NewAdminClient(conn).Status(ctx, &kvpb.StatusRequest{})
+			if got := err == nil; got != tc.ok {
+				t.Fatalf("Admin.Status: got ok %v (%v), want %v", got, err, tc.ok)
+			}
+			if err != nil {
+				return
+			}
+			for _, n := range st.GetNodes() {
+				if n.GetError() != "" {
+					t.Errorf("node %s: got error %q, want none (peers reach each other over TLS)", n.GetId(), n.GetError())
+				}
+			}
+		})
+	}
+}
+
+func mustRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
