@@ -95,6 +95,7 @@ type Node struct {
 	lnAdmin  net.Listener
 	draining atomic.Bool
 	warm     atomic.Bool   // connected has found every peer tried once
+	members  *memberIPs    // who internal RPCs are accepted from without a secret or TLS
 	drainc   chan struct{} // closed when draining starts
 
 	// Start/Close.
@@ -137,6 +138,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		conns:       map[string]*grpc.ClientConn{},
 		remotes:     map[string]*replica.Remote{},
 	}
+	n.members = &memberIPs{n: n}
 	tlsc, err := loadTLS(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--certs-dir: %w", err)
@@ -244,7 +246,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	// The servers, last: every service they register is built.
 	n.grpcSrv, n.health = server.NewGRPC(server.GRPCConfig{
-		Logger: logger, Secret: secret, Creds: tlsc.serverCreds(logger),
+		Logger: logger, Secret: secret, Creds: tlsc.serverCreds(logger), Member: n.members.allowed,
 		// WaitForHandlers: Stop (after DrainTimeout) waits for handlers to return, so none
 		// runs against the store once it is closed.
 		Options: []grpc.ServerOption{grpc.MaxRecvMsgSize(msgLimit(cfg)), grpc.MaxSendMsgSize(msgLimit(cfg)), grpc.WaitForHandlers(true)},

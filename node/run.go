@@ -48,7 +48,7 @@ func (n *Node) Run(ctx context.Context) error {
 	case n.tls:
 		n.logger.Info("no cluster secret configured: a client certificate signed by the cluster CA authorizes internal and admin RPCs")
 	default:
-		n.logger.Warn("no cluster secret configured: admin RPCs are accepted from loopback only, internal RPCs from anyone")
+		n.logger.Warn("no cluster secret and no TLS configured: admin RPCs are accepted from loopback only, internal RPCs from ring members and loopback only")
 	}
 	if n.tls {
 		n.logger.Info("mutual TLS on: gRPC requires a certificate signed by the cluster CA; HTTP and admin ports serve HTTPS", "certs", n.cfg.CertsDir)

@@ -47,6 +47,10 @@ type GRPCConfig struct {
 	// certificate then authorizes Admin calls from any address (the Secret, when set, is
 	// still required). nil = plaintext.
 	Creds credentials.TransportCredentials
+	// Member, when set, tells whether an address is a ring member's. With neither a Secret
+	// nor Creds, internal (Replica, Cluster) calls are accepted only from members and
+	// loopback; nil accepts them from anyone. Safe for concurrent use, cheap.
+	Member func(ip net.IP) bool
 	// Options are appended to the server options (e.g. message size limits).
 	Options []grpc.ServerOption
 }
@@ -59,7 +63,7 @@ func NewGRPC(cfg GRPCConfig) (*grpc.Server, *health.Server) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	ic := interceptors{logger: logger.With("component", "grpc"), secret: []byte(cfg.Secret), obs: cfg.Observer}
+	ic := interceptors{logger: logger.With("component", "grpc"), secret: []byte(cfg.Secret), obs: cfg.Observer, member: cfg.Member}
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(ic.unary),
 		grpc.ChainStreamInterceptor(ic.stream),
@@ -78,6 +82,7 @@ type interceptors struct {
 	logger *slog.Logger
 	secret []byte
 	obs    RPCObserver
+	member func(ip net.IP) bool
 }
 
 func (ic interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
@@ -137,6 +142,9 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 		if admin && !fromLoopback(ctx) && !verifiedCert(ctx) {
 			return status.Error(codes.PermissionDenied, "admin calls without a cluster secret or a client certificate are accepted from loopback only")
 		}
+		if internal && ic.member != nil && !fromLoopback(ctx) && !verifiedCert(ctx) && !ic.member(peerIP(ctx)) {
+			return status.Error(codes.PermissionDenied, "internal calls without a cluster secret or TLS are accepted from ring members and loopback only")
+		}
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -159,6 +167,22 @@ func verifiedCert(ctx context.Context) bool {
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	return ok && len(info.State.VerifiedChains) > 0
+}
+
+// peerIP is the caller's IP address (nil when unknown).
+func peerIP(ctx context.Context) net.IP {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return nil
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		return a.IP
+	}
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	if err != nil {
+		return nil
+	}
+	return net.ParseIP(host)
 }
 
 func fromLoopback(ctx context.Context) bool {

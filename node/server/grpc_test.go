@@ -20,6 +20,7 @@ import (
 func TestAuthorize(t *testing.T) {
 	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
 	remote := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 1}
+	member := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 4), Port: 40000}
 	tests := []struct {
 		name   string
 		secret string
@@ -39,12 +40,18 @@ func TestAuthorize(t *testing.T) {
 		{"cluster without secret", "s3cret", "/ringkv.Cluster/RaftStream", remote, nil, codes.Unauthenticated},
 		{"no secret: admin from loopback", "", "/ringkv.Admin/NodeInfo", loopback, nil, codes.OK},
 		{"no secret: admin from remote", "", "/ringkv.Admin/NodeInfo", remote, nil, codes.PermissionDenied},
-		{"no secret: replica from remote", "", "/ringkv.Replica/Read", remote, nil, codes.OK},
+		{"no secret: replica from a member", "", "/ringkv.Replica/Read", member, nil, codes.OK},
+		{"no secret: replica from a stranger", "", "/ringkv.Replica/Read", remote, nil, codes.PermissionDenied},
+		{"no secret: raft from a stranger", "", "/ringkv.Cluster/RaftStream", remote, nil, codes.PermissionDenied},
+		{"no secret: replica from loopback", "", "/ringkv.Replica/Write", loopback, nil, codes.OK},
+		{"no secret: replica without peer", "", "/ringkv.Replica/Read", nil, nil, codes.PermissionDenied},
+		{"no secret: kv from a stranger", "", "/ringkv.KV/Put", remote, nil, codes.OK},
 		{"no secret: admin without peer", "", "/ringkv.Admin/NodeInfo", nil, nil, codes.PermissionDenied},
 	}
+	isMember := func(ip net.IP) bool { return ip.Equal(member.IP) }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ic := interceptors{logger: slog.New(slog.DiscardHandler), secret: []byte(tt.secret)}
+			ic := interceptors{logger: slog.New(slog.DiscardHandler), secret: []byte(tt.secret), member: isMember}
 			ctx := context.Background()
 			if tt.from != nil {
 				ctx = peer.NewContext(ctx, &peer.Peer{Addr: tt.from})
