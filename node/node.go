@@ -245,8 +245,21 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Logs: n.logs, Changes: changes, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
-	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	n.adminSrv = &http.Server{Handler: metrics.AdminHandler(n.metrics, n.ready), ReadHeaderTimeout: 10 * time.Second}
+	// A flood of connections is bounded: each port holds at most maxConnections (HTTP makes
+	// room by closing its oldest idle one), and slow or idle HTTP clients are timed out.
+	httpLimit, grpcLimit := server.NewConnLimit(cfg.maxConnections()), server.NewConnLimit(cfg.maxConnections())
+	httpLimit.Refuse = server.RefuseHTTP
+	n.lnHTTP, n.lnGRPC = httpLimit.Listener(n.lnHTTP), grpcLimit.Listener(n.lnGRPC)
+	n.httpSrv = &http.Server{
+		Handler: server.NewHTTP(data), ConnState: httpLimit.ConnState,
+		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	n.adminSrv = &http.Server{
+		Handler:           metrics.AdminHandler(n.metrics, n.ready),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.HTTPReadTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+	}
 	n.setHealth()
 	return n, nil
 }
@@ -275,6 +288,10 @@ func raftAddr(cfg Config, bound string) string {
 	}
 	return bound
 }
+
+// maxHeaderBytes bounds an HTTP request's header: room for a key at its limit,
+// percent-encoded, and ordinary headers.
+const maxHeaderBytes = 64 << 10
 
 // logLines is how many log lines the node keeps for Admin.LogTail.
 const logLines = 1000
