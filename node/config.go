@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"ringkv/node/store"
 )
 
 // Peer is one founding member from --peers.
@@ -78,6 +80,9 @@ type Config struct {
 	// idle keep-alive HTTP connection.
 	HTTPReadTimeout time.Duration
 	IdleTimeout     time.Duration
+	// MinFreeDisk is the free space kept on the data volume: below it writes and replica
+	// applies are refused (HTTP 507), reads go on, and writes resume once space is back.
+	MinFreeDisk store.Reserve
 }
 
 // DefaultConfig returns SPEC.md's defaults.
@@ -95,6 +100,7 @@ func DefaultConfig() Config {
 		// Fault limits (issue 17).
 		HTTPReadTimeout: 30 * time.Second,
 		IdleTimeout:     2 * time.Minute,
+		MinFreeDisk:     store.DefaultReserve,
 	}
 }
 
@@ -243,6 +249,25 @@ func (v bytesValue) Set(s string) error {
 	return nil
 }
 
+// reserveValue is --min-free-disk as a flag.Value.
+type reserveValue struct{ r *store.Reserve }
+
+func (v reserveValue) String() string {
+	if v.r == nil {
+		return ""
+	}
+	return v.r.String()
+}
+
+func (v reserveValue) Set(s string) error {
+	r, err := store.ParseReserve(s)
+	if err != nil {
+		return err
+	}
+	*v.r = r
+	return nil
+}
+
 // uint64BytesValue is bytesValue for a uint64.
 type uint64BytesValue struct{ n *uint64 }
 
@@ -287,6 +312,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections on each of the HTTP and gRPC ports; excess refused at once (0 = min(4096, open-file limit/4))")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "time to read one HTTP request, header and body")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")
+	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (default max(1GiB, 5%))")
 	return fs
 }
 

@@ -28,6 +28,15 @@ func (n *Node) ready() error {
 	return n.connected()
 }
 
+// readyz is /readyz: ready, and with room on the data volume (a full disk keeps serving
+// reads and /v0/status, but is not ready for the writes a balancer sends).
+func (n *Node) readyz() error {
+	if err := n.ready(); err != nil {
+		return err
+	}
+	return n.st.DiskFull()
+}
+
 // connectWait bounds how long a starting node reports itself not ready while its first
 // connections to peers are still being made (a blackholed peer's first attempt ends after
 // gRPC's minimum connect timeout, 1 s).

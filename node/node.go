@@ -171,6 +171,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	scfg := store.DefaultConfig()
 	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
+	scfg.MinFreeDisk = cfg.MinFreeDisk
 	if n.st, err = store.Open(scfg); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -190,6 +191,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout
 	rcfg.Logger = logger
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
+	rcfg.Writable = n.st.DiskFull
 	if err := rcfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: replica: %w", ErrInvalidConfig, err)
 	}
@@ -257,7 +259,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	n.adminSrv = &http.Server{
-		Handler:           metrics.AdminHandler(n.metrics, n.ready),
+		Handler:           metrics.AdminHandler(n.metrics, n.readyz),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.HTTPReadTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
 	}
 	n.setHealth()
@@ -387,6 +389,9 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: Version, RaftRole: n.cl.Role(),
 		FreeDiskBytes: freeDisk(n.cfg.DataDir),
+	}
+	if err := n.st.DiskFull(); err != nil {
+		info.DiskFull = err.Error()
 	}
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()

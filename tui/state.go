@@ -153,6 +153,9 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 		return false
 	}
 	n := m.node(s.GetId())
+	if s.GetDiskFull() != n.stats.GetDiskFull() {
+		m.logEvent(now, present.DiskFullEvent(n.id, s.GetDiskFull()), s.GetDiskFull())
+	}
 	n.stats = s
 	n.lastSeen = now
 	if n.down {
@@ -218,6 +221,8 @@ func (n *node) displayState() string {
 	switch {
 	case n.down:
 		return "DOWN"
+	case n.stats.GetDiskFull():
+		return present.DiskFullShort
 	case n.state != "":
 		return n.state
 	case n.stats.GetState() != "":

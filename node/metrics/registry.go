@@ -26,7 +26,6 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-
 // ErrorKinds are the kinds errors are counted by (the "kind" label). An unknown kind counts
 // as "internal".
 var ErrorKinds = [...]string{"timeout", "canceled", "unavailable", "breaker_open", "invalid", "internal"}
@@ -409,6 +408,9 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		ReadRepairs: r.readRepairs.Load(),
 		Hints:       r.hints.Load(),
 		Goroutines:  uint32(runtime.NumGoroutine()),
+	}
+	if d, ok := r.cfg.Store.(interface{ DiskFull() error }); ok && d.DiskFull() != nil {
+		ns.DiskFull = true
 	}
 	if rg := r.ringNow(); rg != nil {
 		ns.Epoch = rg.Epoch()

@@ -47,3 +47,7 @@ const ErrorDomain = "ringkv"
 
 // ReasonStaleView is the ErrorInfo reason of ErrStaleView.
 const ReasonStaleView = "STALE_VIEW"
+
+// ReasonDiskFull is the ErrorInfo reason of store.ErrDiskFull: a replica that refused a write
+// because its disk is below its reserve (alive, so not a failure for its breaker).
+const ReasonDiskFull = "DISK_FULL"

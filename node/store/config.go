@@ -26,6 +26,12 @@ type Config struct {
 	// Logger receives badger's warnings and errors and the store's own
 	// messages. nil means slog.Default().
 	Logger *slog.Logger
+	// MinFreeDisk is the free space kept on the data volume (see Reserve); the zero Reserve
+	// keeps none and does not watch the volume. Ignored when InMemory is set.
+	MinFreeDisk Reserve
+	// DiskCheckInterval is how often the volume's free space is looked at (besides before
+	// large writes). 0 = 500ms.
+	DiskCheckInterval time.Duration
 	// Badger, if set, adjusts the badger options after the Store has set its
 	// own: the place for badger's tuning knobs (memtable size, caches,
 	// compression) rather than parallel fields here. It must not change

@@ -26,10 +26,14 @@ const deleteBatchKeys = 10_000
 // Store is a node's badger database of token-ordered records. It is safe for
 // concurrent use; Close must not race with other calls.
 type Store struct {
-	db     *badger.DB
-	cfg    Config
-	logger *slog.Logger
-	closed atomic.Bool
+	// db is replaced once, by reopen, when a store opened read-only on a full disk gets
+	// room: every use holds dbMu shared (before any stripe lock), reopen exclusively.
+	dbMu     sync.RWMutex
+	db       *badger.DB
+	readOnly atomic.Bool
+	cfg      Config
+	logger   *slog.Logger
+	closed   atomic.Bool
 
 	// locks serialize Apply per key (by a hash of the store key), which makes
 	// its read-compare-write atomic without badger's conflict detection.
@@ -41,8 +45,12 @@ type Store struct {
 	// Apply on the same range.
 	keys atomic.Int64
 
-	stopGC chan struct{}
-	gcDone chan struct{}
+	// disk watches the data volume's free space; nil in memory or without a reserve.
+	disk *disk
+
+	stopGC   chan struct{}
+	gcDone   chan struct{}
+	diskDone chan struct{}
 }
 
 // Open validates cfg, opens badger and starts the value-log GC goroutine.
@@ -55,17 +63,38 @@ func Open(cfg Config) (*Store, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("component", "store")
-	db, err := badger.Open(cfg.badgerOptions(logger))
+	opts := cfg.badgerOptions(logger)
+	var d *disk
+	if !cfg.InMemory && cfg.MinFreeDisk != (Reserve{}) {
+		// The volume is looked at before badger opens: on a full disk the store opens
+		// read-only (writes refused), and badger's memtables are sized to fit the reserve.
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open %q: %w", cfg.Dir, err)
+		}
+		d = &disk{dir: cfg.Dir, reserve: cfg.MinFreeDisk, warn: logger.Warn}
+		d.check()
+		opts = fitReserve(opts, d.need.Load())
+		if err := d.err(); err != nil {
+			// Read-only badger replays its logs into memory and neither flushes nor
+			// compacts: nothing is written into space the volume does not have.
+			logger.Warn("opening on a full disk: read-only until space is freed", "err", err)
+			opts = opts.WithReadOnly(true)
+		}
+	}
+	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger %q: %w", cfg.Dir, err)
 	}
 	s := &Store{
-		db:     db,
-		cfg:    cfg,
-		logger: logger,
-		stopGC: make(chan struct{}),
-		gcDone: make(chan struct{}),
+		db:       db,
+		cfg:      cfg,
+		logger:   logger,
+		disk:     d,
+		stopGC:   make(chan struct{}),
+		gcDone:   make(chan struct{}),
+		diskDone: make(chan struct{}),
 	}
+	s.readOnly.Store(opts.ReadOnly)
 	n, _, err := s.CountRange(0, 0)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("count keys: %w", err), db.Close())
@@ -75,6 +104,18 @@ func Open(cfg Config) (*Store, error) {
 		close(s.gcDone)
 	} else {
 		go s.runGC(cfg.ValueLogGCInterval, cfg.ValueLogGCDiscardRatio)
+	}
+	if d == nil {
+		close(s.diskDone)
+	} else {
+		interval := cfg.DiskCheckInterval
+		if interval <= 0 {
+			interval = 500 * time.Millisecond
+		}
+		go func() {
+			defer close(s.diskDone)
+			d.watch(interval, s.stopGC, s.reopen)
+		}()
 	}
 	return s, nil
 }
@@ -90,9 +131,14 @@ func (s *Store) runGC(interval time.Duration, ratio float64) {
 			return
 		case <-t.C:
 		}
+		if s.disk.err() != nil || s.readOnly.Load() {
+			continue // a rewrite needs room the reserve keeps for badger's own writes
+		}
 		// One call rewrites at most one file; repeat while it finds garbage.
 		for {
+			s.dbMu.RLock()
 			err := s.db.RunValueLogGC(ratio)
+			s.dbMu.RUnlock()
 			if err != nil {
 				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
 					s.logger.Warn("value-log GC", "err", err)
@@ -115,6 +161,8 @@ func (s *Store) Get(token uint64, key []byte) (rec Record, found bool, err error
 		return Record{}, false, ErrClosed
 	}
 	sk := StoreKey(token, key)
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(sk)
 		if err != nil {
@@ -156,6 +204,11 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	if err != nil {
 		return false, fmt.Errorf("apply %x: %w", sk, err)
 	}
+	if err := s.writable(len(sk) + len(val)); err != nil {
+		return false, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	mu := &s.locks[xxhash.Sum64(sk)&(stripes-1)]
 	mu.Lock()
 	defer mu.Unlock()
@@ -219,6 +272,15 @@ func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
+	size := 0
+	for _, e := range entries {
+		size += len(e.Key) + len(e.Record.Value) + tokenLen + 16
+	}
+	if err := s.writable(size); err != nil {
+		return 0, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	for len(entries) > 0 {
 		n := min(len(entries), applyBatchKeys)
 		a, err := s.applyGroup(entries[:n])
@@ -333,6 +395,8 @@ func (s *Store) Scan(ctx context.Context, start, end uint64, after []byte,
 			return fmt.Errorf("scan (%d, %d] after %x: %w", start, end, after, ErrAfterOutOfRange)
 		}
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	return s.db.View(func(txn *badger.Txn) error {
 		// No value prefetch: badger prefetches each value in a goroutine of its own and
 		// copies it once more; ValueCopy below reads the value once, in this goroutine.
@@ -401,6 +465,8 @@ func (s *Store) CountRange(start, end uint64) (keys, bytes uint64, err error) {
 	if s.closed.Load() {
 		return 0, 0, ErrClosed
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{}) // keys only: no value prefetch
 		defer it.Close()
@@ -433,6 +499,11 @@ func (s *Store) DeleteRange(start, end uint64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.readOnly.Load() {
+		return s.writable(0)
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	for _, r := range spans(start, end) {
 		var after []byte
 		for {
@@ -495,6 +566,8 @@ func (s *Store) KeyCount() int64 {
 // Size returns the sizes of badger's LSM tree and value log in bytes, as
 // badger last measured them (it refreshes them once a minute).
 func (s *Store) Size() (lsm, vlog int64) {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	if s.cfg.InMemory {
 		return s.db.Size()
 	}
@@ -531,6 +604,9 @@ func (s *Store) Close() error {
 	}
 	close(s.stopGC)
 	<-s.gcDone
+	<-s.diskDone
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close badger: %w", err)
 	}

@@ -432,6 +432,12 @@ type NodeInfoResponse struct {
 	RaftRole string `protobuf:"bytes,13,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
 	// Free bytes on the file system of the node's data directory (0 for in-memory nodes).
 	FreeDiskBytes uint64 `protobuf:"varint,14,opt,name=free_disk_bytes,json=freeDiskBytes,proto3" json:"free_disk_bytes,omitempty"`
+	// Non-empty while the data volume's free space is below the node's reserve
+	// (--min-free-disk): why. Writes and replica applies are refused; reads go on.
+	DiskFull string `protobuf:"bytes,15,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	// Non-empty when the node found its data damaged at start and was started with
+	// --recover: what was found. Its data may miss acknowledged writes until repaired.
+	DataDamage    string `protobuf:"bytes,16,opt,name=data_damage,json=dataDamage,proto3" json:"data_damage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -562,6 +568,20 @@ func (x *NodeInfoResponse) GetFreeDiskBytes() uint64 {
 		return x.FreeDiskBytes
 	}
 	return 0
+}
+
+func (x *NodeInfoResponse) GetDiskFull() string {
+	if x != nil {
+		return x.DiskFull
+	}
+	return ""
+}
+
+func (x *NodeInfoResponse) GetDataDamage() string {
+	if x != nil {
+		return x.DataDamage
+	}
+	return ""
 }
 
 type BreakerState struct {
@@ -1306,8 +1326,10 @@ type NodeStats struct {
 	HeapBytes      uint64            `protobuf:"varint,16,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
 	OpsPerSec      float64           `protobuf:"fixed64,17,opt,name=ops_per_sec,json=opsPerSec,proto3" json:"ops_per_sec,omitempty"`
 	P99Ms          float64           `protobuf:"fixed64,18,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The data volume is below the node's reserve: writes are refused (NodeInfo.disk_full says why).
+	DiskFull      bool `protobuf:"varint,19,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -1464,6 +1486,13 @@ func (x *NodeStats) GetP99Ms() float64 {
 		return x.P99Ms
 	}
 	return 0
+}
+
+func (x *NodeStats) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
 }
 
 type ProfileRequest struct {
@@ -2627,7 +2656,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xb3\x03\n" +
+	"\x0fNodeInfoRequest\"\xf1\x03\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -2645,7 +2674,10 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\aversion\x18\v \x01(\tR\aversion\x120\n" +
 	"\bbreakers\x18\f \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x12\x1b\n" +
 	"\traft_role\x18\r \x01(\tR\braftRole\x12&\n" +
-	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\"k\n" +
+	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\x12\x1b\n" +
+	"\tdisk_full\x18\x0f \x01(\tR\bdiskFull\x12\x1f\n" +
+	"\vdata_damage\x18\x10 \x01(\tR\n" +
+	"dataDamage\"k\n" +
 	"\fBreakerState\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x121\n" +
@@ -2709,7 +2741,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	" \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vreads_total\x18\v \x01(\x04R\n" +
 	"readsTotal\x12!\n" +
-	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\x8f\x05\n" +
+	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\xac\x05\n" +
 	"\tNodeStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2734,7 +2766,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"heap_bytes\x18\x10 \x01(\x04R\theapBytes\x12\x1e\n" +
 	"\vops_per_sec\x18\x11 \x01(\x01R\topsPerSec\x12\x15\n" +
-	"\x06p99_ms\x18\x12 \x01(\x01R\x05p99Ms\x1a9\n" +
+	"\x06p99_ms\x18\x12 \x01(\x01R\x05p99Ms\x12\x1b\n" +
+	"\tdisk_full\x18\x13 \x01(\bR\bdiskFull\x1a9\n" +
 	"\vErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\">\n" +
