@@ -83,6 +83,9 @@ type Config struct {
 	// MinFreeDisk is the free space kept on the data volume: below it writes and replica
 	// applies are refused (HTTP 507), reads go on, and writes resume once space is back.
 	MinFreeDisk store.Reserve
+	// Recover starts a node whose data is damaged (else it refuses to start): it serves
+	// what is left and says so in kvctl status until repaired.
+	Recover bool
 }
 
 // DefaultConfig returns SPEC.md's defaults.
@@ -312,6 +315,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections on each of the HTTP and gRPC ports; excess refused at once (0 = min(4096, open-file limit/4))")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "time to read one HTTP request, header and body")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")
+	fs.BoolVar(&c.Recover, "recover", c.Recover, "start even if the data is damaged: serve what is left, say so in kvctl status (the rest must be repaired from the peers)")
 	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (default max(1GiB, 5%))")
 	return fs
 }

@@ -171,7 +171,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	scfg := store.DefaultConfig()
 	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
-	scfg.MinFreeDisk = cfg.MinFreeDisk
+	scfg.MinFreeDisk, scfg.Recover = cfg.MinFreeDisk, cfg.Recover
 	if n.st, err = store.Open(scfg); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -393,6 +393,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	if err := n.st.DiskFull(); err != nil {
 		info.DiskFull = err.Error()
 	}
+	info.DataDamage = n.st.Damage()
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()
 	}

@@ -47,6 +47,9 @@ func (n *Node) Run(ctx context.Context) error {
 	} else {
 		n.logger.Warn("no cluster secret configured: admin RPCs are accepted from loopback only, internal RPCs from anyone")
 	}
+	if d := n.st.Damage(); d != "" {
+		n.logger.Error("started with --recover on damaged data: it may miss acknowledged writes until they are repaired from the peers", "damage", d)
+	}
 	if n.View() == nil {
 		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)
 	}

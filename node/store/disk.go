@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -146,21 +145,12 @@ func (d *disk) err() error {
 	return nil
 }
 
-// watch checks every interval until stop is closed, calling room after each check that
-// finds room.
-func (d *disk) watch(interval time.Duration, stop <-chan struct{}, room func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			d.check()
-			if d.err() == nil {
-				room()
-			}
-		}
+// watch looks at the volume now and reopens a read-only store once it has room (every
+// DiskCheckInterval, see Open).
+func (s *Store) watch() {
+	s.disk.check()
+	if s.disk.err() == nil {
+		s.reopen()
 	}
 }
 

@@ -51,6 +51,13 @@ type Store struct {
 	stopGC   chan struct{}
 	gcDone   chan struct{}
 	diskDone chan struct{}
+
+	// damage says what Open found damaged (Config.Recover); "" when the data was whole.
+	damage string
+	// marks keeps the sidecar of high-water marks (see damage.go); nil in memory.
+	marks     *marker
+	maxTS     atomic.Uint64
+	marksDone chan struct{}
 }
 
 // Open validates cfg, opens badger and starts the value-log GC goroutine.
@@ -64,13 +71,15 @@ func Open(cfg Config) (*Store, error) {
 	}
 	logger = logger.With("component", "store")
 	opts := cfg.badgerOptions(logger)
+	if !cfg.InMemory {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open %q: %w", cfg.Dir, err)
+		}
+	}
 	var d *disk
 	if !cfg.InMemory && cfg.MinFreeDisk != (Reserve{}) {
 		// The volume is looked at before badger opens: on a full disk the store opens
 		// read-only (writes refused), and badger's memtables are sized to fit the reserve.
-		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("open %q: %w", cfg.Dir, err)
-		}
 		d = &disk{dir: cfg.Dir, reserve: cfg.MinFreeDisk, warn: logger.Warn}
 		d.check()
 		opts = fitReserve(opts, d.need.Load())
@@ -81,29 +90,37 @@ func Open(cfg Config) (*Store, error) {
 			opts = opts.WithReadOnly(true)
 		}
 	}
-	db, err := badger.Open(opts)
+	db, n, mk, damage, err := openChecked(cfg, opts, logger)
 	if err != nil {
-		return nil, fmt.Errorf("open badger %q: %w", cfg.Dir, err)
+		return nil, err
 	}
 	s := &Store{
-		db:       db,
-		cfg:      cfg,
-		logger:   logger,
-		disk:     d,
-		stopGC:   make(chan struct{}),
-		gcDone:   make(chan struct{}),
-		diskDone: make(chan struct{}),
+		db:        db,
+		cfg:       cfg,
+		logger:    logger,
+		disk:      d,
+		damage:    damage,
+		stopGC:    make(chan struct{}),
+		gcDone:    make(chan struct{}),
+		diskDone:  make(chan struct{}),
+		marksDone: make(chan struct{}),
 	}
 	s.readOnly.Store(opts.ReadOnly)
-	n, _, err := s.CountRange(0, 0)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("count keys: %w", err), db.Close())
+	s.keys.Store(n)
+	if !cfg.InMemory {
+		s.marks = &marker{dir: cfg.Dir, m: mk}
+		s.marks.set(n, 0)
+		if err := s.marks.flush(); err != nil {
+			logger.Warn("store marks", "err", err)
+		}
+		go s.every(time.Second, s.marksDone, s.writeMarks)
+	} else {
+		close(s.marksDone)
 	}
-	s.keys.Store(int64(n))
 	if cfg.InMemory || cfg.ValueLogGCInterval == 0 {
 		close(s.gcDone)
 	} else {
-		go s.runGC(cfg.ValueLogGCInterval, cfg.ValueLogGCDiscardRatio)
+		go s.every(cfg.ValueLogGCInterval, s.gcDone, func() { s.runGC(cfg.ValueLogGCDiscardRatio) })
 	}
 	if d == nil {
 		close(s.diskDone)
@@ -112,17 +129,14 @@ func Open(cfg Config) (*Store, error) {
 		if interval <= 0 {
 			interval = 500 * time.Millisecond
 		}
-		go func() {
-			defer close(s.diskDone)
-			d.watch(interval, s.stopGC, s.reopen)
-		}()
+		go s.every(interval, s.diskDone, s.watch)
 	}
 	return s, nil
 }
 
-// runGC runs badger's value-log GC every interval until stopGC is closed.
-func (s *Store) runGC(interval time.Duration, ratio float64) {
-	defer close(s.gcDone)
+// every calls fn every interval until Close (stopGC), then closes done.
+func (s *Store) every(interval time.Duration, done chan struct{}, fn func()) {
+	defer close(done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -131,25 +145,30 @@ func (s *Store) runGC(interval time.Duration, ratio float64) {
 			return
 		case <-t.C:
 		}
-		if s.disk.err() != nil || s.readOnly.Load() {
-			continue // a rewrite needs room the reserve keeps for badger's own writes
+		fn()
+	}
+}
+
+// runGC runs badger's value-log GC once: one call rewrites at most one file, so it repeats
+// while it finds garbage, until Close.
+func (s *Store) runGC(ratio float64) {
+	if s.disk.err() != nil || s.readOnly.Load() {
+		return // a rewrite needs room the reserve keeps for badger's own writes
+	}
+	for {
+		s.dbMu.RLock()
+		err := s.db.RunValueLogGC(ratio)
+		s.dbMu.RUnlock()
+		if err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				s.logger.Warn("value-log GC", "err", err)
+			}
+			return
 		}
-		// One call rewrites at most one file; repeat while it finds garbage.
-		for {
-			s.dbMu.RLock()
-			err := s.db.RunValueLogGC(ratio)
-			s.dbMu.RUnlock()
-			if err != nil {
-				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-					s.logger.Warn("value-log GC", "err", err)
-				}
-				break
-			}
-			select {
-			case <-s.stopGC:
-				return
-			default:
-			}
+		select {
+		case <-s.stopGC:
+			return
+		default:
 		}
 	}
 }
@@ -245,6 +264,9 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	}
 	if created {
 		s.keys.Add(1)
+	}
+	if applied {
+		s.raiseTS(rec.TS)
 	}
 	return applied, nil
 }
@@ -365,6 +387,9 @@ func (s *Store) applyGroup(entries []Entry) (applied int, err error) {
 		return 0, fmt.Errorf("apply batch of %d: %w", len(entries), err)
 	}
 	s.keys.Add(int64(created))
+	for _, e := range entries {
+		s.raiseTS(e.Record.TS)
+	}
 	return applied, nil
 }
 
@@ -502,6 +527,18 @@ func (s *Store) DeleteRange(start, end uint64) error {
 	if s.readOnly.Load() {
 		return s.writable(0)
 	}
+	if s.marks != nil {
+		// The high-water mark goes down before the keys do: a crash in between leaves more
+		// keys than the sidecar says, never fewer.
+		n, _, err := s.CountRange(start, end)
+		if err != nil {
+			return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+		}
+		s.marks.set(max(0, s.keys.Load()-int64(n)), 0)
+		if err := s.marks.flush(); err != nil {
+			return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+		}
+	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	for _, r := range spans(start, end) {
@@ -605,10 +642,17 @@ func (s *Store) Close() error {
 	close(s.stopGC)
 	<-s.gcDone
 	<-s.diskDone
+	<-s.marksDone
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close badger: %w", err)
+	}
+	if s.marks != nil {
+		s.marks.set(s.keys.Load(), s.maxTS.Load())
+		if err := s.marks.flush(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
