@@ -19,7 +19,12 @@ func startOne(t *testing.T, bin, dir string, flags ...string) *proc {
 	t.Helper()
 	p := &proc{id: "n1", grpc: freeAddr(t), http: freeAddr(t), admin: freeAddr(t), dir: dir, flags: append([]string{"--replicas", "1"}, flags...)}
 	p.start(t, bin, "n1="+p.grpc)
-	t.Cleanup(func() { stopProc(t, p) })
+	t.Cleanup(func() {
+		stopProc(t, p)
+		if t.Failed() {
+			t.Logf("--- log of %s (last lines):\n%s", p.id, tail(p.log, 40))
+		}
+	})
 	waitStatus(t, p, http.StatusOK)
 	return p
 }

@@ -74,7 +74,7 @@ func volume(dir string) (free, total uint64, err error) {
 }
 
 // disk watches the free space of a store's volume (statfs: cheap) every interval and
-// before a write once the writes since the last look could have used a quarter of the
+// before a write once the writes since the last look could have used an eighth of the
 // reserve, so badger never writes into the reserve unseen. Safe for concurrent use.
 type disk struct {
 	dir     string
@@ -83,7 +83,7 @@ type disk struct {
 
 	full    atomic.Pointer[error] // nil while there is room
 	written atomic.Int64          // bytes written since the last look
-	slack   atomic.Int64          // a quarter of the reserve, in bytes
+	slack   atomic.Int64          // an eighth of the reserve, in bytes
 	mu      sync.Mutex            // one look at a time
 	free    atomic.Uint64
 	need    atomic.Uint64
@@ -100,10 +100,12 @@ func (d *disk) check() {
 	need := d.reserve.of(total)
 	d.free.Store(free)
 	d.need.Store(need)
-	d.slack.Store(int64(max(need/4, 64<<10)))
+	d.slack.Store(int64(max(need/8, 64<<10)))
 	d.written.Store(0)
 	was := d.full.Load() != nil
-	if free < need {
+	// Hysteresis: once full, writes resume only with a quarter of the reserve more than it,
+	// so a flush or compaction that frees a little does not flap the state.
+	if free < need || (was && free < need+need/4) {
 		e := fmt.Errorf("%w: %s free on the data volume of %s, below the reserve of %s (--min-free-disk); writes refused",
 			ErrDiskFull, mib(free), d.dir, mib(need))
 		d.full.Store(&e)
