@@ -143,7 +143,7 @@ type marker struct {
 	written marks
 }
 
-// raise records keys and maxTS as the new marks (keys may also go down: after a DeleteRange).
+// set records keys and maxTS as the new marks (keys may also go down: after a DeleteRange).
 func (k *marker) set(keys int64, maxTS uint64) {
 	k.mu.Lock()
 	k.m.Keys = keys
