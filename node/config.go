@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"ringkv/node/store"
 )
 
 // Peer is one founding member from --peers.
@@ -77,6 +80,22 @@ type Config struct {
 	// halves (stream.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a
 	// source), never above the change's rate. 0 = the rate alone.
 	MoveLatencyTarget time.Duration
+
+	// Fault limits (issue 17).
+	// MaxConnections bounds the open connections of each of the HTTP and gRPC ports; at the
+	// limit an idle HTTP connection is closed to make room, else the new one is refused.
+	// 0 = min(4096, a quarter of the open-file limit).
+	MaxConnections int
+	// HTTPReadTimeout bounds reading one HTTP request, header and body; IdleTimeout bounds an
+	// idle keep-alive HTTP connection.
+	HTTPReadTimeout time.Duration
+	IdleTimeout     time.Duration
+	// MinFreeDisk is the free space kept on the data volume: below it writes and replica
+	// applies are refused (HTTP 507), reads go on, and writes resume once space is back.
+	MinFreeDisk store.Reserve
+	// Recover starts a node whose data is damaged (else it refuses to start): it serves
+	// what is left and says so in kvctl status until repaired.
+	Recover bool
 }
 
 // DefaultConfig returns SPEC.md's defaults.
@@ -92,6 +111,10 @@ func DefaultConfig() Config {
 		MaxValueSize:   1 << 20,
 		DrainTimeout:   10 * time.Second,
 		ChangeRate:     64 << 20,
+		// Fault limits (issue 17).
+		HTTPReadTimeout: 30 * time.Second,
+		IdleTimeout:     2 * time.Minute,
+		MinFreeDisk:     store.DefaultReserve,
 	}
 }
 
@@ -123,6 +146,10 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --raft-heartbeat-timeout/--raft-election-timeout: must not be negative", ErrInvalidConfig)
 	case c.MaxValueSize < 0:
 		return c, fmt.Errorf("%w: --max-value-size %d: must not be negative", ErrInvalidConfig, c.MaxValueSize)
+	case c.MaxConnections < 0:
+		return c, fmt.Errorf("%w: --max-connections %d: must not be negative", ErrInvalidConfig, c.MaxConnections)
+	case c.HTTPReadTimeout <= 0 || c.IdleTimeout <= 0:
+		return c, fmt.Errorf("%w: --http-read-timeout/--idle-timeout: must be positive", ErrInvalidConfig)
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http", c.HTTPAddr}, {"--grpc", c.GRPCAddr}, {"--admin", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
@@ -252,6 +279,25 @@ func (v bytesValue) Set(s string) error {
 	return nil
 }
 
+// reserveValue is --min-free-disk as a flag.Value.
+type reserveValue struct{ r *store.Reserve }
+
+func (v reserveValue) String() string {
+	if v.r == nil {
+		return ""
+	}
+	return v.r.String()
+}
+
+func (v reserveValue) Set(s string) error {
+	r, err := store.ParseReserve(s)
+	if err != nil {
+		return err
+	}
+	*v.r = r
+	return nil
+}
+
 // uint64BytesValue is bytesValue for a uint64.
 type uint64BytesValue struct{ n *uint64 }
 
@@ -295,7 +341,27 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.MoveLatencyTarget, "move-latency-target", c.MoveLatencyTarget, "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold (0 = off: the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")
+	// Fault limits (issue 17).
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections on each of the HTTP and gRPC ports; excess refused at once (0 = min(4096, open-file limit/4))")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "time to read one HTTP request, header and body")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")
+	fs.BoolVar(&c.Recover, "recover", c.Recover, "start even if the data is damaged: serve what is left, say so in kvctl status (the rest must be repaired from the peers)")
+	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (default max(1GiB, 5%))")
 	return fs
+}
+
+// maxConnections is MaxConnections, or its default: min(4096, a quarter of the open-file
+// limit), so the HTTP and gRPC ports at their limits leave half the files to the store and
+// the peers.
+func (c Config) maxConnections() int {
+	if c.MaxConnections > 0 {
+		return c.MaxConnections
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return 4096
+	}
+	return int(max(min(4096, rl.Cur/4), 16))
 }
 
 // readSecret reads the cluster secret file ("" when none is configured).

@@ -30,10 +30,13 @@ func (n *Node) ready() error {
 
 // problems are what keeps a node that serves from serving as it should: ranges for which it
 // cannot reach a quorum of replicas (peers down or cut off), a clock off most peers by more
-// than the bound. /readyz reports them; /v0/status does not (the course's API needs it to
+// than the bound, a full disk. /readyz reports them; /v0/status does not (the course's API needs it to
 // say only that the node serves). Empty when healthy.
 func (n *Node) problems() []string {
 	var out []string
+	if err := n.st.DiskFull(); err != nil {
+		out = append(out, err.Error())
+	}
 	if lost, total := n.coord.QuorumLoss(); lost > 0 {
 		out = append(out, fmt.Sprintf("no quorum of replicas reachable for %d of %d ranges (unreachable: %s)",
 			lost, total, strings.Join(n.coord.Unreachable(), ", ")))
@@ -44,7 +47,8 @@ func (n *Node) problems() []string {
 	return out
 }
 
-// readyz is /readyz: ready, and without problems.
+// readyz is /readyz: ready, and without problems (a full disk among them: it keeps serving
+// reads and /v0/status, but is not ready for the writes a balancer sends).
 func (n *Node) readyz() error {
 	if err := n.ready(); err != nil {
 		return err

@@ -184,6 +184,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	scfg := store.DefaultConfig()
 	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
+	scfg.MinFreeDisk, scfg.Recover = cfg.MinFreeDisk, cfg.Recover
 	if n.st, err = store.Open(scfg); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -212,6 +213,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.Logger = logger
 	rcfg.ClockCheck = n.offsets.Check
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
+	rcfg.Writable = n.st.DiskFull
 	if err := rcfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: replica: %w", ErrInvalidConfig, err)
 	}
@@ -267,8 +269,21 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Logs: n.logs, Changes: changes, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
-	n.httpSrv = &http.Server{Handler: server.NewHTTP(data), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	n.adminSrv = &http.Server{Handler: metrics.AdminHandler(n.metrics, n.readyz), ReadHeaderTimeout: 10 * time.Second}
+	// A flood of connections is bounded: each port holds at most maxConnections (HTTP makes
+	// room by closing its oldest idle one), and slow or idle HTTP clients are timed out.
+	httpLimit, grpcLimit := server.NewConnLimit(cfg.maxConnections()), server.NewConnLimit(cfg.maxConnections())
+	httpLimit.Refuse = server.RefuseHTTP
+	n.lnHTTP, n.lnGRPC = httpLimit.Listener(n.lnHTTP), grpcLimit.Listener(n.lnGRPC)
+	n.httpSrv = &http.Server{
+		Handler: server.NewHTTP(data), ConnState: httpLimit.ConnState,
+		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	n.adminSrv = &http.Server{
+		Handler:           metrics.AdminHandler(n.metrics, n.readyz),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.HTTPReadTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+	}
 	n.setHealth()
 	return n, nil
 }
@@ -300,6 +315,10 @@ func raftAddr(cfg Config, bound string) string {
 	}
 	return bound
 }
+
+// maxHeaderBytes bounds an HTTP request's header: room for a key at its limit,
+// percent-encoded, and ordinary headers.
+const maxHeaderBytes = 64 << 10
 
 // logLines is how many log lines the node keeps for Admin.LogTail.
 const logLines = 1000
@@ -400,6 +419,10 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	if n.cfg.Advertise != "" {
 		info.GrpcAddr = n.cfg.Advertise
 	}
+	if err := n.st.DiskFull(); err != nil {
+		info.DiskFull = err.Error()
+	}
+	info.DataDamage = n.st.Damage()
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()
 	}

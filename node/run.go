@@ -55,6 +55,9 @@ func (n *Node) Run(ctx context.Context) error {
 	} else {
 		n.logger.Warn("no --certs-dir: every port speaks plaintext; use kvctl cert and --certs-dir on a network others can reach")
 	}
+	if d := n.st.Damage(); d != "" {
+		n.logger.Error("started with --recover on damaged data: it may miss acknowledged writes until they are repaired from the peers", "damage", d)
+	}
 	if n.View() == nil {
 		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)
 	}

@@ -193,6 +193,9 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 	}
 	n := m.node(s.GetId())
 	n.errRates = errRates(n.stats, s)
+	if s.GetDiskFull() != n.stats.GetDiskFull() {
+		m.logEvent(now, present.DiskFullEvent(n.id, s.GetDiskFull()), s.GetDiskFull())
+	}
 	n.stats = s
 	n.lastSeen = now
 	if n.down {
@@ -301,6 +304,8 @@ func (n *node) displayState() string {
 	switch {
 	case n.down:
 		return "DOWN"
+	case n.stats.GetDiskFull():
+		return present.DiskFullShort
 	case n.state != "":
 		return n.state
 	case n.stats.GetState() != "":

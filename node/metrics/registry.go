@@ -409,6 +409,9 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		Hints:       r.hints.Load(),
 		Goroutines:  uint32(runtime.NumGoroutine()),
 	}
+	if d, ok := r.cfg.Store.(interface{ DiskFull() error }); ok && d.DiskFull() != nil {
+		ns.DiskFull = true
+	}
 	if rg := r.ringNow(); rg != nil {
 		ns.Epoch = rg.Epoch()
 		if m, ok := rg.Member(r.cfg.ID); ok {

@@ -65,6 +65,10 @@ type Config struct {
 	// with ErrStaleView waits for it, bounded by ReplicaTimeout, and is sent
 	// once more by the newer view. Nil: such a write fails.
 	CatchUp func(ctx context.Context, stale ring.ViewID) error
+	// Writable, when set, is nil while this node may take writes; else (its disk is full:
+	// store.ErrDiskFull) the coordinator refuses every write with that error before calling
+	// any replica, so neither its store nor its hints grow. Reads go on.
+	Writable func() error
 }
 
 // DefaultConfig returns the defaults.

@@ -463,7 +463,7 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 		}
 	case c.base.Err() != nil:
 		// cancelled by Close: says nothing about the peer
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView), errors.Is(err, hlc.ErrClockOffset):
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView), errors.Is(err, hlc.ErrClockOffset), errors.Is(err, store.ErrDiskFull):
 		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
 		// on a ring change): it is alive, and its breaker must not open on a healthy node.
 		t.p.br.success()
@@ -510,6 +510,11 @@ func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bo
 	v, nack, nfrom, err := c.prepare(key, value, ack, from)
 	if err != nil {
 		return 0, err
+	}
+	if c.cfg.Writable != nil {
+		if err := c.cfg.Writable(); err != nil {
+			return 0, err
+		}
 	}
 	if c.cfg.ClockCheck != nil {
 		if err := c.cfg.ClockCheck(); err != nil {

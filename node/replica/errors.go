@@ -51,3 +51,7 @@ const ReasonStaleView = "STALE_VIEW"
 // ReasonClockOffset is the ErrorInfo reason of hlc.ErrClockOffset: a replica refused a
 // record stamped too far ahead of its clock, or a node refused to coordinate a write.
 const ReasonClockOffset = "CLOCK_OFFSET"
+
+// ReasonDiskFull is the ErrorInfo reason of store.ErrDiskFull: a replica that refused a write
+// because its disk is below its reserve (alive, so not a failure for its breaker).
+const ReasonDiskFull = "DISK_FULL"

@@ -161,7 +161,8 @@ func (c *Coordinator) Hints() HintStats {
 func (c *Coordinator) hintable(t target, err error) bool {
 	return t.p != nil && err != nil && c.base.Err() == nil &&
 		!errors.Is(err, ErrStaleView) && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrNotAdmitted) &&
-		!errors.Is(err, hlc.ErrClockOffset)
+		!errors.Is(err, hlc.ErrClockOffset) &&
+		!errors.Is(err, store.ErrDiskFull) // a full peer refuses; hints for it would only grow
 }
 
 // keepHint stores a hint for t after a failed write call.

@@ -127,7 +127,7 @@ func RecordFromProto(p *kvpb.Record) store.Record {
 // PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
 // to the context errors, InvalidArgument to ErrInvalidArgument,
 // FailedPrecondition with the ErrorInfo reason ReasonStaleView to
-// ErrStaleView. Other codes, and FailedPrecondition for any other reason (a
+// ErrStaleView, ResourceExhausted with ReasonDiskFull to store.ErrDiskFull. Other codes, and FailedPrecondition for any other reason (a
 // refused ring change, a busy capture), keep the status error. The status
 // message is kept in the text.
 func FromStatus(err error) error {
@@ -137,7 +137,12 @@ func FromStatus(err error) error {
 	}
 	var sentinel error
 	switch st.Code() {
-	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Unauthenticated, codes.PermissionDenied:
+	case codes.ResourceExhausted:
+		sentinel = ErrReplicaUnavailable
+		if Reason(err) == ReasonDiskFull {
+			sentinel = store.ErrDiskFull
+		}
+	case codes.Unavailable, codes.Aborted, codes.Unauthenticated, codes.PermissionDenied:
 		sentinel = ErrReplicaUnavailable
 	case codes.DeadlineExceeded:
 		sentinel = context.DeadlineExceeded

@@ -49,6 +49,8 @@ var errorTable = []errorCode{
 	{replica.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest, "INVALID_ARGUMENT"},
 	{ErrUnknownPath, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_PATH"},
 	{ErrMethodNotAllowed, codes.Unimplemented, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
+	// Before NOT_ENOUGH_REPLICAS: a write that failed because replicas' disks are full is 507.
+	{store.ErrDiskFull, codes.ResourceExhausted, http.StatusInsufficientStorage, replica.ReasonDiskFull},
 	{replica.ErrNotEnoughReplicas, codes.Unavailable, http.StatusGatewayTimeout, "NOT_ENOUGH_REPLICAS"},
 	{replica.ErrReplicaUnavailable, codes.Unavailable, http.StatusGatewayTimeout, "REPLICA_UNAVAILABLE"},
 	{replica.ErrNotAdmitted, codes.Unavailable, http.StatusServiceUnavailable, "NOT_ADMITTED"},

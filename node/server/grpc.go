@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -55,9 +56,14 @@ type GRPCConfig struct {
 	Options []grpc.ServerOption
 }
 
+// MaxConcurrentStreams bounds the streams (calls in flight) of one client connection; a
+// client past it waits for one to end.
+const MaxConcurrentStreams = 1024
+
 // NewGRPC returns a gRPC server with the interceptor chain recover → logging → metrics →
-// auth and the standard health service registered (reporting SERVING for "" until the
-// returned health server is told otherwise).
+// auth, keepalive enforcement, a limit of MaxConcurrentStreams per connection, and the
+// standard health service registered (reporting SERVING for "" until the returned health
+// server is told otherwise).
 func NewGRPC(cfg GRPCConfig) (*grpc.Server, *health.Server) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -67,6 +73,11 @@ func NewGRPC(cfg GRPCConfig) (*grpc.Server, *health.Server) {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(ic.unary),
 		grpc.ChainStreamInterceptor(ic.stream),
+		// A connection that pings more often than every 10s is closed (too_many_pings); one
+		// idle for 5m is closed, one that stops answering pings is dropped after 30s+10s.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 	}
 	if cfg.Creds != nil {
 		opts = append(opts, grpc.Creds(cfg.Creds))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Config configures a Store.
@@ -26,6 +27,15 @@ type Config struct {
 	// Logger receives badger's warnings and errors and the store's own
 	// messages. nil means slog.Default().
 	Logger *slog.Logger
+	// MinFreeDisk is the free space kept on the data volume (see Reserve); the zero Reserve
+	// keeps none and does not watch the volume. Ignored when InMemory is set.
+	MinFreeDisk Reserve
+	// DiskCheckInterval is how often the volume's free space is looked at (besides before
+	// large writes). 0 = 500ms.
+	DiskCheckInterval time.Duration
+	// Recover opens a damaged store instead of failing with ErrDamaged: what badger can
+	// read is kept, the rest moved aside, and Store.Damage says what was found.
+	Recover bool
 	// Badger, if set, adjusts the badger options after the Store has set its
 	// own: the place for badger's tuning knobs (memtable size, caches,
 	// compression) rather than parallel fields here. It must not change
@@ -68,6 +78,12 @@ func (c Config) badgerOptions(logger *slog.Logger) badger.Options {
 		// Apply serializes writers of one key with a striped lock (see
 		// Store.Apply), so badger's conflict tracking would be pure overhead.
 		WithDetectConflicts(false).
+		// Damaged data is an error, never a wrong answer: every block's and value's
+		// checksum is verified when it is read. Whole tables are verified by Open itself
+		// (verifyTables): badger's own check at open panics in a goroutine of its own on a
+		// mismatch (v4.9.6, Table.VerifyChecksum), which no caller can recover.
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).
 		// Not WithLoggingLevel: it replaces the logger with badger's own
 		// (stderr); badgerLogger does the filtering.
 		WithLogger(badgerLogger{logger})

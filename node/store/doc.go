@@ -31,6 +31,14 @@
 //
 // # Background work
 //
-// Open starts one goroutine that runs badger's value-log GC every
-// ValueLogGCInterval; Close stops it and waits for it before closing badger.
+// Open starts up to three goroutines: badger's value-log GC every
+// ValueLogGCInterval, the watch of the data volume's free space (disk.go) and
+// the writer of the high-water marks sidecar (damage.go); Close stops them and
+// waits for them before closing badger.
+//
+// # Faults
+//
+// Below Config.MinFreeDisk of free space, writes fail with ErrDiskFull before
+// badger sees them (disk.go). Damaged files make Open fail with ErrDamaged, or
+// with Config.Recover open what is left (damage.go).
 package store

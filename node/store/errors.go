@@ -14,6 +14,14 @@ var (
 	ErrInvalidRecord = errors.New("invalid record")
 	// ErrAfterOutOfRange is returned by Scan when the resume key lies outside the range.
 	ErrAfterOutOfRange = errors.New("scan resume key outside range")
+	// ErrDiskFull is returned by Apply and ApplyBatch while the data volume's free space is
+	// below Config.MinFreeDisk: the write is refused before badger sees it. HTTP 507, gRPC
+	// ResourceExhausted. Writes resume by themselves once space is freed.
+	ErrDiskFull = errors.New("disk full")
+	// ErrDamaged is returned by Open for a store whose files are damaged (a checksum
+	// mismatch, a malformed or missing file, fewer keys than the store held); with
+	// Config.Recover it opens what is left instead (Store.Damage).
+	ErrDamaged = errors.New("data damaged")
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("store closed")
 )

@@ -26,10 +26,14 @@ const deleteBatchKeys = 10_000
 // Store is a node's badger database of token-ordered records. It is safe for
 // concurrent use; Close must not race with other calls.
 type Store struct {
-	db     *badger.DB
-	cfg    Config
-	logger *slog.Logger
-	closed atomic.Bool
+	// db is replaced once, by reopen, when a store opened read-only on a full disk gets
+	// room: every use holds dbMu shared (before any stripe lock), reopen exclusively.
+	dbMu     sync.RWMutex
+	db       *badger.DB
+	readOnly atomic.Bool
+	cfg      Config
+	logger   *slog.Logger
+	closed   atomic.Bool
 
 	// locks serialize Apply per key (by a hash of the store key), which makes
 	// its read-compare-write atomic without badger's conflict detection.
@@ -41,8 +45,19 @@ type Store struct {
 	// Apply on the same range.
 	keys atomic.Int64
 
-	stopGC chan struct{}
-	gcDone chan struct{}
+	// disk watches the data volume's free space; nil in memory or without a reserve.
+	disk *disk
+
+	stopGC   chan struct{}
+	gcDone   chan struct{}
+	diskDone chan struct{}
+
+	// damage says what Open found damaged (Config.Recover); "" when the data was whole.
+	damage string
+	// marks keeps the sidecar of high-water marks (see damage.go); nil in memory.
+	marks     *marker
+	maxTS     atomic.Uint64
+	marksDone chan struct{}
 }
 
 // Open validates cfg, opens badger and starts the value-log GC goroutine.
@@ -55,33 +70,73 @@ func Open(cfg Config) (*Store, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("component", "store")
-	db, err := badger.Open(cfg.badgerOptions(logger))
+	opts := cfg.badgerOptions(logger)
+	if !cfg.InMemory {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open %q: %w", cfg.Dir, err)
+		}
+	}
+	var d *disk
+	if !cfg.InMemory && cfg.MinFreeDisk != (Reserve{}) {
+		// The volume is looked at before badger opens: on a full disk the store opens
+		// read-only (writes refused), and badger's memtables are sized to fit the reserve.
+		d = &disk{dir: cfg.Dir, reserve: cfg.MinFreeDisk, warn: logger.Warn}
+		d.check()
+		opts = fitReserve(opts, d.need.Load())
+		if err := d.err(); err != nil {
+			// Read-only badger replays its logs into memory and neither flushes nor
+			// compacts: nothing is written into space the volume does not have.
+			logger.Warn("opening on a full disk: read-only until space is freed", "err", err)
+			opts = opts.WithReadOnly(true)
+		}
+	}
+	db, n, mk, damage, err := openChecked(cfg, opts, logger)
 	if err != nil {
-		return nil, fmt.Errorf("open badger %q: %w", cfg.Dir, err)
+		return nil, err
 	}
 	s := &Store{
-		db:     db,
-		cfg:    cfg,
-		logger: logger,
-		stopGC: make(chan struct{}),
-		gcDone: make(chan struct{}),
+		db:        db,
+		cfg:       cfg,
+		logger:    logger,
+		disk:      d,
+		damage:    damage,
+		stopGC:    make(chan struct{}),
+		gcDone:    make(chan struct{}),
+		diskDone:  make(chan struct{}),
+		marksDone: make(chan struct{}),
 	}
-	n, _, err := s.CountRange(0, 0)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("count keys: %w", err), db.Close())
+	s.readOnly.Store(opts.ReadOnly)
+	s.keys.Store(n)
+	if !cfg.InMemory {
+		s.marks = &marker{dir: cfg.Dir, m: mk}
+		s.marks.set(n, 0)
+		if err := s.marks.flush(); err != nil {
+			logger.Warn("store marks", "err", err)
+		}
+		go s.every(time.Second, s.marksDone, s.writeMarks)
+	} else {
+		close(s.marksDone)
 	}
-	s.keys.Store(int64(n))
 	if cfg.InMemory || cfg.ValueLogGCInterval == 0 {
 		close(s.gcDone)
 	} else {
-		go s.runGC(cfg.ValueLogGCInterval, cfg.ValueLogGCDiscardRatio)
+		go s.every(cfg.ValueLogGCInterval, s.gcDone, func() { s.runGC(cfg.ValueLogGCDiscardRatio) })
+	}
+	if d == nil {
+		close(s.diskDone)
+	} else {
+		interval := cfg.DiskCheckInterval
+		if interval <= 0 {
+			interval = 500 * time.Millisecond
+		}
+		go s.every(interval, s.diskDone, s.watch)
 	}
 	return s, nil
 }
 
-// runGC runs badger's value-log GC every interval until stopGC is closed.
-func (s *Store) runGC(interval time.Duration, ratio float64) {
-	defer close(s.gcDone)
+// every calls fn every interval until Close (stopGC), then closes done.
+func (s *Store) every(interval time.Duration, done chan struct{}, fn func()) {
+	defer close(done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -90,20 +145,30 @@ func (s *Store) runGC(interval time.Duration, ratio float64) {
 			return
 		case <-t.C:
 		}
-		// One call rewrites at most one file; repeat while it finds garbage.
-		for {
-			err := s.db.RunValueLogGC(ratio)
-			if err != nil {
-				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-					s.logger.Warn("value-log GC", "err", err)
-				}
-				break
+		fn()
+	}
+}
+
+// runGC runs badger's value-log GC once: one call rewrites at most one file, so it repeats
+// while it finds garbage, until Close.
+func (s *Store) runGC(ratio float64) {
+	if s.disk.err() != nil || s.readOnly.Load() {
+		return // a rewrite needs room the reserve keeps for badger's own writes
+	}
+	for {
+		s.dbMu.RLock()
+		err := s.db.RunValueLogGC(ratio)
+		s.dbMu.RUnlock()
+		if err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				s.logger.Warn("value-log GC", "err", err)
 			}
-			select {
-			case <-s.stopGC:
-				return
-			default:
-			}
+			return
+		}
+		select {
+		case <-s.stopGC:
+			return
+		default:
 		}
 	}
 }
@@ -115,6 +180,8 @@ func (s *Store) Get(token uint64, key []byte) (rec Record, found bool, err error
 		return Record{}, false, ErrClosed
 	}
 	sk := StoreKey(token, key)
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(sk)
 		if err != nil {
@@ -156,6 +223,11 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	if err != nil {
 		return false, fmt.Errorf("apply %x: %w", sk, err)
 	}
+	if err := s.writable(len(sk) + len(val)); err != nil {
+		return false, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	mu := &s.locks[xxhash.Sum64(sk)&(stripes-1)]
 	mu.Lock()
 	defer mu.Unlock()
@@ -193,6 +265,9 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	if created {
 		s.keys.Add(1)
 	}
+	if applied {
+		s.raiseTS(rec.TS)
+	}
 	return applied, nil
 }
 
@@ -219,6 +294,15 @@ func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
+	size := 0
+	for _, e := range entries {
+		size += len(e.Key) + len(e.Record.Value) + tokenLen + 16
+	}
+	if err := s.writable(size); err != nil {
+		return 0, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	for len(entries) > 0 {
 		n := min(len(entries), applyBatchKeys)
 		a, err := s.applyGroup(entries[:n])
@@ -303,6 +387,9 @@ func (s *Store) applyGroup(entries []Entry) (applied int, err error) {
 		return 0, fmt.Errorf("apply batch of %d: %w", len(entries), err)
 	}
 	s.keys.Add(int64(created))
+	for _, e := range entries {
+		s.raiseTS(e.Record.TS)
+	}
 	return applied, nil
 }
 
@@ -333,6 +420,8 @@ func (s *Store) Scan(ctx context.Context, start, end uint64, after []byte,
 			return fmt.Errorf("scan (%d, %d] after %x: %w", start, end, after, ErrAfterOutOfRange)
 		}
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	return s.db.View(func(txn *badger.Txn) error {
 		// No value prefetch: badger prefetches each value in a goroutine of its own and
 		// copies it once more; ValueCopy below reads the value once, in this goroutine.
@@ -401,6 +490,8 @@ func (s *Store) CountRange(start, end uint64) (keys, bytes uint64, err error) {
 	if s.closed.Load() {
 		return 0, 0, ErrClosed
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	err = s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{}) // keys only: no value prefetch
 		defer it.Close()
@@ -433,6 +524,23 @@ func (s *Store) DeleteRange(start, end uint64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.readOnly.Load() {
+		return s.writable(0)
+	}
+	if s.marks != nil {
+		// The high-water mark goes down before the keys do: a crash in between leaves more
+		// keys than the sidecar says, never fewer.
+		n, _, err := s.CountRange(start, end)
+		if err != nil {
+			return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+		}
+		s.marks.set(max(0, s.keys.Load()-int64(n)), 0)
+		if err := s.marks.flush(); err != nil {
+			return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
+		}
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	for _, r := range spans(start, end) {
 		var after []byte
 		for {
@@ -495,6 +603,8 @@ func (s *Store) KeyCount() int64 {
 // Size returns the sizes of badger's LSM tree and value log in bytes, as
 // badger last measured them (it refreshes them once a minute).
 func (s *Store) Size() (lsm, vlog int64) {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	if s.cfg.InMemory {
 		return s.db.Size()
 	}
@@ -531,8 +641,18 @@ func (s *Store) Close() error {
 	}
 	close(s.stopGC)
 	<-s.gcDone
+	<-s.diskDone
+	<-s.marksDone
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close badger: %w", err)
+	}
+	if s.marks != nil {
+		s.marks.set(s.keys.Load(), s.maxTS.Load())
+		if err := s.marks.flush(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

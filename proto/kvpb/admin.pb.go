@@ -438,7 +438,13 @@ type NodeInfoResponse struct {
 	// What keeps this node from serving as it should although it answers (its /readyz
 	// reasons): no quorum of replicas reachable for some ranges, a clock beyond the bound, ...
 	// Empty when healthy.
-	Problems      []string `protobuf:"bytes,20,rep,name=problems,proto3" json:"problems,omitempty"`
+	Problems []string `protobuf:"bytes,20,rep,name=problems,proto3" json:"problems,omitempty"`
+	// Non-empty while the data volume's free space is below the node's reserve
+	// (--min-free-disk): why. Writes and replica applies are refused; reads go on.
+	DiskFull string `protobuf:"bytes,16,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	// Non-empty when the node found its data damaged at start and was started with
+	// --recover: what was found. Its data may miss acknowledged writes until repaired.
+	DataDamage    string `protobuf:"bytes,17,opt,name=data_damage,json=dataDamage,proto3" json:"data_damage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +589,20 @@ func (x *NodeInfoResponse) GetProblems() []string {
 		return x.Problems
 	}
 	return nil
+}
+
+func (x *NodeInfoResponse) GetDiskFull() string {
+	if x != nil {
+		return x.DiskFull
+	}
+	return ""
+}
+
+func (x *NodeInfoResponse) GetDataDamage() string {
+	if x != nil {
+		return x.DataDamage
+	}
+	return ""
 }
 
 type BreakerState struct {
@@ -1327,8 +1347,10 @@ type NodeStats struct {
 	HeapBytes      uint64            `protobuf:"varint,16,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
 	OpsPerSec      float64           `protobuf:"fixed64,17,opt,name=ops_per_sec,json=opsPerSec,proto3" json:"ops_per_sec,omitempty"`
 	P99Ms          float64           `protobuf:"fixed64,18,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The data volume is below the node's reserve: writes are refused (NodeInfo.disk_full says why).
+	DiskFull      bool `protobuf:"varint,19,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -1485,6 +1507,13 @@ func (x *NodeStats) GetP99Ms() float64 {
 		return x.P99Ms
 	}
 	return 0
+}
+
+func (x *NodeStats) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
 }
 
 type ProfileRequest struct {
@@ -2648,7 +2677,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xe9\x03\n" +
+	"\x0fNodeInfoRequest\"\xa7\x04\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -2668,7 +2697,10 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\traft_role\x18\r \x01(\tR\braftRole\x12&\n" +
 	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\x12\x18\n" +
 	"\aprocess\x18\x0f \x01(\tR\aprocess\x12\x1a\n" +
-	"\bproblems\x18\x14 \x03(\tR\bproblems\"k\n" +
+	"\bproblems\x18\x14 \x03(\tR\bproblems\x12\x1b\n" +
+	"\tdisk_full\x18\x10 \x01(\tR\bdiskFull\x12\x1f\n" +
+	"\vdata_damage\x18\x11 \x01(\tR\n" +
+	"dataDamage\"k\n" +
 	"\fBreakerState\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x121\n" +
@@ -2732,7 +2764,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	" \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vreads_total\x18\v \x01(\x04R\n" +
 	"readsTotal\x12!\n" +
-	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\x8f\x05\n" +
+	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\xac\x05\n" +
 	"\tNodeStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2757,7 +2789,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"heap_bytes\x18\x10 \x01(\x04R\theapBytes\x12\x1e\n" +
 	"\vops_per_sec\x18\x11 \x01(\x01R\topsPerSec\x12\x15\n" +
-	"\x06p99_ms\x18\x12 \x01(\x01R\x05p99Ms\x1a9\n" +
+	"\x06p99_ms\x18\x12 \x01(\x01R\x05p99Ms\x12\x1b\n" +
+	"\tdisk_full\x18\x13 \x01(\bR\bdiskFull\x1a9\n" +
 	"\vErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\">\n" +

@@ -99,6 +99,9 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 			continue
 		}
 		note := n.GetError()
+		if f := present.Faults(info); f != "" {
+			note = f
+		}
 		if note == "" && info.GetEpoch() != resp.GetEpoch() {
 			note = fmt.Sprintf("epoch behind (%d)", info.GetEpoch())
 		}
