@@ -66,7 +66,7 @@ func TestRunErrors(t *testing.T) {
 		wantExit int
 		wantErr  string // stderr, whole
 	}{
-		{[]string{"gett", "k"}, cli.ExitUsage, `kvctl: usage: unknown command "gett" for "kvctl"; did you mean get? (kvctl --help lists them)`},
+		{[]string{"gett", "k"}, cli.ExitUsage, `kvctl: usage: unknown command "gett" for "kvctl"; did you mean cert or get? (kvctl --help lists them)`},
 		{[]string{"ring", "remov", "n1"}, cli.ExitUsage, `kvctl: usage: unknown command "remov" for "kvctl ring"; did you mean remove? (kvctl ring --help lists them)`},
 		{[]string{"put", "k"}, cli.ExitUsage, "kvctl: usage: kvctl put takes KEY VALUE: got 1 argument"},
 		{[]string{"status", "x"}, cli.ExitUsage, "kvctl: usage: kvctl status takes no arguments: got 1 argument"},

@@ -173,6 +173,15 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.lnAdmin.Close)
+	// A flood of connections is bounded: each port holds at most maxConnections (HTTP makes
+	// room by closing its oldest idle one; a plaintext one is told 503), and slow or idle
+	// HTTP clients are timed out. The limit counts raw connections, under TLS: the HTTP
+	// server must see the *tls.Conn to answer plaintext on the HTTPS port with a 400.
+	httpLimit, grpcLimit := server.NewConnLimit(cfg.maxConnections()), server.NewConnLimit(cfg.maxConnections())
+	if tlsc == nil {
+		httpLimit.Refuse = server.RefuseHTTP
+	}
+	n.lnHTTP, n.lnGRPC = httpLimit.Listener(n.lnHTTP), grpcLimit.Listener(n.lnGRPC)
 	n.lnHTTP, n.lnAdmin = tlsc.listener(n.lnHTTP), tlsc.listener(n.lnAdmin)
 	o = options{} // owned by n from here on
 
@@ -269,11 +278,6 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Logs: n.logs, Changes: changes, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
-	// A flood of connections is bounded: each port holds at most maxConnections (HTTP makes
-	// room by closing its oldest idle one), and slow or idle HTTP clients are timed out.
-	httpLimit, grpcLimit := server.NewConnLimit(cfg.maxConnections()), server.NewConnLimit(cfg.maxConnections())
-	httpLimit.Refuse = server.RefuseHTTP
-	n.lnHTTP, n.lnGRPC = httpLimit.Listener(n.lnHTTP), grpcLimit.Listener(n.lnGRPC)
 	n.httpSrv = &http.Server{
 		Handler: server.NewHTTP(data), ConnState: httpLimit.ConnState,
 		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,

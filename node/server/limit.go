@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -39,6 +40,9 @@ func (l *ConnLimit) Listener(ln net.Listener) net.Listener { return &limitListen
 
 // ConnState is an http.Server ConnState hook: it tells l which connections are idle.
 func (l *ConnLimit) ConnState(c net.Conn, s http.ConnState) {
+	if tc, isTLS := c.(*tls.Conn); isTLS {
+		c = tc.NetConn()
+	}
 	lc, ok := c.(*limitConn)
 	if !ok {
 		return

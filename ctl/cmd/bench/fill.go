@@ -18,6 +18,7 @@ func NewCmdFill(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 	o := &Options{
 		IO:     f.IO,
 		Addr:   func() string { return f.Addr },
+		Dial:   f.Dial,
 		Admin:  func() (kvpb.AdminClient, error) { return f.Admin("") },
 		JSON:   f.JSON,
 		Config: loadgen.DefaultConfig(),

@@ -61,7 +61,7 @@ func TestCreate(t *testing.T) {
 	}{
 		{"ca again", []string{"cert", "create-ca", "--certs-dir", dir}, cli.ExitFailure, "ca.crt: already exists (use --overwrite to replace it)"},
 		{"node again", []string{"cert", "create-node", "n1", "--certs-dir", dir}, cli.ExitFailure, "node.crt: already exists"},
-		{"node without hosts", []string{"cert", "create-node", "--certs-dir", dir}, cli.ExitUsage, "requires at least 1 arg"},
+		{"node without hosts", []string{"cert", "create-node", "--certs-dir", dir}, cli.ExitUsage, "takes HOST [HOST...]: got 0 arguments"},
 		{"no certs dir", []string{"cert", "create-ca"}, cli.ExitUsage, "--certs-dir is required"},
 		{"node without a CA", []string{"cert", "create-node", "n1", "--certs-dir", t.TempDir()}, cli.ExitFailure, "run kvctl cert create-ca first"},
 		{"client overwrite", []string{"cert", "create-client", "--overwrite", "--certs-dir", dir}, cli.ExitOK, ""},
