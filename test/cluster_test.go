@@ -169,7 +169,7 @@ func (c *tcluster) stopAll(t *testing.T) {
 }
 
 // tail returns the last n lines of a process log.
-func tail(b *bytes.Buffer, n int) string {
+func tail(b fmt.Stringer, n int) string {
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -23,8 +23,33 @@ type proc struct {
 	id, grpc, http, admin, dir string
 	flags                      []string // extra kvnode flags
 	cmd                        *exec.Cmd
-	log                        *bytes.Buffer
+	log                        *logBuf
 	done                       chan error
+}
+
+// logBuf is a process's output: written by exec's copying goroutine while a test may read
+// it (a check of the log of a running node).
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuf) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
 }
 
 func freeAddr(t *testing.T) string {
@@ -49,7 +74,7 @@ func buildKvnode(t *testing.T) string {
 
 func (p *proc) start(t *testing.T, bin, peers string) {
 	t.Helper()
-	p.log = &bytes.Buffer{}
+	p.log = &logBuf{}
 	args := []string{"--id", p.id, "--data", p.dir, "--grpc", p.grpc, "--http", p.http, "--admin", p.admin,
 		"--peers", peers, "--replicas", "3", "--vnodes", "32", "--replica-timeout", "500ms"}
 	p.cmd = exec.Command(bin, append(args, p.flags...)...)
