@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -52,14 +53,35 @@ func (l *logBuf) Bytes() []byte {
 	return bytes.Clone(l.b.Bytes())
 }
 
+// Ports handed out by freeAddr, so that one test binary never hands out a port twice.
+var (
+	portsMu sync.Mutex
+	ports   = map[int]bool{}
+)
+
+// freeAddr returns a loopback address that was free a moment ago, for a kvnode process to
+// bind. Its port is below Linux's ephemeral range (32768 and up): a port the kernel assigned
+// to a probe would otherwise be handed to any outgoing connection of the busy test machine
+// before the process binds it ("address already in use", seen in CI).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if ports[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		ports[port] = true
+		return l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port in 20000-31999")
+	return ""
 }
 
 func buildKvnode(t *testing.T) string {
