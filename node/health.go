@@ -27,15 +27,8 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	certsDir := fset.String("certs-dir", "", "the node's --certs-dir: HTTPS when it holds ca.crt")
 	path := fset.String("path", "/readyz", "what to ask: /readyz (serving) or /healthz (alive)")
 	timeout := fset.Duration("timeout", 3*time.Second, "deadline of the request")
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fset.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: kvnode health [flags]   (exit 0 when the node answers 200)")
-			fset.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "kvnode health: %v\n", err)
-		return 2
+	if code, stop := parseFlags(fset, args, "kvnode health", "usage: kvnode health [flags]   (exit 0 when the node answers 200)", stderr); stop {
+		return code
 	}
 	client := &http.Client{Timeout: *timeout}
 	scheme := "http"

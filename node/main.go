@@ -35,15 +35,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	logFormat := fs.String("log-format", "text", "log line format: text (key=value) or json")
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: kvnode [flags]\n       kvnode health [--admin ADDR] [--certs-dir DIR]   exit 0 when the node is ready")
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(stderr, "kvnode: %v\n", err)
-		return 2
+	if code, stop := parseFlags(fs, args, "kvnode", "usage: kvnode [flags]\n       kvnode health [--admin ADDR] [--certs-dir DIR]   exit 0 when the node is ready", stderr); stop {
+		return code
 	}
 	if *showVersion {
 		fmt.Fprintf(stderr, "kvnode %s\n", version.Get())
@@ -83,4 +76,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseFlags parses args into fs (whose output is discarded). On -h/--help it prints usage
+// and the flags' defaults to stderr; on a bad flag, one line naming it. stop tells the caller
+// to exit with code: 0 after help, 2 for a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string, name, usage string, stderr io.Writer) (code int, stop bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stderr)
+		fmt.Fprintln(stderr, usage)
+		fs.PrintDefaults()
+		return 0, true
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return 2, true
 }
