@@ -143,6 +143,123 @@ func (ChangeState) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{1}
 }
 
+type RepairState int32
+
+const (
+	// No repair has been run on this node.
+	RepairState_REPAIR_STATE_NONE RepairState = 0
+	// Ranges are being compared and streamed.
+	RepairState_REPAIR_STATE_RUNNING RepairState = 1
+	// Every range was compared and every difference streamed (dry run: compared).
+	RepairState_REPAIR_STATE_DONE RepairState = 2
+	// Some range could not be repaired (see the ranges' errors); the rest were.
+	RepairState_REPAIR_STATE_FAILED RepairState = 3
+	// Stopped by AbortRepair, or by a ring change.
+	RepairState_REPAIR_STATE_ABORTED RepairState = 4
+)
+
+// Enum value maps for RepairState.
+var (
+	RepairState_name = map[int32]string{
+		0: "REPAIR_STATE_NONE",
+		1: "REPAIR_STATE_RUNNING",
+		2: "REPAIR_STATE_DONE",
+		3: "REPAIR_STATE_FAILED",
+		4: "REPAIR_STATE_ABORTED",
+	}
+	RepairState_value = map[string]int32{
+		"REPAIR_STATE_NONE":    0,
+		"REPAIR_STATE_RUNNING": 1,
+		"REPAIR_STATE_DONE":    2,
+		"REPAIR_STATE_FAILED":  3,
+		"REPAIR_STATE_ABORTED": 4,
+	}
+)
+
+func (x RepairState) Enum() *RepairState {
+	p := new(RepairState)
+	*p = x
+	return p
+}
+
+func (x RepairState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RepairState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[2].Descriptor()
+}
+
+func (RepairState) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[2]
+}
+
+func (x RepairState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RepairState.Descriptor instead.
+func (RepairState) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+type RangeRepairState int32
+
+const (
+	RangeRepairState_RANGE_REPAIR_STATE_PENDING RangeRepairState = 0
+	// Replicas are building and exchanging trees.
+	RangeRepairState_RANGE_REPAIR_STATE_COMPARING RangeRepairState = 1
+	// Differing key ranges are streaming between replicas.
+	RangeRepairState_RANGE_REPAIR_STATE_STREAMING RangeRepairState = 2
+	RangeRepairState_RANGE_REPAIR_STATE_DONE      RangeRepairState = 3
+	RangeRepairState_RANGE_REPAIR_STATE_FAILED    RangeRepairState = 4
+)
+
+// Enum value maps for RangeRepairState.
+var (
+	RangeRepairState_name = map[int32]string{
+		0: "RANGE_REPAIR_STATE_PENDING",
+		1: "RANGE_REPAIR_STATE_COMPARING",
+		2: "RANGE_REPAIR_STATE_STREAMING",
+		3: "RANGE_REPAIR_STATE_DONE",
+		4: "RANGE_REPAIR_STATE_FAILED",
+	}
+	RangeRepairState_value = map[string]int32{
+		"RANGE_REPAIR_STATE_PENDING":   0,
+		"RANGE_REPAIR_STATE_COMPARING": 1,
+		"RANGE_REPAIR_STATE_STREAMING": 2,
+		"RANGE_REPAIR_STATE_DONE":      3,
+		"RANGE_REPAIR_STATE_FAILED":    4,
+	}
+)
+
+func (x RangeRepairState) Enum() *RangeRepairState {
+	p := new(RangeRepairState)
+	*p = x
+	return p
+}
+
+func (x RangeRepairState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RangeRepairState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[3].Descriptor()
+}
+
+func (RangeRepairState) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[3]
+}
+
+func (x RangeRepairState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RangeRepairState.Descriptor instead.
+func (RangeRepairState) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
 type ChangeRequest_Kind int32
 
 const (
@@ -179,11 +296,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[2].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[4].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[2]
+	return &file_kvpb_admin_proto_enumTypes[4]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -192,7 +309,7 @@ func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeRequest_Kind.Descriptor instead.
 func (ChangeRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{19, 0}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type StatusRequest struct {
@@ -237,7 +354,9 @@ type StatusResponse struct {
 	Replicas uint32                 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	Nodes    []*NodeStatus          `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Set when a ring change is in flight.
-	Change        *ChangeProgress `protobuf:"bytes,4,opt,name=change,proto3" json:"change,omitempty"`
+	Change *ChangeProgress `protobuf:"bytes,4,opt,name=change,proto3" json:"change,omitempty"`
+	// Repair sessions in flight on any member (each member's NodeInfo.repair that is running).
+	Repairs       []*RepairProgress `protobuf:"bytes,5,rep,name=repairs,proto3" json:"repairs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,6 +415,13 @@ func (x *StatusResponse) GetNodes() []*NodeStatus {
 func (x *StatusResponse) GetChange() *ChangeProgress {
 	if x != nil {
 		return x.Change
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetRepairs() []*RepairProgress {
+	if x != nil {
+		return x.Repairs
 	}
 	return nil
 }
@@ -444,7 +570,17 @@ type NodeInfoResponse struct {
 	DiskFull string `protobuf:"bytes,16,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	// Non-empty when the node found its data damaged at start and was started with
 	// --recover: what was found. Its data may miss acknowledged writes until repaired.
-	DataDamage    string `protobuf:"bytes,17,opt,name=data_damage,json=dataDamage,proto3" json:"data_damage,omitempty"`
+	DataDamage string `protobuf:"bytes,17,opt,name=data_damage,json=dataDamage,proto3" json:"data_damage,omitempty"`
+	// When this node last completed a repair of every range it is the primary replica of
+	// (a background repair or kvctl repair), Unix seconds; 0: never.
+	LastRepairedUnix int64 `protobuf:"varint,21,opt,name=last_repaired_unix,json=lastRepairedUnix,proto3" json:"last_repaired_unix,omitempty"`
+	// Durable hints this node holds for peers that missed writes, per peer.
+	Hints []*HintQueue `protobuf:"bytes,22,rep,name=hints,proto3" json:"hints,omitempty"`
+	// Hints dropped since start (older than --max-hint-window, or over the byte bound);
+	// repair covers the writes they carried.
+	HintsDropped uint64 `protobuf:"varint,23,opt,name=hints_dropped,json=hintsDropped,proto3" json:"hints_dropped,omitempty"`
+	// A repair session this node coordinates: in flight, else the last one (absent: none).
+	Repair        *RepairProgress `protobuf:"bytes,24,opt,name=repair,proto3" json:"repair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +741,103 @@ func (x *NodeInfoResponse) GetDataDamage() string {
 	return ""
 }
 
+func (x *NodeInfoResponse) GetLastRepairedUnix() int64 {
+	if x != nil {
+		return x.LastRepairedUnix
+	}
+	return 0
+}
+
+func (x *NodeInfoResponse) GetHints() []*HintQueue {
+	if x != nil {
+		return x.Hints
+	}
+	return nil
+}
+
+func (x *NodeInfoResponse) GetHintsDropped() uint64 {
+	if x != nil {
+		return x.HintsDropped
+	}
+	return 0
+}
+
+func (x *NodeInfoResponse) GetRepair() *RepairProgress {
+	if x != nil {
+		return x.Repair
+	}
+	return nil
+}
+
+type HintQueue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	Hints uint64                 `protobuf:"varint,2,opt,name=hints,proto3" json:"hints,omitempty"`
+	Bytes uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Write time of the oldest hint queued, Unix seconds.
+	OldestUnix    int64 `protobuf:"varint,4,opt,name=oldest_unix,json=oldestUnix,proto3" json:"oldest_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HintQueue) Reset() {
+	*x = HintQueue{}
+	mi := &file_kvpb_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HintQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HintQueue) ProtoMessage() {}
+
+func (x *HintQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HintQueue.ProtoReflect.Descriptor instead.
+func (*HintQueue) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HintQueue) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *HintQueue) GetHints() uint64 {
+	if x != nil {
+		return x.Hints
+	}
+	return 0
+}
+
+func (x *HintQueue) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *HintQueue) GetOldestUnix() int64 {
+	if x != nil {
+		return x.OldestUnix
+	}
+	return 0
+}
+
 type BreakerState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
@@ -617,7 +850,7 @@ type BreakerState struct {
 
 func (x *BreakerState) Reset() {
 	*x = BreakerState{}
-	mi := &file_kvpb_admin_proto_msgTypes[5]
+	mi := &file_kvpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +862,7 @@ func (x *BreakerState) String() string {
 func (*BreakerState) ProtoMessage() {}
 
 func (x *BreakerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[5]
+	mi := &file_kvpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +875,7 @@ func (x *BreakerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerState.ProtoReflect.Descriptor instead.
 func (*BreakerState) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BreakerState) GetPeer() string {
@@ -676,7 +909,7 @@ type RingRequest struct {
 
 func (x *RingRequest) Reset() {
 	*x = RingRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[6]
+	mi := &file_kvpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +921,7 @@ func (x *RingRequest) String() string {
 func (*RingRequest) ProtoMessage() {}
 
 func (x *RingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[6]
+	mi := &file_kvpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +934,7 @@ func (x *RingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingRequest.ProtoReflect.Descriptor instead.
 func (*RingRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RingRequest) GetWithCounts() bool {
@@ -725,7 +958,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_kvpb_admin_proto_msgTypes[7]
+	mi := &file_kvpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +970,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[7]
+	mi := &file_kvpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +983,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Member) GetId() string {
@@ -799,7 +1032,7 @@ type RingState struct {
 
 func (x *RingState) Reset() {
 	*x = RingState{}
-	mi := &file_kvpb_admin_proto_msgTypes[8]
+	mi := &file_kvpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1044,7 @@ func (x *RingState) String() string {
 func (*RingState) ProtoMessage() {}
 
 func (x *RingState) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[8]
+	mi := &file_kvpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1057,7 @@ func (x *RingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingState.ProtoReflect.Descriptor instead.
 func (*RingState) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RingState) GetEpoch() uint64 {
@@ -870,7 +1103,7 @@ type NodeOwnership struct {
 
 func (x *NodeOwnership) Reset() {
 	*x = NodeOwnership{}
-	mi := &file_kvpb_admin_proto_msgTypes[9]
+	mi := &file_kvpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1115,7 @@ func (x *NodeOwnership) String() string {
 func (*NodeOwnership) ProtoMessage() {}
 
 func (x *NodeOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[9]
+	mi := &file_kvpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1128,7 @@ func (x *NodeOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOwnership.ProtoReflect.Descriptor instead.
 func (*NodeOwnership) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeOwnership) GetId() string {
@@ -972,7 +1205,7 @@ type RingResponse struct {
 
 func (x *RingResponse) Reset() {
 	*x = RingResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[10]
+	mi := &file_kvpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1217,7 @@ func (x *RingResponse) String() string {
 func (*RingResponse) ProtoMessage() {}
 
 func (x *RingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[10]
+	mi := &file_kvpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1230,7 @@ func (x *RingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingResponse.ProtoReflect.Descriptor instead.
 func (*RingResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RingResponse) GetRing() *RingState {
@@ -1033,7 +1266,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[11]
+	mi := &file_kvpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1278,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[11]
+	mi := &file_kvpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1291,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatsRequest) GetIntervalMs() uint32 {
@@ -1095,7 +1328,7 @@ type OpStats struct {
 
 func (x *OpStats) Reset() {
 	*x = OpStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[12]
+	mi := &file_kvpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1340,7 @@ func (x *OpStats) String() string {
 func (*OpStats) ProtoMessage() {}
 
 func (x *OpStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[12]
+	mi := &file_kvpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1353,7 @@ func (x *OpStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpStats.ProtoReflect.Descriptor instead.
 func (*OpStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpStats) GetOp() string {
@@ -1214,7 +1447,7 @@ type VnodeStats struct {
 
 func (x *VnodeStats) Reset() {
 	*x = VnodeStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[13]
+	mi := &file_kvpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1459,7 @@ func (x *VnodeStats) String() string {
 func (*VnodeStats) ProtoMessage() {}
 
 func (x *VnodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[13]
+	mi := &file_kvpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1472,7 @@ func (x *VnodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeStats.ProtoReflect.Descriptor instead.
 func (*VnodeStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VnodeStats) GetToken() uint64 {
@@ -1355,7 +1588,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[14]
+	mi := &file_kvpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1600,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[14]
+	mi := &file_kvpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1613,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeStats) GetId() string {
@@ -1528,7 +1761,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[15]
+	mi := &file_kvpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1773,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[15]
+	mi := &file_kvpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1786,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProfileRequest) GetKind() string {
@@ -1579,7 +1812,7 @@ type ProfileChunk struct {
 
 func (x *ProfileChunk) Reset() {
 	*x = ProfileChunk{}
-	mi := &file_kvpb_admin_proto_msgTypes[16]
+	mi := &file_kvpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1824,7 @@ func (x *ProfileChunk) String() string {
 func (*ProfileChunk) ProtoMessage() {}
 
 func (x *ProfileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[16]
+	mi := &file_kvpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1837,7 @@ func (x *ProfileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileChunk.ProtoReflect.Descriptor instead.
 func (*ProfileChunk) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProfileChunk) GetData() []byte {
@@ -1623,7 +1856,7 @@ type LogTailRequest struct {
 
 func (x *LogTailRequest) Reset() {
 	*x = LogTailRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[17]
+	mi := &file_kvpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1868,7 @@ func (x *LogTailRequest) String() string {
 func (*LogTailRequest) ProtoMessage() {}
 
 func (x *LogTailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[17]
+	mi := &file_kvpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1881,7 @@ func (x *LogTailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTailRequest.ProtoReflect.Descriptor instead.
 func (*LogTailRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LogTailRequest) GetLines() uint32 {
@@ -1667,7 +1900,7 @@ type LogTailResponse struct {
 
 func (x *LogTailResponse) Reset() {
 	*x = LogTailResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[18]
+	mi := &file_kvpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1912,7 @@ func (x *LogTailResponse) String() string {
 func (*LogTailResponse) ProtoMessage() {}
 
 func (x *LogTailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[18]
+	mi := &file_kvpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1925,7 @@ func (x *LogTailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTailResponse.ProtoReflect.Descriptor instead.
 func (*LogTailResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogTailResponse) GetLines() []string {
@@ -1724,7 +1957,7 @@ type ChangeRequest struct {
 
 func (x *ChangeRequest) Reset() {
 	*x = ChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[19]
+	mi := &file_kvpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1969,7 @@ func (x *ChangeRequest) String() string {
 func (*ChangeRequest) ProtoMessage() {}
 
 func (x *ChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[19]
+	mi := &file_kvpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1982,7 @@ func (x *ChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChangeRequest) GetKind() ChangeRequest_Kind {
@@ -1815,7 +2048,7 @@ type TokenMove struct {
 
 func (x *TokenMove) Reset() {
 	*x = TokenMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2060,7 @@ func (x *TokenMove) String() string {
 func (*TokenMove) ProtoMessage() {}
 
 func (x *TokenMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2073,7 @@ func (x *TokenMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenMove.ProtoReflect.Descriptor instead.
 func (*TokenMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TokenMove) GetToken() uint64 {
@@ -1886,7 +2119,7 @@ type RangeMove struct {
 
 func (x *RangeMove) Reset() {
 	*x = RangeMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2131,7 @@ func (x *RangeMove) String() string {
 func (*RangeMove) ProtoMessage() {}
 
 func (x *RangeMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2144,7 @@ func (x *RangeMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeMove.ProtoReflect.Descriptor instead.
 func (*RangeMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RangeMove) GetStart() uint64 {
@@ -1976,7 +2209,7 @@ type ChangePlan struct {
 
 func (x *ChangePlan) Reset() {
 	*x = ChangePlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2221,7 @@ func (x *ChangePlan) String() string {
 func (*ChangePlan) ProtoMessage() {}
 
 func (x *ChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2234,7 @@ func (x *ChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePlan.ProtoReflect.Descriptor instead.
 func (*ChangePlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ChangePlan) GetId() uint64 {
@@ -2099,7 +2332,7 @@ type RangeProgress struct {
 
 func (x *RangeProgress) Reset() {
 	*x = RangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2344,7 @@ func (x *RangeProgress) String() string {
 func (*RangeProgress) ProtoMessage() {}
 
 func (x *RangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2357,7 @@ func (x *RangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeProgress.ProtoReflect.Descriptor instead.
 func (*RangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RangeProgress) GetMove() *RangeMove {
@@ -2205,7 +2438,7 @@ type ChangeProgress struct {
 
 func (x *ChangeProgress) Reset() {
 	*x = ChangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2450,7 @@ func (x *ChangeProgress) String() string {
 func (*ChangeProgress) ProtoMessage() {}
 
 func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2463,7 @@ func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeProgress.ProtoReflect.Descriptor instead.
 func (*ChangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ChangeProgress) GetId() uint64 {
@@ -2343,7 +2576,7 @@ type ChangeStatusRequest struct {
 
 func (x *ChangeStatusRequest) Reset() {
 	*x = ChangeStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2588,7 @@ func (x *ChangeStatusRequest) String() string {
 func (*ChangeStatusRequest) ProtoMessage() {}
 
 func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2601,7 @@ func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeStatusRequest.ProtoReflect.Descriptor instead.
 func (*ChangeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
@@ -2396,7 +2629,7 @@ type TokenRange struct {
 
 func (x *TokenRange) Reset() {
 	*x = TokenRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2641,7 @@ func (x *TokenRange) String() string {
 func (*TokenRange) ProtoMessage() {}
 
 func (x *TokenRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2654,7 @@ func (x *TokenRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
 func (*TokenRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TokenRange) GetStart() uint64 {
@@ -2447,7 +2680,7 @@ type CountRangesRequest struct {
 
 func (x *CountRangesRequest) Reset() {
 	*x = CountRangesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2692,7 @@ func (x *CountRangesRequest) String() string {
 func (*CountRangesRequest) ProtoMessage() {}
 
 func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2705,7 @@ func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
 func (*CountRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CountRangesRequest) GetRanges() []*TokenRange {
@@ -2492,7 +2725,7 @@ type RangeCount struct {
 
 func (x *RangeCount) Reset() {
 	*x = RangeCount{}
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2737,7 @@ func (x *RangeCount) String() string {
 func (*RangeCount) ProtoMessage() {}
 
 func (x *RangeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2750,7 @@ func (x *RangeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
 func (*RangeCount) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RangeCount) GetKeys() uint64 {
@@ -2544,7 +2777,7 @@ type CountRangesResponse struct {
 
 func (x *CountRangesResponse) Reset() {
 	*x = CountRangesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2789,7 @@ func (x *CountRangesResponse) String() string {
 func (*CountRangesResponse) ProtoMessage() {}
 
 func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2802,7 @@ func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
 func (*CountRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CountRangesResponse) GetCounts() []*RangeCount {
@@ -2587,7 +2820,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2832,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2845,7 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type SetChangeRateRequest struct {
@@ -2624,7 +2857,7 @@ type SetChangeRateRequest struct {
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2869,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2882,7 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
@@ -2659,17 +2892,698 @@ func (x *SetChangeRateRequest) GetRateBytes() uint64 {
 	return 0
 }
 
+type RepairRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the ranges this node holds a replica of; empty: every range of the ring.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Only the ranges of these vnodes (a vnode's token ends its range); empty: all.
+	Vnodes []uint64 `protobuf:"varint,2,rep,packed,name=vnodes,proto3" json:"vnodes,omitempty"`
+	// Compare the trees and report the differences, stream nothing.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Streaming throttle in bytes per second per receiver; 0 = the default.
+	RateBytes     uint64 `protobuf:"varint,4,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairRequest) Reset() {
+	*x = RepairRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairRequest) ProtoMessage() {}
+
+func (x *RepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
+func (*RepairRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RepairRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RepairRequest) GetVnodes() []uint64 {
+	if x != nil {
+		return x.Vnodes
+	}
+	return nil
+}
+
+func (x *RepairRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RepairRequest) GetRateBytes() uint64 {
+	if x != nil {
+		return x.RateBytes
+	}
+	return 0
+}
+
+// One token range of a repair and the replicas that hold it.
+type RepairRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tokens t with start < t <= end (wrapping when start >= end); end is the vnode's token.
+	Start uint64 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   uint64 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	// The range's replicas in ring order (the primary first). Each pair of them is compared.
+	Replicas []string `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The primary replica's record count and bytes for the range (estimates for progress).
+	EstKeys       uint64 `protobuf:"varint,4,opt,name=est_keys,json=estKeys,proto3" json:"est_keys,omitempty"`
+	EstBytes      uint64 `protobuf:"varint,5,opt,name=est_bytes,json=estBytes,proto3" json:"est_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairRange) Reset() {
+	*x = RepairRange{}
+	mi := &file_kvpb_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairRange) ProtoMessage() {}
+
+func (x *RepairRange) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairRange.ProtoReflect.Descriptor instead.
+func (*RepairRange) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RepairRange) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *RepairRange) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *RepairRange) GetReplicas() []string {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *RepairRange) GetEstKeys() uint64 {
+	if x != nil {
+		return x.EstKeys
+	}
+	return 0
+}
+
+func (x *RepairRange) GetEstBytes() uint64 {
+	if x != nil {
+		return x.EstBytes
+	}
+	return 0
+}
+
+type RepairPlan struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Request *RepairRequest         `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The ring epoch the plan was made at; a ring change that starts stops the session.
+	Epoch  uint64         `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ranges []*RepairRange `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// The replica pairs compared, "a/b" with a < b, for the result table.
+	Pairs    []string `protobuf:"bytes,5,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	EstKeys  uint64   `protobuf:"varint,6,opt,name=est_keys,json=estKeys,proto3" json:"est_keys,omitempty"`
+	EstBytes uint64   `protobuf:"varint,7,opt,name=est_bytes,json=estBytes,proto3" json:"est_bytes,omitempty"`
+	Warnings []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Non-empty when the repair is refused (a ring change in flight, a replica down, ...).
+	Refusals      []string `protobuf:"bytes,9,rep,name=refusals,proto3" json:"refusals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairPlan) Reset() {
+	*x = RepairPlan{}
+	mi := &file_kvpb_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairPlan) ProtoMessage() {}
+
+func (x *RepairPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
+func (*RepairPlan) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RepairPlan) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RepairPlan) GetRequest() *RepairRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *RepairPlan) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RepairPlan) GetRanges() []*RepairRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *RepairPlan) GetPairs() []string {
+	if x != nil {
+		return x.Pairs
+	}
+	return nil
+}
+
+func (x *RepairPlan) GetEstKeys() uint64 {
+	if x != nil {
+		return x.EstKeys
+	}
+	return 0
+}
+
+func (x *RepairPlan) GetEstBytes() uint64 {
+	if x != nil {
+		return x.EstBytes
+	}
+	return 0
+}
+
+func (x *RepairPlan) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *RepairPlan) GetRefusals() []string {
+	if x != nil {
+		return x.Refusals
+	}
+	return nil
+}
+
+// The result of comparing one pair of replicas, over one range or summed over the session.
+type PairRepair struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	A                string                 `protobuf:"bytes,1,opt,name=a,proto3" json:"a,omitempty"`
+	B                string                 `protobuf:"bytes,2,opt,name=b,proto3" json:"b,omitempty"`
+	LeavesCompared   uint64                 `protobuf:"varint,3,opt,name=leaves_compared,json=leavesCompared,proto3" json:"leaves_compared,omitempty"`
+	LeavesMismatched uint64                 `protobuf:"varint,4,opt,name=leaves_mismatched,json=leavesMismatched,proto3" json:"leaves_mismatched,omitempty"`
+	// Records streamed a -> b and b -> a that the receiver applied (newer than what it held).
+	KeysToB       uint64 `protobuf:"varint,5,opt,name=keys_to_b,json=keysToB,proto3" json:"keys_to_b,omitempty"`
+	KeysToA       uint64 `protobuf:"varint,6,opt,name=keys_to_a,json=keysToA,proto3" json:"keys_to_a,omitempty"`
+	BytesStreamed uint64 `protobuf:"varint,7,opt,name=bytes_streamed,json=bytesStreamed,proto3" json:"bytes_streamed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PairRepair) Reset() {
+	*x = PairRepair{}
+	mi := &file_kvpb_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PairRepair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PairRepair) ProtoMessage() {}
+
+func (x *PairRepair) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PairRepair.ProtoReflect.Descriptor instead.
+func (*PairRepair) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PairRepair) GetA() string {
+	if x != nil {
+		return x.A
+	}
+	return ""
+}
+
+func (x *PairRepair) GetB() string {
+	if x != nil {
+		return x.B
+	}
+	return ""
+}
+
+func (x *PairRepair) GetLeavesCompared() uint64 {
+	if x != nil {
+		return x.LeavesCompared
+	}
+	return 0
+}
+
+func (x *PairRepair) GetLeavesMismatched() uint64 {
+	if x != nil {
+		return x.LeavesMismatched
+	}
+	return 0
+}
+
+func (x *PairRepair) GetKeysToB() uint64 {
+	if x != nil {
+		return x.KeysToB
+	}
+	return 0
+}
+
+func (x *PairRepair) GetKeysToA() uint64 {
+	if x != nil {
+		return x.KeysToA
+	}
+	return 0
+}
+
+func (x *PairRepair) GetBytesStreamed() uint64 {
+	if x != nil {
+		return x.BytesStreamed
+	}
+	return 0
+}
+
+type RangeRepair struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RepairRange           `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	State         RangeRepairState       `protobuf:"varint,2,opt,name=state,proto3,enum=ringkv.RangeRepairState" json:"state,omitempty"`
+	Pairs         []*PairRepair          `protobuf:"bytes,3,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeRepair) Reset() {
+	*x = RangeRepair{}
+	mi := &file_kvpb_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeRepair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeRepair) ProtoMessage() {}
+
+func (x *RangeRepair) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeRepair.ProtoReflect.Descriptor instead.
+func (*RangeRepair) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RangeRepair) GetRange() *RepairRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *RangeRepair) GetState() RangeRepairState {
+	if x != nil {
+		return x.State
+	}
+	return RangeRepairState_RANGE_REPAIR_STATE_PENDING
+}
+
+func (x *RangeRepair) GetPairs() []*PairRepair {
+	if x != nil {
+		return x.Pairs
+	}
+	return nil
+}
+
+func (x *RangeRepair) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type RepairProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	State RepairState            `protobuf:"varint,2,opt,name=state,proto3,enum=ringkv.RepairState" json:"state,omitempty"`
+	Plan  *RepairPlan            `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// The node coordinating the session.
+	Coordinator string         `protobuf:"bytes,4,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	Ranges      []*RangeRepair `protobuf:"bytes,5,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	RangesDone  uint32         `protobuf:"varint,6,opt,name=ranges_done,json=rangesDone,proto3" json:"ranges_done,omitempty"`
+	RangesTotal uint32         `protobuf:"varint,7,opt,name=ranges_total,json=rangesTotal,proto3" json:"ranges_total,omitempty"`
+	// Summed over the session's ranges, per replica pair (the result table).
+	Pairs         []*PairRepair `protobuf:"bytes,8,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	KeysStreamed  uint64        `protobuf:"varint,9,opt,name=keys_streamed,json=keysStreamed,proto3" json:"keys_streamed,omitempty"`
+	BytesStreamed uint64        `protobuf:"varint,10,opt,name=bytes_streamed,json=bytesStreamed,proto3" json:"bytes_streamed,omitempty"`
+	// Records hashed into trees so far (the work done while comparing).
+	KeysCompared    uint64  `protobuf:"varint,11,opt,name=keys_compared,json=keysCompared,proto3" json:"keys_compared,omitempty"`
+	RateBytesPerSec float64 `protobuf:"fixed64,12,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"`
+	EtaSeconds      float64 `protobuf:"fixed64,13,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
+	RateLimitBytes  uint64  `protobuf:"varint,14,opt,name=rate_limit_bytes,json=rateLimitBytes,proto3" json:"rate_limit_bytes,omitempty"`
+	Error           string  `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	StartedUnix     int64   `protobuf:"varint,16,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
+	FinishedUnix    int64   `protobuf:"varint,17,opt,name=finished_unix,json=finishedUnix,proto3" json:"finished_unix,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RepairProgress) Reset() {
+	*x = RepairProgress{}
+	mi := &file_kvpb_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairProgress) ProtoMessage() {}
+
+func (x *RepairProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
+func (*RepairProgress) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RepairProgress) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetState() RepairState {
+	if x != nil {
+		return x.State
+	}
+	return RepairState_REPAIR_STATE_NONE
+}
+
+func (x *RepairProgress) GetPlan() *RepairPlan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *RepairProgress) GetCoordinator() string {
+	if x != nil {
+		return x.Coordinator
+	}
+	return ""
+}
+
+func (x *RepairProgress) GetRanges() []*RangeRepair {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *RepairProgress) GetRangesDone() uint32 {
+	if x != nil {
+		return x.RangesDone
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetRangesTotal() uint32 {
+	if x != nil {
+		return x.RangesTotal
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetPairs() []*PairRepair {
+	if x != nil {
+		return x.Pairs
+	}
+	return nil
+}
+
+func (x *RepairProgress) GetKeysStreamed() uint64 {
+	if x != nil {
+		return x.KeysStreamed
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetBytesStreamed() uint64 {
+	if x != nil {
+		return x.BytesStreamed
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetKeysCompared() uint64 {
+	if x != nil {
+		return x.KeysCompared
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetRateBytesPerSec() float64 {
+	if x != nil {
+		return x.RateBytesPerSec
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetEtaSeconds() float64 {
+	if x != nil {
+		return x.EtaSeconds
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetRateLimitBytes() uint64 {
+	if x != nil {
+		return x.RateLimitBytes
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RepairProgress) GetStartedUnix() int64 {
+	if x != nil {
+		return x.StartedUnix
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetFinishedUnix() int64 {
+	if x != nil {
+		return x.FinishedUnix
+	}
+	return 0
+}
+
+type RepairStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	IntervalMs    uint32                 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairStatusRequest) Reset() {
+	*x = RepairStatusRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairStatusRequest) ProtoMessage() {}
+
+func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairStatusRequest.ProtoReflect.Descriptor instead.
+func (*RepairStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RepairStatusRequest) GetIntervalMs() uint32 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+type AbortRepairRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortRepairRequest) Reset() {
+	*x = AbortRepairRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRepairRequest) ProtoMessage() {}
+
+func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRepairRequest.ProtoReflect.Descriptor instead.
+func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
+}
+
 var File_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x10kvpb/admin.proto\x12\x06ringkv\"\x0f\n" +
-	"\rStatusRequest\"\x9c\x01\n" +
+	"\rStatusRequest\"\xce\x01\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12(\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.ringkv.NodeStatusR\x05nodes\x12.\n" +
-	"\x06change\x18\x04 \x01(\v2\x16.ringkv.ChangeProgressR\x06change\"\x93\x01\n" +
+	"\x06change\x18\x04 \x01(\v2\x16.ringkv.ChangeProgressR\x06change\x120\n" +
+	"\arepairs\x18\x05 \x03(\v2\x16.ringkv.RepairProgressR\arepairs\"\x93\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2677,7 +3591,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xa7\x04\n" +
+	"\x0fNodeInfoRequest\"\xd3\x05\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -2700,7 +3614,17 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\bproblems\x18\x14 \x03(\tR\bproblems\x12\x1b\n" +
 	"\tdisk_full\x18\x10 \x01(\tR\bdiskFull\x12\x1f\n" +
 	"\vdata_damage\x18\x11 \x01(\tR\n" +
-	"dataDamage\"k\n" +
+	"dataDamage\x12,\n" +
+	"\x12last_repaired_unix\x18\x15 \x01(\x03R\x10lastRepairedUnix\x12'\n" +
+	"\x05hints\x18\x16 \x03(\v2\x11.ringkv.HintQueueR\x05hints\x12#\n" +
+	"\rhints_dropped\x18\x17 \x01(\x04R\fhintsDropped\x12.\n" +
+	"\x06repair\x18\x18 \x01(\v2\x16.ringkv.RepairProgressR\x06repair\"l\n" +
+	"\tHintQueue\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
+	"\x05hints\x18\x02 \x01(\x04R\x05hints\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\voldest_unix\x18\x04 \x01(\x03R\n" +
+	"oldestUnix\"k\n" +
 	"\fBreakerState\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x121\n" +
@@ -2896,7 +3820,69 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12AbortChangeRequest\"5\n" +
 	"\x14SetChangeRateRequest\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x01 \x01(\x04R\trateBytes*i\n" +
+	"rate_bytes\x18\x01 \x01(\x04R\trateBytes\"x\n" +
+	"\rRepairRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06vnodes\x18\x02 \x03(\x04R\x06vnodes\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x1d\n" +
+	"\n" +
+	"rate_bytes\x18\x04 \x01(\x04R\trateBytes\"\x89\x01\n" +
+	"\vRepairRange\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\tR\breplicas\x12\x19\n" +
+	"\best_keys\x18\x04 \x01(\x04R\aestKeys\x12\x1b\n" +
+	"\test_bytes\x18\x05 \x01(\x04R\bestBytes\"\x96\x02\n" +
+	"\n" +
+	"RepairPlan\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
+	"\arequest\x18\x02 \x01(\v2\x15.ringkv.RepairRequestR\arequest\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12+\n" +
+	"\x06ranges\x18\x04 \x03(\v2\x13.ringkv.RepairRangeR\x06ranges\x12\x14\n" +
+	"\x05pairs\x18\x05 \x03(\tR\x05pairs\x12\x19\n" +
+	"\best_keys\x18\x06 \x01(\x04R\aestKeys\x12\x1b\n" +
+	"\test_bytes\x18\a \x01(\x04R\bestBytes\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\x12\x1a\n" +
+	"\brefusals\x18\t \x03(\tR\brefusals\"\xdd\x01\n" +
+	"\n" +
+	"PairRepair\x12\f\n" +
+	"\x01a\x18\x01 \x01(\tR\x01a\x12\f\n" +
+	"\x01b\x18\x02 \x01(\tR\x01b\x12'\n" +
+	"\x0fleaves_compared\x18\x03 \x01(\x04R\x0eleavesCompared\x12+\n" +
+	"\x11leaves_mismatched\x18\x04 \x01(\x04R\x10leavesMismatched\x12\x1a\n" +
+	"\tkeys_to_b\x18\x05 \x01(\x04R\akeysToB\x12\x1a\n" +
+	"\tkeys_to_a\x18\x06 \x01(\x04R\akeysToA\x12%\n" +
+	"\x0ebytes_streamed\x18\a \x01(\x04R\rbytesStreamed\"\xa8\x01\n" +
+	"\vRangeRepair\x12)\n" +
+	"\x05range\x18\x01 \x01(\v2\x13.ringkv.RepairRangeR\x05range\x12.\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.ringkv.RangeRepairStateR\x05state\x12(\n" +
+	"\x05pairs\x18\x03 \x03(\v2\x12.ringkv.PairRepairR\x05pairs\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xf7\x04\n" +
+	"\x0eRepairProgress\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x13.ringkv.RepairStateR\x05state\x12&\n" +
+	"\x04plan\x18\x03 \x01(\v2\x12.ringkv.RepairPlanR\x04plan\x12 \n" +
+	"\vcoordinator\x18\x04 \x01(\tR\vcoordinator\x12+\n" +
+	"\x06ranges\x18\x05 \x03(\v2\x13.ringkv.RangeRepairR\x06ranges\x12\x1f\n" +
+	"\vranges_done\x18\x06 \x01(\rR\n" +
+	"rangesDone\x12!\n" +
+	"\franges_total\x18\a \x01(\rR\vrangesTotal\x12(\n" +
+	"\x05pairs\x18\b \x03(\v2\x12.ringkv.PairRepairR\x05pairs\x12#\n" +
+	"\rkeys_streamed\x18\t \x01(\x04R\fkeysStreamed\x12%\n" +
+	"\x0ebytes_streamed\x18\n" +
+	" \x01(\x04R\rbytesStreamed\x12#\n" +
+	"\rkeys_compared\x18\v \x01(\x04R\fkeysCompared\x12+\n" +
+	"\x12rate_bytes_per_sec\x18\f \x01(\x01R\x0frateBytesPerSec\x12\x1f\n" +
+	"\veta_seconds\x18\r \x01(\x01R\n" +
+	"etaSeconds\x12(\n" +
+	"\x10rate_limit_bytes\x18\x0e \x01(\x04R\x0erateLimitBytes\x12\x14\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\x12!\n" +
+	"\fstarted_unix\x18\x10 \x01(\x03R\vstartedUnix\x12#\n" +
+	"\rfinished_unix\x18\x11 \x01(\x03R\ffinishedUnix\"6\n" +
+	"\x13RepairStatusRequest\x12\x1f\n" +
+	"\vinterval_ms\x18\x01 \x01(\rR\n" +
+	"intervalMs\"\x14\n" +
+	"\x12AbortRepairRequest*i\n" +
 	"\tMoveState\x12\x16\n" +
 	"\x12MOVE_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14MOVE_STATE_STREAMING\x10\x01\x12\x13\n" +
@@ -2907,7 +3893,19 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x16CHANGE_STATE_STREAMING\x10\x01\x12\x1d\n" +
 	"\x19CHANGE_STATE_HANDING_OVER\x10\x02\x12\x15\n" +
 	"\x11CHANGE_STATE_DONE\x10\x03\x12\x18\n" +
-	"\x14CHANGE_STATE_ABORTED\x10\x042\xe4\x06\n" +
+	"\x14CHANGE_STATE_ABORTED\x10\x04*\x88\x01\n" +
+	"\vRepairState\x12\x15\n" +
+	"\x11REPAIR_STATE_NONE\x10\x00\x12\x18\n" +
+	"\x14REPAIR_STATE_RUNNING\x10\x01\x12\x15\n" +
+	"\x11REPAIR_STATE_DONE\x10\x02\x12\x17\n" +
+	"\x13REPAIR_STATE_FAILED\x10\x03\x12\x18\n" +
+	"\x14REPAIR_STATE_ABORTED\x10\x04*\xb2\x01\n" +
+	"\x10RangeRepairState\x12\x1e\n" +
+	"\x1aRANGE_REPAIR_STATE_PENDING\x10\x00\x12 \n" +
+	"\x1cRANGE_REPAIR_STATE_COMPARING\x10\x01\x12 \n" +
+	"\x1cRANGE_REPAIR_STATE_STREAMING\x10\x02\x12\x1b\n" +
+	"\x17RANGE_REPAIR_STATE_DONE\x10\x03\x12\x1d\n" +
+	"\x19RANGE_REPAIR_STATE_FAILED\x10\x042\xa5\t\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -2924,7 +3922,13 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\vWatchChange\x12\x1b.ringkv.ChangeStatusRequest\x1a\x16.ringkv.ChangeProgress0\x01\x12A\n" +
 	"\vAbortChange\x12\x1a.ringkv.AbortChangeRequest\x1a\x16.ringkv.ChangeProgress\x12E\n" +
 	"\rSetChangeRate\x12\x1c.ringkv.SetChangeRateRequest\x1a\x16.ringkv.ChangeProgress\x12F\n" +
-	"\vCountRanges\x12\x1a.ringkv.CountRangesRequest\x1a\x1b.ringkv.CountRangesResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\vCountRanges\x12\x1a.ringkv.CountRangesRequest\x1a\x1b.ringkv.CountRangesResponse\x127\n" +
+	"\n" +
+	"PlanRepair\x12\x15.ringkv.RepairRequest\x1a\x12.ringkv.RepairPlan\x128\n" +
+	"\vStartRepair\x12\x15.ringkv.RepairRequest\x1a\x12.ringkv.RepairPlan\x12C\n" +
+	"\fRepairStatus\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress\x12D\n" +
+	"\vWatchRepair\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress0\x01\x12A\n" +
+	"\vAbortRepair\x12\x1a.ringkv.AbortRepairRequest\x1a\x16.ringkv.RepairProgressB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_admin_proto_rawDescOnce sync.Once
@@ -2938,105 +3942,138 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_kvpb_admin_proto_goTypes = []any{
 	(MoveState)(0),               // 0: ringkv.MoveState
 	(ChangeState)(0),             // 1: ringkv.ChangeState
-	(ChangeRequest_Kind)(0),      // 2: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),        // 3: ringkv.StatusRequest
-	(*StatusResponse)(nil),       // 4: ringkv.StatusResponse
-	(*NodeStatus)(nil),           // 5: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),      // 6: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),     // 7: ringkv.NodeInfoResponse
-	(*BreakerState)(nil),         // 8: ringkv.BreakerState
-	(*RingRequest)(nil),          // 9: ringkv.RingRequest
-	(*Member)(nil),               // 10: ringkv.Member
-	(*RingState)(nil),            // 11: ringkv.RingState
-	(*NodeOwnership)(nil),        // 12: ringkv.NodeOwnership
-	(*RingResponse)(nil),         // 13: ringkv.RingResponse
-	(*StatsRequest)(nil),         // 14: ringkv.StatsRequest
-	(*OpStats)(nil),              // 15: ringkv.OpStats
-	(*VnodeStats)(nil),           // 16: ringkv.VnodeStats
-	(*NodeStats)(nil),            // 17: ringkv.NodeStats
-	(*ProfileRequest)(nil),       // 18: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),         // 19: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),       // 20: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),      // 21: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),        // 22: ringkv.ChangeRequest
-	(*TokenMove)(nil),            // 23: ringkv.TokenMove
-	(*RangeMove)(nil),            // 24: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 25: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 26: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 27: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 28: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 29: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 30: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 31: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 32: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 33: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 34: ringkv.SetChangeRateRequest
-	nil,                          // 35: ringkv.NodeStats.ErrorsEntry
+	(RepairState)(0),             // 2: ringkv.RepairState
+	(RangeRepairState)(0),        // 3: ringkv.RangeRepairState
+	(ChangeRequest_Kind)(0),      // 4: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),        // 5: ringkv.StatusRequest
+	(*StatusResponse)(nil),       // 6: ringkv.StatusResponse
+	(*NodeStatus)(nil),           // 7: ringkv.NodeStatus
+	(*NodeInfoRequest)(nil),      // 8: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),     // 9: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),            // 10: ringkv.HintQueue
+	(*BreakerState)(nil),         // 11: ringkv.BreakerState
+	(*RingRequest)(nil),          // 12: ringkv.RingRequest
+	(*Member)(nil),               // 13: ringkv.Member
+	(*RingState)(nil),            // 14: ringkv.RingState
+	(*NodeOwnership)(nil),        // 15: ringkv.NodeOwnership
+	(*RingResponse)(nil),         // 16: ringkv.RingResponse
+	(*StatsRequest)(nil),         // 17: ringkv.StatsRequest
+	(*OpStats)(nil),              // 18: ringkv.OpStats
+	(*VnodeStats)(nil),           // 19: ringkv.VnodeStats
+	(*NodeStats)(nil),            // 20: ringkv.NodeStats
+	(*ProfileRequest)(nil),       // 21: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),         // 22: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),       // 23: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),      // 24: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),        // 25: ringkv.ChangeRequest
+	(*TokenMove)(nil),            // 26: ringkv.TokenMove
+	(*RangeMove)(nil),            // 27: ringkv.RangeMove
+	(*ChangePlan)(nil),           // 28: ringkv.ChangePlan
+	(*RangeProgress)(nil),        // 29: ringkv.RangeProgress
+	(*ChangeProgress)(nil),       // 30: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),  // 31: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),           // 32: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 33: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 34: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 35: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 36: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 37: ringkv.SetChangeRateRequest
+	(*RepairRequest)(nil),        // 38: ringkv.RepairRequest
+	(*RepairRange)(nil),          // 39: ringkv.RepairRange
+	(*RepairPlan)(nil),           // 40: ringkv.RepairPlan
+	(*PairRepair)(nil),           // 41: ringkv.PairRepair
+	(*RangeRepair)(nil),          // 42: ringkv.RangeRepair
+	(*RepairProgress)(nil),       // 43: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),  // 44: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),   // 45: ringkv.AbortRepairRequest
+	nil,                          // 46: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	5,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	27, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	7,  // 2: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	8,  // 3: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
-	10, // 4: ringkv.RingState.members:type_name -> ringkv.Member
-	11, // 5: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	12, // 6: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	27, // 7: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
-	15, // 8: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	16, // 9: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	8,  // 10: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	35, // 11: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	2,  // 12: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	23, // 13: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	22, // 14: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	24, // 15: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	12, // 16: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	12, // 17: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	24, // 18: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	0,  // 19: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
-	1,  // 20: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	25, // 21: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	26, // 22: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	29, // 23: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	31, // 24: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	3,  // 25: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	6,  // 26: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	9,  // 27: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	14, // 28: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	14, // 29: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	18, // 30: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	20, // 31: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	22, // 32: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	22, // 33: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	28, // 34: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	28, // 35: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	33, // 36: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	34, // 37: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	30, // 38: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	4,  // 39: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	7,  // 40: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	13, // 41: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	17, // 42: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	17, // 43: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	19, // 44: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	21, // 45: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	25, // 46: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	25, // 47: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	27, // 48: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	27, // 49: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	27, // 50: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	27, // 51: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	32, // 52: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	7,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	30, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	43, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	9,  // 3: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	11, // 4: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	10, // 5: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	43, // 6: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	13, // 7: ringkv.RingState.members:type_name -> ringkv.Member
+	14, // 8: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	15, // 9: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	30, // 10: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	18, // 11: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	19, // 12: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	11, // 13: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	46, // 14: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	4,  // 15: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	26, // 16: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	25, // 17: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	27, // 18: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	15, // 19: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	15, // 20: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	27, // 21: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	0,  // 22: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
+	1,  // 23: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	28, // 24: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	29, // 25: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	32, // 26: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	34, // 27: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	38, // 28: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	39, // 29: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	39, // 30: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	3,  // 31: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	41, // 32: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	2,  // 33: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	40, // 34: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	42, // 35: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	41, // 36: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	5,  // 37: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	8,  // 38: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	12, // 39: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	17, // 40: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	17, // 41: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	21, // 42: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	23, // 43: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	25, // 44: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	25, // 45: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	31, // 46: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	31, // 47: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	36, // 48: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	37, // 49: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	33, // 50: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	38, // 51: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	38, // 52: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	44, // 53: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	44, // 54: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	45, // 55: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	6,  // 56: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	9,  // 57: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	16, // 58: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	20, // 59: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	20, // 60: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	22, // 61: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	24, // 62: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	28, // 63: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	28, // 64: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	30, // 65: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	30, // 66: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	30, // 67: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	30, // 68: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	35, // 69: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	40, // 70: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	40, // 71: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	43, // 72: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	43, // 73: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	43, // 74: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	56, // [56:75] is the sub-list for method output_type
+	37, // [37:56] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -3049,8 +4086,8 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   33,
+			NumEnums:      5,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

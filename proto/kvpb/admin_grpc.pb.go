@@ -37,6 +37,11 @@ const (
 	Admin_AbortChange_FullMethodName   = "/ringkv.Admin/AbortChange"
 	Admin_SetChangeRate_FullMethodName = "/ringkv.Admin/SetChangeRate"
 	Admin_CountRanges_FullMethodName   = "/ringkv.Admin/CountRanges"
+	Admin_PlanRepair_FullMethodName    = "/ringkv.Admin/PlanRepair"
+	Admin_StartRepair_FullMethodName   = "/ringkv.Admin/StartRepair"
+	Admin_RepairStatus_FullMethodName  = "/ringkv.Admin/RepairStatus"
+	Admin_WatchRepair_FullMethodName   = "/ringkv.Admin/WatchRepair"
+	Admin_AbortRepair_FullMethodName   = "/ringkv.Admin/AbortRepair"
 )
 
 // AdminClient is the client API for Admin service.
@@ -66,6 +71,16 @@ type AdminClient interface {
 	// CountRanges counts the records this node stores in each token range (internal: a plan's
 	// estimates ask each move's source).
 	CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error)
+	// Repair (anti-entropy). The node that gets StartRepair coordinates the session: for each
+	// range of the plan it has the range's replicas hash it into Merkle trees, compares them,
+	// and has the replicas stream each other only the key ranges whose leaves differ (newer
+	// record wins on apply). One session per node at a time; refused while a ring change is in
+	// flight. A session lives in its coordinator's memory: if the coordinator dies, run it again.
+	PlanRepair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairPlan, error)
+	StartRepair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairPlan, error)
+	RepairStatus(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (*RepairProgress, error)
+	WatchRepair(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RepairProgress], error)
+	AbortRepair(ctx context.Context, in *AbortRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error)
 }
 
 type adminClient struct {
@@ -243,6 +258,65 @@ func (c *adminClient) CountRanges(ctx context.Context, in *CountRangesRequest, o
 	return out, nil
 }
 
+func (c *adminClient) PlanRepair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairPlan, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairPlan)
+	err := c.cc.Invoke(ctx, Admin_PlanRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) StartRepair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairPlan, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairPlan)
+	err := c.cc.Invoke(ctx, Admin_StartRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RepairStatus(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (*RepairProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairProgress)
+	err := c.cc.Invoke(ctx, Admin_RepairStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) WatchRepair(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RepairProgress], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[3], Admin_WatchRepair_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RepairStatusRequest, RepairProgress]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchRepairClient = grpc.ServerStreamingClient[RepairProgress]
+
+func (c *adminClient) AbortRepair(ctx context.Context, in *AbortRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairProgress)
+	err := c.cc.Invoke(ctx, Admin_AbortRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -270,6 +344,16 @@ type AdminServer interface {
 	// CountRanges counts the records this node stores in each token range (internal: a plan's
 	// estimates ask each move's source).
 	CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error)
+	// Repair (anti-entropy). The node that gets StartRepair coordinates the session: for each
+	// range of the plan it has the range's replicas hash it into Merkle trees, compares them,
+	// and has the replicas stream each other only the key ranges whose leaves differ (newer
+	// record wins on apply). One session per node at a time; refused while a ring change is in
+	// flight. A session lives in its coordinator's memory: if the coordinator dies, run it again.
+	PlanRepair(context.Context, *RepairRequest) (*RepairPlan, error)
+	StartRepair(context.Context, *RepairRequest) (*RepairPlan, error)
+	RepairStatus(context.Context, *RepairStatusRequest) (*RepairProgress, error)
+	WatchRepair(*RepairStatusRequest, grpc.ServerStreamingServer[RepairProgress]) error
+	AbortRepair(context.Context, *AbortRepairRequest) (*RepairProgress, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -321,6 +405,21 @@ func (UnimplementedAdminServer) SetChangeRate(context.Context, *SetChangeRateReq
 }
 func (UnimplementedAdminServer) CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountRanges not implemented")
+}
+func (UnimplementedAdminServer) PlanRepair(context.Context, *RepairRequest) (*RepairPlan, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlanRepair not implemented")
+}
+func (UnimplementedAdminServer) StartRepair(context.Context, *RepairRequest) (*RepairPlan, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartRepair not implemented")
+}
+func (UnimplementedAdminServer) RepairStatus(context.Context, *RepairStatusRequest) (*RepairProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method RepairStatus not implemented")
+}
+func (UnimplementedAdminServer) WatchRepair(*RepairStatusRequest, grpc.ServerStreamingServer[RepairProgress]) error {
+	return status.Error(codes.Unimplemented, "method WatchRepair not implemented")
+}
+func (UnimplementedAdminServer) AbortRepair(context.Context, *AbortRepairRequest) (*RepairProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortRepair not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -574,6 +673,89 @@ func _Admin_CountRanges_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PlanRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PlanRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PlanRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PlanRepair(ctx, req.(*RepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_StartRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).StartRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_StartRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).StartRepair(ctx, req.(*RepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RepairStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RepairStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RepairStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RepairStatus(ctx, req.(*RepairStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_WatchRepair_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RepairStatusRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).WatchRepair(m, &grpc.GenericServerStream[RepairStatusRequest, RepairProgress]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchRepairServer = grpc.ServerStreamingServer[RepairProgress]
+
+func _Admin_AbortRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortRepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AbortRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AbortRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AbortRepair(ctx, req.(*AbortRepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -625,6 +807,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CountRanges",
 			Handler:    _Admin_CountRanges_Handler,
 		},
+		{
+			MethodName: "PlanRepair",
+			Handler:    _Admin_PlanRepair_Handler,
+		},
+		{
+			MethodName: "StartRepair",
+			Handler:    _Admin_StartRepair_Handler,
+		},
+		{
+			MethodName: "RepairStatus",
+			Handler:    _Admin_RepairStatus_Handler,
+		},
+		{
+			MethodName: "AbortRepair",
+			Handler:    _Admin_AbortRepair_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -640,6 +838,11 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchChange",
 			Handler:       _Admin_WatchChange_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchRepair",
+			Handler:       _Admin_WatchRepair_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -10,3 +10,12 @@ func (s ChangeState) InFlight() bool {
 func (s ChangeState) Finished() bool {
 	return s == ChangeState_CHANGE_STATE_DONE || s == ChangeState_CHANGE_STATE_ABORTED
 }
+
+// InFlight reports whether a repair in this state is still running.
+func (s RepairState) InFlight() bool { return s == RepairState_REPAIR_STATE_RUNNING }
+
+// Finished reports whether a repair in this state has ended, well or not.
+func (s RepairState) Finished() bool {
+	return s == RepairState_REPAIR_STATE_DONE || s == RepairState_REPAIR_STATE_FAILED ||
+		s == RepairState_REPAIR_STATE_ABORTED
+}
