@@ -93,6 +93,13 @@ type Config struct {
 	// MinFreeDisk is the free space kept on the data volume: below it writes and replica
 	// applies are refused (HTTP 507), reads go on, and writes resume once space is back.
 	MinFreeDisk store.Reserve
+	// Hinted handoff (issue 14): MaxHintBytes bounds the hints kept on disk for peers that
+	// missed writes (the oldest of the peer with the most go first); MaxHintWindow drops hints
+	// older than it (Cassandra's max_hint_window); both are counted, and repair covers them.
+	// HintRate paces their handoff, bytes per second (0 = unpaced).
+	MaxHintBytes  int64
+	MaxHintWindow time.Duration
+	HintRate      uint64
 	// Recover starts a node whose data is damaged (else it refuses to start): it serves
 	// what is left and says so in kvctl status until repaired.
 	Recover bool
@@ -115,6 +122,10 @@ func DefaultConfig() Config {
 		HTTPReadTimeout: 30 * time.Second,
 		IdleTimeout:     2 * time.Minute,
 		MinFreeDisk:     store.DefaultReserve,
+		// Hinted handoff (issue 14).
+		MaxHintBytes:  256 << 20,
+		MaxHintWindow: 3 * time.Hour,
+		HintRate:      4 << 20,
 	}
 }
 
@@ -150,6 +161,10 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --max-connections %d: must not be negative", ErrInvalidConfig, c.MaxConnections)
 	case c.HTTPReadTimeout <= 0 || c.IdleTimeout <= 0:
 		return c, fmt.Errorf("%w: --http-read-timeout/--idle-timeout: must be positive", ErrInvalidConfig)
+	case c.MaxHintBytes < 0:
+		return c, fmt.Errorf("%w: --max-hint-bytes %d: must not be negative", ErrInvalidConfig, c.MaxHintBytes)
+	case c.MaxHintWindow < 0:
+		return c, fmt.Errorf("%w: --max-hint-window %v: must not be negative", ErrInvalidConfig, c.MaxHintWindow)
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http", c.HTTPAddr}, {"--grpc", c.GRPCAddr}, {"--admin", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
@@ -346,6 +361,9 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "time to read one HTTP request, header and body")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")
 	fs.BoolVar(&c.Recover, "recover", c.Recover, "start even if the data is damaged: serve what is left, say so in kvctl status (the rest must be repaired from the peers)")
+	fs.Var(bytesValue{&c.MaxHintBytes}, "max-hint-bytes", "bytes of hints kept on disk for peers that missed writes; over it the oldest are dropped and left to repair (0 = unbounded; K/M/G suffixes)")
+	fs.DurationVar(&c.MaxHintWindow, "max-hint-window", c.MaxHintWindow, "hints older than this are dropped and left to repair, like Cassandra's max_hint_window (0 = kept until delivered)")
+	fs.Var(uint64BytesValue{&c.HintRate}, "hint-rate", "pace of handing hints over to a peer that is back, bytes/s, so a backlog leaves room for client traffic (0 = unpaced; K/M/G suffixes)")
 	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (default max(1GiB, 5%))")
 	return fs
 }

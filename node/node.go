@@ -65,6 +65,7 @@ type Node struct {
 	mover   *cluster.Mover
 	local   *replica.Local
 	coord   *replica.Coordinator
+	hints   *store.Hints
 	metrics *metrics.Registry
 	logs    *metrics.LogRing
 	dial    []grpc.DialOption
@@ -198,6 +199,15 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	closers = append(closers, n.st.Close)
+	// Hints in a badger of their own under the data directory (store.Hints says why), closed
+	// after the coordinator that writes them.
+	if n.hints, err = store.OpenHints(store.HintsConfig{
+		Dir: store.HintsPath(cfg.DataDir), InMemory: cfg.InMemory, SyncWrites: cfg.SyncWrites,
+		MaxBytes: cfg.MaxHintBytes, MaxAge: cfg.MaxHintWindow, Writable: n.st.DiskFull, Logger: logger,
+	}); err != nil {
+		return nil, fmt.Errorf("open hints: %w", err)
+	}
+	closers = append(closers, n.hints.Close)
 
 	mcfg := metrics.DefaultConfig()
 	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
@@ -223,6 +233,11 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.ClockCheck = n.offsets.Check
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
 	rcfg.Writable = n.st.DiskFull
+	rcfg.Hints = n.hints
+	rcfg.HintRate = int64(min(cfg.HintRate, 1<<62))
+	if cfg.HintRate == 0 {
+		rcfg.HintRate = -1 // unpaced
+	}
 	if err := rcfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: replica: %w", ErrInvalidConfig, err)
 	}
@@ -230,6 +245,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	closers = append(closers, n.coord.Close)
 	// The coordinator observes into the registry, so the registry learns its breakers now.
 	n.metrics.SetBreakers(n.coord.Breakers)
+	n.metrics.SetHints(n.hints.Queues)
 
 	// This node's part of ring changes: the range-stream client and the mover.
 	rangeClient := &stream.RangeClient{
@@ -433,6 +449,13 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	for _, b := range n.coord.Breakers() {
 		info.Breakers = append(info.Breakers, &kvpb.BreakerState{Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(b.ConsecutiveFailures)})
 	}
+	for _, q := range n.hints.Queues() {
+		if q.Count == 0 {
+			continue
+		}
+		info.Hints = append(info.Hints, &kvpb.HintQueue{Peer: q.Peer, Hints: q.Count, Bytes: q.Bytes, OldestUnix: q.Oldest.Unix()})
+	}
+	info.HintsDropped = n.hints.Dropped()
 	return info
 }
 

@@ -24,6 +24,15 @@ var (
 		"Replicas repaired by reads.", nil, nil)
 	descHints = prometheus.NewDesc("ringkv_hints_total",
 		"Hints stored for unreachable replicas.", nil, nil)
+	descHintsQueued = prometheus.NewDesc("ringkv_hints_queued",
+		"Hints held on disk for a peer that missed writes.", []string{"peer"}, nil)
+	descHintsQueuedBytes = prometheus.NewDesc("ringkv_hints_queued_bytes",
+		"Bytes of the hints held for a peer.", []string{"peer"}, nil)
+	descHintsDelivered = prometheus.NewDesc("ringkv_hints_delivered_total",
+		"Hints handed over to a peer (or to the key's current replicas) since start.", []string{"peer"}, nil)
+	descHintsDropped = prometheus.NewDesc("ringkv_hints_dropped_total",
+		"Hints dropped since start: older than --max-hint-window, over --max-hint-bytes, or not stored on a full disk (repair covers them).",
+		[]string{"peer"}, nil)
 	descBreaker = prometheus.NewDesc("ringkv_breaker_state",
 		"Circuit breaker state per peer: 1 for the current state (closed, open), 0 for the others.",
 		[]string{"peer", "state"}, nil)
@@ -70,6 +79,7 @@ func newPromRegistry(r *Registry) *prometheus.Registry {
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descOps, descOpErrors, descOpDuration, descReadRepairs, descHints,
+		descHintsQueued, descHintsQueuedBytes, descHintsDelivered, descHintsDropped,
 		descBreaker, descBreakerFailures, descKeys, descDisk, descEpoch, descVnodeLoad, descVnodeKeysDist,
 		descClockRejected, descClockOffset} {
 		ch <- d
@@ -97,6 +107,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descReadRepairs, prometheus.CounterValue, float64(ns.ReadRepairs))
 	ch <- prometheus.MustNewConstMetric(descHints, prometheus.CounterValue, float64(ns.Hints))
+	if fn := r.hintQs.Load(); fn != nil {
+		for _, q := range (*fn)() {
+			ch <- prometheus.MustNewConstMetric(descHintsQueued, prometheus.GaugeValue, float64(q.Count), q.Peer)
+			ch <- prometheus.MustNewConstMetric(descHintsQueuedBytes, prometheus.GaugeValue, float64(q.Bytes), q.Peer)
+			ch <- prometheus.MustNewConstMetric(descHintsDelivered, prometheus.CounterValue, float64(q.Delivered), q.Peer)
+			ch <- prometheus.MustNewConstMetric(descHintsDropped, prometheus.CounterValue, float64(q.Dropped), q.Peer)
+		}
+	}
 	for _, b := range ns.Breakers {
 		for _, st := range breakerStates {
 			v := 0.0

@@ -23,6 +23,7 @@ import (
 
 	"ringkv/node/replica"
 	"ringkv/node/ring"
+	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 )
 
@@ -54,6 +55,7 @@ type Registry struct {
 	mu sync.Mutex // guards rebuilding vt and ticking its rates
 
 	breakers atomic.Pointer[func() []replica.Breaker] // Config.Breakers, or SetBreakers's
+	hintQs   atomic.Pointer[func() []store.HintQueue] // SetHints's
 
 	prom *prometheus.Registry
 }
@@ -546,4 +548,14 @@ func (r *Registry) SetBreakers(fn func() []replica.Breaker) {
 		return
 	}
 	r.breakers.Store(&fn)
+}
+
+// SetHints makes /metrics export the hint queues fn returns (store.Hints.Queues) per peer:
+// hints queued and their bytes, hints delivered and dropped. Safe for concurrent use.
+func (r *Registry) SetHints(fn func() []store.HintQueue) {
+	if fn == nil {
+		r.hintQs.Store(nil)
+		return
+	}
+	r.hintQs.Store(&fn)
 }

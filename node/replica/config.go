@@ -55,11 +55,20 @@ type Config struct {
 	ClockCheck func() error
 	// Logger, when set, logs a peer's breaker closing on a sign of life.
 	Logger *slog.Logger
-	// HintBytes bounds the hints kept for peers that missed writes (hinted
-	// handoff, see hints.go); the oldest go first when full. Negative: no hints.
+	// Hints is where hints are kept (hinted handoff, see hints.go): the node's durable
+	// store.Hints, bounded by its own config. Nil: a log in memory, bounded by HintBytes
+	// (the oldest go first when full) and HintWindow, lost with the coordinator.
+	Hints HintLog
+	// HintBytes bounds the in-memory log's bytes (Hints nil). Negative: no hints at all.
 	HintBytes int
-	// HintInterval is how often hints are handed over to peers that answer again.
+	// HintWindow bounds the in-memory log's hints by age (Hints nil); default 3h.
+	HintWindow time.Duration
+	// HintInterval is how often hints are handed over to peers that answer again (besides
+	// at once when a peer's breaker closes) and expired hints dropped.
 	HintInterval time.Duration
+	// HintRate paces the handoff, in bytes per second of keys and values, so a backlog does
+	// not crowd out client traffic. Negative: unpaced.
+	HintRate int64
 	// CatchUp, when set, waits until this node's ring view is newer than stale
 	// (cluster.Cluster.WaitView of the next view). A write refused by a replica
 	// with ErrStaleView waits for it, bounded by ReplicaTimeout, and is sent
@@ -87,7 +96,9 @@ func DefaultConfig() Config {
 		MaxKeyBytes:      MaxKeySize,
 		MaxValueBytes:    1 << 20,
 		HintBytes:        64 << 20,
+		HintWindow:       3 * time.Hour,
 		HintInterval:     time.Second,
+		HintRate:         4 << 20,
 		Now:              time.Now,
 	}
 }
@@ -112,6 +123,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: repair workers %d / queue %d are negative", ErrInvalidArgument, c.RepairWorkers, c.RepairQueue)
 	case c.MaxKeyBytes < 0 || c.MaxValueBytes < 0:
 		return fmt.Errorf("%w: size limits %d / %d are negative", ErrInvalidArgument, c.MaxKeyBytes, c.MaxValueBytes)
+	case c.HintWindow < 0 || c.HintInterval < 0:
+		return fmt.Errorf("%w: hint window %v / interval %v are negative", ErrInvalidArgument, c.HintWindow, c.HintInterval)
 	}
 	return nil
 }
@@ -158,8 +171,14 @@ func (c Config) withDefaults() Config {
 	if c.HintBytes == 0 {
 		c.HintBytes = d.HintBytes
 	}
+	if c.HintWindow <= 0 {
+		c.HintWindow = d.HintWindow
+	}
 	if c.HintInterval <= 0 {
 		c.HintInterval = d.HintInterval
+	}
+	if c.HintRate == 0 {
+		c.HintRate = d.HintRate
 	}
 	if c.Now == nil {
 		c.Now = d.Now

@@ -38,7 +38,12 @@ type Coordinator struct {
 	peerSt  map[string]*peer
 
 	repairs chan repairJob
-	hints   *hintStore
+	// hints is Config.Hints, or a log in memory the coordinator owns (ownHints); nil without
+	// hints. hintKick wakes the handoff goroutine; hintNext paces it (owned by it).
+	hints    HintLog
+	ownHints bool
+	hintKick chan struct{}
+	hintNext time.Time
 
 	base   context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -86,24 +91,39 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		clock = hlc.New(nil)
 	}
 	c := &Coordinator{
-		cfg:     cfg,
-		self:    self,
-		view:    view,
-		local:   local,
-		peers:   peers,
-		clock:   clock,
-		obs:     obs,
-		readP99: newQuantile(0.99),
-		peerSt:  make(map[string]*peer),
-		repairs: make(chan repairJob, cfg.RepairQueue),
-		hints:   newHintStore(cfg.HintBytes),
+		cfg:      cfg,
+		self:     self,
+		view:     view,
+		local:    local,
+		peers:    peers,
+		clock:    clock,
+		obs:      obs,
+		readP99:  newQuantile(0.99),
+		peerSt:   make(map[string]*peer),
+		repairs:  make(chan repairJob, cfg.RepairQueue),
+		hintKick: make(chan struct{}, 1),
+	}
+	switch {
+	case cfg.HintBytes < 0:
+	case cfg.Hints != nil:
+		c.hints = cfg.Hints
+	default:
+		h, err := store.OpenHints(store.HintsConfig{InMemory: true, MaxBytes: int64(cfg.HintBytes), MaxAge: cfg.HintWindow,
+			Now: cfg.Now, Logger: cfg.Logger})
+		if err != nil {
+			if cfg.Logger != nil {
+				cfg.Logger.Warn("no hints: open in memory", "err", err)
+			}
+		} else {
+			c.hints, c.ownHints = h, true
+		}
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(cfg.RepairWorkers)
 	for range cfg.RepairWorkers {
 		go c.repairWorker()
 	}
-	if cfg.HintBytes > 0 {
+	if c.hints != nil {
 		c.wg.Add(1)
 		go c.handoffLoop()
 	}
@@ -123,6 +143,9 @@ func (c *Coordinator) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	if c.ownHints {
+		return c.hints.(*store.Hints).Close()
+	}
 	return nil
 }
 
@@ -249,6 +272,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			if !p.br.allow() {
 				p.br.reachable()
 				c.logPeer(id, "connection ready again")
+				c.kickHints()
 			}
 		case connectivity.TransientFailure:
 			p.contacted.Store(true)
@@ -278,6 +302,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			if err == nil && !p.br.allow() {
 				p.br.reachable()
 				c.logPeer(id, "answered a probe")
+				c.kickHints()
 			}
 		}
 		ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeInterval)

@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"ringkv/node/hlc"
@@ -14,145 +13,75 @@ import (
 // Hinted handoff: when a write's call to a peer fails (down, timed out, breaker open), the
 // coordinator keeps the record as a hint for that peer and hands it over once the peer answers
 // again, so a node that was down catches up on the writes it missed without waiting for reads
-// to repair them. Hints do not count towards a write's acks (Cassandra's rule): a write that
-// got fewer than ack acknowledgements still fails.
+// or a repair. Hints do not count towards a write's acks (Cassandra's rule): a write that got
+// fewer than ack acknowledgements still fails.
 //
-// Hints live in the coordinator's memory, bounded by Config.HintBytes (the oldest go first
-// when full): a coordinator that restarts loses its hints, and read repair remains the backstop
-// for those. A hint the peer refuses as routed by a stale view (it no longer replicates the key
-// after a ring change) is written instead to the key's replicas in the current view, with the
-// same timestamp, so it is a no-op where it already landed.
+// Hints are durable (Config.Hints, a store.Hints in the node's data directory): a hint for a
+// replica known to have missed the write when the write is answered — passed over for its open
+// breaker, without a connection, or whose call already failed — is on disk before the write is
+// acknowledged, and survives a crash of the coordinator (with --sync-writes, a power loss).
+// A call still in flight at the answer leaves its hint when it fails, after the answer, as in
+// Cassandra: a crash in that window leaves the write to repair.
+//
+// They are handed over in the order they were added, one call at a time per peer and paced to
+// Config.HintRate bytes per second, so a large backlog does not crowd out client traffic: at
+// once when a peer's breaker closes or its connection turns ready, and every HintInterval. A
+// hint is removed once the peer took it. One the peer refuses as routed by a stale view (it no
+// longer replicates the key after a ring change) is written instead to the key's replicas in
+// the current view, with the same timestamp, so it is a no-op where it already landed; so are
+// the hints of a peer that left the ring. Hints older than Config.HintWindow, or beyond
+// Config.HintBytes, are dropped and counted: repair covers the writes they carried.
 
-type hint struct {
-	key []byte
-	rec store.Record
+// HintLog is where a Coordinator keeps its hints: store.Hints. Safe for concurrent use; the
+// Coordinator calls it from write paths and from one handoff goroutine, and stops calling it
+// when Close returns.
+type HintLog interface {
+	// Add stores a hint of rec for peer; it returns once the hint is durable.
+	Add(peer string, key []byte, rec store.Record) error
+	// Peers is the peers with hints.
+	Peers() []string
+	// Next returns up to n of peer's oldest hints in order, without removing them.
+	Next(peer string, n int) ([]store.Hint, error)
+	// Remove deletes hints that were handed over.
+	Remove(hs []store.Hint) error
+	// Expire drops the hints older than the log's age bound.
+	Expire() (int, error)
+	// Queues describes every peer's queue.
+	Queues() []store.HintQueue
+	// Dropped counts the hints dropped by a bound.
+	Dropped() uint64
 }
 
-func (h hint) size() int { return len(h.key) + len(h.rec.Value) + 64 }
-
-// hintQueue is the hints for one peer, oldest first.
-type hintQueue struct {
-	hints []hint
-}
-
-// hintStore is every peer's hints. Safe for concurrent use.
-type hintStore struct {
-	max int // bytes
-
-	mu        sync.Mutex
-	peers     map[string]*hintQueue
-	bytes     int
-	dropped   uint64
-	delivered uint64
-}
-
-func newHintStore(maxBytes int) *hintStore {
-	return &hintStore{max: maxBytes, peers: map[string]*hintQueue{}}
-}
-
-// add keeps a hint for peer, evicting the oldest hints of the peer with the most when full.
-func (s *hintStore) add(peer string, h hint) {
-	if s.max <= 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queue(peer)
-	q.hints = append(q.hints, h)
-	s.bytes += h.size()
-	for s.bytes > s.max {
-		var big *hintQueue
-		for _, q := range s.peers {
-			if big == nil || len(q.hints) > len(big.hints) {
-				big = q
-			}
-		}
-		if big == nil || len(big.hints) == 0 {
-			break
-		}
-		s.bytes -= big.hints[0].size()
-		big.hints[0] = hint{}
-		big.hints = big.hints[1:]
-		s.dropped++
-	}
-}
-
-// queue is peer's queue, created when missing. Callers hold mu.
-func (s *hintStore) queue(peer string) *hintQueue {
-	q := s.peers[peer]
-	if q == nil {
-		q = &hintQueue{}
-		s.peers[peer] = q
-	}
-	return q
-}
-
-// take removes and returns up to n of peer's oldest hints.
-func (s *hintStore) take(peer string, n int) []hint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.peers[peer]
-	if q == nil {
-		return nil
-	}
-	n = min(n, len(q.hints))
-	out := make([]hint, n)
-	copy(out, q.hints)
-	clear(q.hints[:n])
-	q.hints = q.hints[n:]
-	for _, h := range out {
-		s.bytes -= h.size()
-	}
-	if len(q.hints) == 0 {
-		delete(s.peers, peer)
-	}
-	return out
-}
-
-// putBack returns hints that could not be handed over to the front of peer's queue.
-func (s *hintStore) putBack(peer string, hs []hint) {
-	if len(hs) == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queue(peer)
-	q.hints = append(append([]hint(nil), hs...), q.hints...)
-	for _, h := range hs {
-		s.bytes += h.size()
-	}
-}
-
-// pending is the peers with hints.
-func (s *hintStore) pending() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.peers))
-	for p := range s.peers {
-		out = append(out, p)
-	}
-	return out
-}
+var _ HintLog = (*store.Hints)(nil)
 
 // HintStats is what the coordinator holds for unreachable peers.
 type HintStats struct {
 	// Pending is hints held per peer.
 	Pending map[string]int
-	// Bytes is their size; Dropped counts hints evicted because the store was full, Delivered
-	// those handed over.
+	// Bytes is their size; Dropped counts hints dropped by a bound (bytes, age, a full disk),
+	// Delivered those handed over.
 	Bytes              int
 	Dropped, Delivered uint64
+	// Queues is each peer's queue.
+	Queues []store.HintQueue
 }
 
 // Hints reports the hints the coordinator holds.
 func (c *Coordinator) Hints() HintStats {
-	s := c.hints
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := HintStats{Pending: map[string]int{}, Bytes: s.bytes, Dropped: s.dropped, Delivered: s.delivered}
-	for p, q := range s.peers {
-		st.Pending[p] = len(q.hints)
+	st := HintStats{Pending: map[string]int{}}
+	if c.hints == nil {
+		return st
 	}
+	st.Queues = c.hints.Queues()
+	for _, q := range st.Queues {
+		if q.Count > 0 {
+			st.Pending[q.Peer] = int(q.Count)
+		}
+		st.Bytes += int(q.Bytes)
+		st.Dropped += q.Dropped
+		st.Delivered += q.Delivered
+	}
+	st.Dropped = max(st.Dropped, c.hints.Dropped())
 	return st
 }
 
@@ -165,18 +94,36 @@ func (c *Coordinator) hintable(t target, err error) bool {
 		!errors.Is(err, store.ErrDiskFull) // a full peer refuses; hints for it would only grow
 }
 
-// keepHint stores a hint for t after a failed write call.
+// keepHint stores a hint for t after a failed write call. A hint that cannot be stored (a
+// full disk, a closed log) is counted as dropped by the log: repair covers it.
 func (c *Coordinator) keepHint(t target, key []byte, rec store.Record) {
-	c.hints.add(t.id, hint{key: key, rec: rec})
+	if c.hints == nil {
+		return
+	}
+	if err := c.hints.Add(t.id, key, rec); err != nil {
+		if c.cfg.Logger != nil && c.base.Err() == nil {
+			c.cfg.Logger.Warn("hint not kept", "peer", t.id, "err", err)
+		}
+		return
+	}
 	if h, ok := c.obs.(interface{ Hint() }); ok {
 		h.Hint()
 	}
 }
 
-// hintBatch is how many hints one handoff round sends to a peer before it looks at the others.
+// kickHints asks the handoff goroutine for a round now (a peer answers again).
+func (c *Coordinator) kickHints() {
+	select {
+	case c.hintKick <- struct{}{}:
+	default:
+	}
+}
+
+// hintBatch is how many hints one handoff round reads for a peer at a time.
 const hintBatch = 256
 
-// handoffLoop hands hints over every HintInterval until Close.
+// handoffLoop drops expired hints and hands hints over every HintInterval and when kicked,
+// until Close.
 func (c *Coordinator) handoffLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.HintInterval)
@@ -186,18 +133,22 @@ func (c *Coordinator) handoffLoop() {
 		case <-c.base.Done():
 			return
 		case <-t.C:
-			c.handoff()
+		case <-c.hintKick:
 		}
+		if _, err := c.hints.Expire(); err != nil && c.cfg.Logger != nil && c.base.Err() == nil {
+			c.cfg.Logger.Warn("expire hints", "err", err)
+		}
+		c.handoff()
 	}
 }
 
 // handoff sends each peer with hints its hints, while its breaker lets calls through and it
 // takes them.
 func (c *Coordinator) handoff() {
-	pending := c.hints.pending()
+	pending := c.hints.Peers()
 	if len(pending) == 0 {
 		// Nothing to hand over, and no view asked for: the view function may not be usable
-		// before the node has started serving (a hint exists only after a write was served).
+		// before the node has started serving.
 		return
 	}
 	v := c.view()
@@ -213,12 +164,23 @@ func (c *Coordinator) handoff() {
 		}
 	}
 	for _, id := range pending {
+		if c.base.Err() != nil {
+			return
+		}
 		m, ok := members[id]
 		if !ok {
 			// The peer left the ring: its hints go to the keys' current replicas.
-			for hs := c.hints.take(id, hintBatch); len(hs) > 0 && c.base.Err() == nil; hs = c.hints.take(id, hintBatch) {
+			for c.base.Err() == nil {
+				hs, err := c.hints.Next(id, hintBatch)
+				if err != nil || len(hs) == 0 {
+					break
+				}
 				for _, h := range hs {
+					c.pace(h)
 					c.rehome(h)
+				}
+				if c.hints.Remove(hs) != nil {
+					break
 				}
 			}
 			continue
@@ -234,41 +196,74 @@ func (c *Coordinator) handOver(t target) {
 		if c.admit(t) != nil {
 			return
 		}
-		hs := c.hints.take(t.id, hintBatch)
-		if len(hs) == 0 {
+		hs, err := c.hints.Next(t.id, hintBatch)
+		if err != nil || len(hs) == 0 {
 			return
 		}
 		vid := c.view().ID()
-		for i, h := range hs {
+		done := hs[:0:0]
+		failed := false
+		for _, h := range hs {
+			if !c.pace(h) {
+				failed = true
+				break
+			}
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
 			start := time.Now()
-			_, err := t.r.Write(ctx, h.key, h.rec, vid)
+			_, err := t.r.Write(ctx, h.Key, h.Record, vid)
 			cancel()
 			c.account(t, time.Since(start), err, false)
 			switch {
 			case err == nil:
-				c.hints.mu.Lock()
-				c.hints.delivered++
-				c.hints.mu.Unlock()
 			case errors.Is(err, ErrStaleView):
 				c.rehome(h)
 			default:
-				c.hints.putBack(t.id, hs[i:])
-				return
+				failed = true
 			}
+			if failed {
+				break
+			}
+			done = append(done, h)
+		}
+		if err := c.hints.Remove(done); err != nil || failed {
+			return
 		}
 	}
 }
 
+// pace waits until handing h over keeps the handoff within HintRate; false when the
+// coordinator closes meanwhile.
+func (c *Coordinator) pace(h store.Hint) bool {
+	if c.cfg.HintRate <= 0 {
+		return c.base.Err() == nil
+	}
+	now := time.Now()
+	if c.hintNext.Before(now) {
+		c.hintNext = now
+	}
+	n := len(h.Key) + len(h.Record.Value) + 32
+	c.hintNext = c.hintNext.Add(time.Duration(float64(n) / float64(c.cfg.HintRate) * float64(time.Second)))
+	if d := c.hintNext.Sub(now); d > time.Millisecond {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-c.base.Done():
+			return false
+		case <-tm.C:
+		}
+	}
+	return c.base.Err() == nil
+}
+
 // rehome writes a hint to its key's replicas in the current view (one ack is enough: it is
-// a copy of a write that was already acknowledged or failed). Failures drop it: read repair
-// is the backstop.
-func (c *Coordinator) rehome(h hint) {
+// a copy of a write that was already acknowledged or failed). The replicas it misses get
+// hints of their own.
+func (c *Coordinator) rehome(h store.Hint) {
 	v := c.view()
 	if v == nil || v.Current == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
 	defer cancel()
-	_ = c.writeIn(ctx, v, h.key, h.rec, 1, v.Current.Replicas())
+	_ = c.writeIn(ctx, v, h.Key, h.Record, 1, v.Current.Replicas())
 }

@@ -71,7 +71,7 @@ func TestHintedHandoff(t *testing.T) {
 func TestHintsBounded(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
-	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, HintBytes: 1000, HintInterval: time.Hour}, nil)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, HintBytes: 500, HintInterval: time.Hour}, nil)
 	c.nodes["n2"].set(modeDown)
 	for i := range 20 {
 		if _, err := co.Put(ctx, fmt.Appendf(nil, "k%d", i), []byte("0123456789"), 2, 3); err != nil {
@@ -86,12 +86,15 @@ func TestHintsBounded(t *testing.T) {
 			return nil
 		})
 	}
-	if st := co.Hints(); st.Bytes > 1000 || st.Dropped == 0 || st.Pending["n2"] == 0 {
-		t.Fatalf("hints %+v: want at most 1000 bytes, some dropped, some pending", st)
+	if st := co.Hints(); st.Bytes > 500 || st.Dropped == 0 || st.Pending["n2"] == 0 {
+		t.Fatalf("hints %+v: want at most 500 bytes, some dropped, some pending", st)
 	}
 	// The newest are kept.
-	hs := co.hints.take("n2", 100)
-	if last := string(hs[len(hs)-1].key); last != "k19" {
+	hs, err := co.hints.Next("n2", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := string(hs[len(hs)-1].Key); last != "k19" {
 		t.Errorf("newest hint is %q, want k19", last)
 	}
 }

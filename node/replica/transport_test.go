@@ -98,7 +98,7 @@ func TestTransportClosesBreaker(t *testing.T) {
 	c := newCluster(t, 3)
 	tr := newFakeTransport(connectivity.Ready)
 	n1 := watchedFaulty{c.nodes["n1"], tr}
-	co := New(Config{BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+	co := New(Config{BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond, HintBytes: -1}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
 		if m.ID == "n1" {
 			return n1
 		}
