@@ -9,6 +9,7 @@ import (
 
 	"ringkv/internal/eventually"
 	"ringkv/node/ring"
+	"ringkv/node/store"
 )
 
 // A replica that is down when a write happens gets the write handed over once it is back,
@@ -97,4 +98,70 @@ func TestHintsBounded(t *testing.T) {
 	if last := string(hs[len(hs)-1].Key); last != "k19" {
 		t.Errorf("newest hint is %q, want k19", last)
 	}
+}
+
+// Hints kept in a store.Hints on disk outlive the coordinator: written while n2 is down, the
+// coordinator closed and the log reopened, a new coordinator hands them over in order once n2
+// answers, without any read, and removes them from disk.
+func TestHintsDurableAcrossCoordinatorRestart(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	dir := t.TempDir()
+	open := func() *store.Hints {
+		h, err := store.OpenHints(store.HintsConfig{Dir: dir})
+		if err != nil {
+			t.Fatalf("OpenHints: %v", err)
+		}
+		return h
+	}
+	hints := open()
+	co := New(Config{ReplicaTimeout: time.Second, Hints: hints, HintInterval: time.Hour}, "n0", c.view.Load, c.nodes["n0"],
+		func(m ring.Member) Replica { return c.nodes[m.ID] }, nil, nil)
+	c.nodes["n2"].set(modeDown)
+	want := map[string]uint64{}
+	for i := range 5 {
+		k := fmt.Sprintf("k%d", i)
+		// The same key twice: the newer version must win on n2 as it did on the others.
+		for _, v := range []string{"old", "new"} {
+			ts, err := co.Put(ctx, []byte(k), []byte(v), 2, 3)
+			if err != nil {
+				t.Fatalf("Put %s with n2 down: %v", k, err)
+			}
+			want[k] = ts
+		}
+	}
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if got := co.Hints().Pending["n2"]; got != 10 {
+			return fmt.Errorf("hints for n2 = %d, want 10", got)
+		}
+		return nil
+	})
+	if err := co.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hints.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	hints = open()
+	t.Cleanup(func() { hints.Close() })
+	if got := hints.Queues(); len(got) != 1 || got[0].Count != 10 {
+		t.Fatalf("hints on disk after the restart: %+v, want 10 for n2", got)
+	}
+	c.nodes["n2"].set(modeOK)
+	co = New(Config{ReplicaTimeout: time.Second, Hints: hints, HintInterval: 20 * time.Millisecond}, "n0", c.view.Load, c.nodes["n0"],
+		func(m ring.Member) Replica { return c.nodes[m.ID] }, nil, nil)
+	t.Cleanup(func() { co.Close() })
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		for k, ts := range want {
+			rec, ok := c.nodes["n2"].has(t, k)
+			if !ok || rec.TS != ts || string(rec.Value) != "new" {
+				return fmt.Errorf("n2 holds %s = %+v (found %v), want the newer write at %d", k, rec, ok, ts)
+			}
+		}
+		if st := co.Hints(); len(st.Pending) != 0 || st.Delivered != 10 {
+			return fmt.Errorf("hints %+v, want none pending and 10 delivered", st)
+		}
+		return nil
+	})
 }
