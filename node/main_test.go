@@ -30,6 +30,9 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"--id", "a", "stray"}, "stray"},
 		{[]string{"--id", "a", "--log-format", "xml"}, "--log-format"},
+		{[]string{"--id", "a", "--max-hint-window", "-1h"}, "--max-hint-window"},
+		{[]string{"--max-hint-bytes", "lots"}, "max-hint-bytes"},
+		{[]string{"--hint-rate", "-1"}, "hint-rate"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -61,7 +64,7 @@ func TestFlagsFillConfig(t *testing.T) {
 	fs := cfg.FlagSet("kvnode")
 	err := fs.Parse([]string{"--grpc", "0.0.0.0:9191", "--advertise", "127.0.0.1:9191", "--certs-dir", "certs", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
 		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB",
-		"--move-latency-target", "8ms"})
+		"--move-latency-target", "8ms", "--max-hint-bytes", "1GiB", "--max-hint-window", "30m", "--hint-rate", "1MiB"})
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -71,7 +74,8 @@ func TestFlagsFillConfig(t *testing.T) {
 	}
 	if got.ID != "a" || got.DataDir != "data/a" || got.Replicas != 2 || got.VNodes != 128 || !got.SyncWrites ||
 		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 ||
-		got.MoveLatencyTarget != 8*time.Millisecond || got.Advertise != "127.0.0.1:9191" || got.CertsDir != "certs" {
+		got.MoveLatencyTarget != 8*time.Millisecond || got.Advertise != "127.0.0.1:9191" || got.CertsDir != "certs" ||
+		got.MaxHintBytes != 1<<30 || got.MaxHintWindow != 30*time.Minute || got.HintRate != 1<<20 {
 		t.Errorf("got %+v", got)
 	}
 }
@@ -79,7 +83,7 @@ func TestFlagsFillConfig(t *testing.T) {
 func TestDefaultsMatchSpec(t *testing.T) {
 	c := DefaultConfig()
 	if c.HTTPAddr != "127.0.0.1:8080" || c.GRPCAddr != "127.0.0.1:9090" || c.AdminAddr != "127.0.0.1:7070" ||
-		c.Replicas != 3 || c.VNodes < 64 || c.MaxValueSize != 1<<20 {
+		c.Replicas != 3 || c.VNodes < 64 || c.MaxValueSize != 1<<20 || c.MaxHintWindow != 3*time.Hour {
 		t.Errorf("got %+v, want SPEC.md's defaults", c)
 	}
 }

@@ -101,6 +101,9 @@ func (n *Node) Run(ctx context.Context) error {
 	mcancel()
 	wg.Wait()
 	errs = append(errs, n.coord.Close())
+	if e := n.hints.Close(); e != nil {
+		errs = append(errs, fmt.Errorf("close hints: %w", e))
+	}
 	n.connsMu.Lock()
 	for _, c := range n.conns {
 		c.Close()
