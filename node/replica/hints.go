@@ -42,8 +42,9 @@ type HintLog interface {
 	Peers() []string
 	// Next returns up to n of peer's oldest hints in order, without removing them.
 	Next(peer string, n int) ([]store.Hint, error)
-	// Remove deletes hints that were handed over.
+	// Remove deletes hints that were handed over; Drop those the peer refuses for good.
 	Remove(hs []store.Hint) error
+	Drop(hs []store.Hint) error
 	// Expire drops the hints older than the log's age bound.
 	Expire() (int, error)
 	// Queues describes every peer's queue.
@@ -204,8 +205,7 @@ func (c *Coordinator) handOver(t target) {
 		done := hs[:0:0]
 		failed := false
 		for _, h := range hs {
-			if !c.pace(h) {
-				failed = true
+			if failed = !c.pace(h); failed {
 				break
 			}
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
@@ -215,15 +215,20 @@ func (c *Coordinator) handOver(t target) {
 			c.account(t, time.Since(start), err, false)
 			switch {
 			case err == nil:
+				done = append(done, h)
 			case errors.Is(err, ErrStaleView):
 				c.rehome(h)
+				done = append(done, h)
+			case errors.Is(err, ErrInvalidArgument):
+				// Refused for what it is, not for where or when: kept, it would stop the queue
+				// for good. Dropped and counted; repair compares what the replicas hold.
+				failed = c.hints.Drop([]store.Hint{h}) != nil
 			default:
 				failed = true
 			}
 			if failed {
 				break
 			}
-			done = append(done, h)
 		}
 		if err := c.hints.Remove(done); err != nil || failed {
 			return

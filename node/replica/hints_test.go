@@ -165,3 +165,47 @@ func TestHintsDurableAcrossCoordinatorRestart(t *testing.T) {
 		return nil
 	})
 }
+
+// A peer whose breaker closes gets its hints at once, not at the next periodic round (an
+// hour away here).
+func TestHintsHandedOverWhenBreakerCloses(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	tr := newFakeTransport(connectivity.Ready)
+	n2 := watchedFaulty{c.nodes["n2"], tr}
+	co := New(Config{ReplicaTimeout: time.Second, BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond, HintInterval: time.Hour},
+		"n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+			if m.ID == "n2" {
+				return n2
+			}
+			return c.nodes[m.ID]
+		}, nil, nil)
+	t.Cleanup(func() { co.Close() })
+
+	c.nodes["n2"].set(modeDown)
+	tr.set(connectivity.TransientFailure, false)
+	for i := range 4 {
+		if _, err := co.Put(ctx, fmt.Appendf(nil, "k%d", i), []byte("v"), 2, 3); err != nil {
+			t.Fatalf("Put with n2 down: %v", err)
+		}
+	}
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if got, b := co.Hints().Pending["n2"], breakerOf(co, "n2"); got != 4 || b.State != BreakerOpen {
+			return fmt.Errorf("hints for n2 = %d, breaker %+v; want 4 and open", got, b)
+		}
+		return nil
+	})
+	c.nodes["n2"].set(modeOK)
+	tr.set(connectivity.Ready, true)
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		for i := range 4 {
+			if _, ok := c.nodes["n2"].has(t, fmt.Sprintf("k%d", i)); !ok {
+				return fmt.Errorf("n2 lacks k%d", i)
+			}
+		}
+		if st := co.Hints(); len(st.Pending) != 0 || st.Delivered != 4 {
+			return fmt.Errorf("hints %+v, want none pending, 4 delivered", st)
+		}
+		return nil
+	})
+}

@@ -441,6 +441,13 @@ func (h *Hints) Remove(hs []Hint) error {
 	return err
 }
 
+// Drop deletes hints that can never be handed over (the peer refuses the record itself),
+// counting them as dropped.
+func (h *Hints) Drop(hs []Hint) error {
+	_, err := h.remove(hs, true)
+	return err
+}
+
 // remove deletes those of hs still present and counts them, as dropped or delivered.
 func (h *Hints) remove(hs []Hint, dropped bool) (int, error) {
 	if len(hs) == 0 {
