@@ -67,6 +67,7 @@ func TestHintsSurviveCoordinatorKill(t *testing.T) {
 	c.kill(n1)
 	c.restart(n1)
 	c.restart(n3)
+	back := time.Now()
 	c.waitServing(n1) // an ack=3 probe write: both are back
 
 	// Every node's key count, from Admin NodeInfo: no client read touches the keys.
@@ -89,7 +90,7 @@ func TestHintsSurviveCoordinatorKill(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("keys per node: %v", counts)
+	t.Logf("keys per node: %v, %v after n3's restart", counts, time.Since(back).Round(100*time.Millisecond))
 
 	// The data itself: n3 stopped, its store opened on disk, every acknowledged value there.
 	if err := n3.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
+
+	"ringkv/node/store"
 )
 
 // BenchmarkCoordinatorPutGet: one Put and one Get at the default quorum
@@ -50,4 +53,40 @@ func BenchmarkCoordinatorPutGet(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkPutOneReplicaDown: ack=2 Puts through n0 while n2 is down (its breaker open, so
+// every write leaves a hint before it is answered), with no hints, hints in memory, hints in
+// a store.Hints on disk, and on disk with SyncWrites. The differences are what a durable hint
+// costs a degraded write.
+func BenchmarkPutOneReplicaDown(b *testing.B) {
+	value := make([]byte, 100)
+	for _, mode := range []string{"none", "memory", "disk", "disk-sync"} {
+		b.Run(mode, func(b *testing.B) {
+			c := newCluster(b, 3)
+			cfg := Config{HintInterval: time.Hour, HintBytes: 1 << 30}
+			switch mode {
+			case "none":
+				cfg.HintBytes = -1
+			case "disk", "disk-sync":
+				h, err := store.OpenHints(store.HintsConfig{Dir: b.TempDir(), SyncWrites: mode == "disk-sync"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { h.Close() })
+				cfg.Hints = h
+			}
+			co := c.coordinator(b, "n0", cfg, nil)
+			c.nodes["n2"].set(modeDown)
+			ctx := context.Background()
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := co.Put(ctx, []byte("key-"+strconv.Itoa(i)), value, 2, 3); err != nil {
+					b.Fatalf("Put: %v", err)
+				}
+				i++
+			}
+		})
+	}
 }
