@@ -515,8 +515,9 @@ func (h *Hints) Expire() (int, error) {
 	cut := h.now().Add(-h.cfg.MaxAge)
 	total := 0
 	for _, peer := range h.Peers() {
-		for {
-			hs, err := h.Next(peer, 256)
+		// The front hint first: most rounds find nothing to expire, and read one hint a peer.
+		for batch := 1; ; batch = 256 {
+			hs, err := h.Next(peer, batch)
 			if err != nil {
 				return total, err
 			}
