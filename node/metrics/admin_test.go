@@ -16,6 +16,7 @@ import (
 
 	"ringkv/node/replica"
 	"ringkv/node/ring"
+	"ringkv/node/store"
 )
 
 func TestAdminHandler(t *testing.T) {
@@ -90,6 +91,9 @@ func TestPrometheusLint(t *testing.T) {
 		})
 		reg.ObserveOp(replica.OpPut, replica.RoleCoordinator, time.Millisecond, errors.New("boom"))
 		reg.ObserveVnode(42, true, 10)
+		reg.SetHints(func() []store.HintQueue {
+			return []store.HintQueue{{Peer: "n2", Count: 3, Bytes: 120, Queued: 5, Delivered: 1, Dropped: 1}, {Peer: "n3", Delivered: 2}}
+		})
 		mfs := gather(t, collector{reg})
 		problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 		if err != nil {
@@ -101,6 +105,14 @@ func TestPrometheusLint(t *testing.T) {
 		perVnode := series(mfs, "ringkv_vnode_reads_total")
 		if want := map[bool]int{false: 0, true: 16}[vnodeMetrics]; perVnode != want {
 			t.Errorf("vnode metrics %v: got %d per-vnode read series, want %d", vnodeMetrics, perVnode, want)
+		}
+		for _, name := range []string{"ringkv_hints_queued", "ringkv_hints_queued_bytes", "ringkv_hints_delivered_total", "ringkv_hints_dropped_total"} {
+			if got := series(mfs, name); got != 2 {
+				t.Errorf("got %d %s series, want 2 (one per peer)", got, name)
+			}
+		}
+		if got := value(mfs, "ringkv_hints_queued", "n2"); got != 3 {
+			t.Errorf("ringkv_hints_queued{peer=n2} = %v, want 3", got)
 		}
 		if got := series(mfs, "ringkv_breaker_state"); got != 2 {
 			t.Errorf("got %d breaker state series, want 2 (closed, open)", got)
@@ -124,6 +136,26 @@ func gather(t *testing.T, c prometheus.Collector) []*dto.MetricFamily {
 		t.Fatalf("gather: %v", err)
 	}
 	return mfs
+}
+
+// value is the value of name's series whose peer label is peer (-1 when none).
+func value(mfs []*dto.MetricFamily, name, peer string) float64 {
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "peer" && l.GetValue() == peer {
+					if g := m.GetGauge(); g != nil {
+						return g.GetValue()
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func series(mfs []*dto.MetricFamily, name string) int {
