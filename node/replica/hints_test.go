@@ -166,8 +166,9 @@ func TestHintsDurableAcrossCoordinatorRestart(t *testing.T) {
 	})
 }
 
-// A peer whose breaker closes gets its hints at once, not at the next periodic round (an
-// hour away here).
+// A write that passes over a peer for its open breaker has the peer's hint stored before it
+// is answered; the peer, once its breaker closes, gets its hints at once, not at the next
+// periodic round (an hour away here).
 func TestHintsHandedOverWhenBreakerCloses(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
@@ -195,16 +196,24 @@ func TestHintsHandedOverWhenBreakerCloses(t *testing.T) {
 		}
 		return nil
 	})
+	// With the breaker open the write passes n2 over, and its hint is in the log before the
+	// write is answered: no wait.
+	if _, err := co.Put(ctx, []byte("k4"), []byte("v"), 2, 3); err != nil {
+		t.Fatalf("Put with n2's breaker open: %v", err)
+	}
+	if got := co.Hints().Pending["n2"]; got != 5 {
+		t.Fatalf("hints for n2 when the write was answered = %d, want 5", got)
+	}
 	c.nodes["n2"].set(modeOK)
 	tr.set(connectivity.Ready, true)
 	eventually.Succeeds(t, 10*time.Second, func() error {
-		for i := range 4 {
+		for i := range 5 {
 			if _, ok := c.nodes["n2"].has(t, fmt.Sprintf("k%d", i)); !ok {
 				return fmt.Errorf("n2 lacks k%d", i)
 			}
 		}
-		if st := co.Hints(); len(st.Pending) != 0 || st.Delivered != 4 {
-			return fmt.Errorf("hints %+v, want none pending, 4 delivered", st)
+		if st := co.Hints(); len(st.Pending) != 0 || st.Delivered != 5 {
+			return fmt.Errorf("hints %+v, want none pending, 5 delivered", st)
 		}
 		return nil
 	})
