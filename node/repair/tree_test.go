@@ -81,7 +81,9 @@ func TestOneDifferingKeyStreamsItsLeaf(t *testing.T) {
 	}{
 		{"missing", func(*store.Store, uint64, string) {}},
 		{"older", func(s *store.Store, tok uint64, k string) { put(t, s, tok, k, store.Record{TS: 99, Value: []byte(k)}) }},
-		{"other value", func(s *store.Store, tok uint64, k string) { put(t, s, tok, k, store.Record{TS: 100, Value: []byte("x")}) }},
+		{"other value", func(s *store.Store, tok uint64, k string) {
+			put(t, s, tok, k, store.Record{TS: 100, Value: []byte("x")})
+		}},
 		{"tombstone", func(s *store.Store, tok uint64, k string) { put(t, s, tok, k, store.Record{TS: 100, Tombstone: true}) }},
 	}
 	for _, c := range cases {
