@@ -262,3 +262,35 @@ func (t *Tree) Spans(leaves []uint32) []Span {
 	}
 	return out
 }
+
+// leafBytes is the size of one leaf in EncodeLeaves.
+const leafBytes = 16
+
+// EncodeLeaves packs leaves for the wire (kvpb.RangeTreeResponse.leaves): 16 bytes each,
+// big-endian index (4), count (4), hash (8).
+func EncodeLeaves(leaves []Leaf) []byte {
+	b := make([]byte, 0, len(leaves)*leafBytes)
+	for _, l := range leaves {
+		b = binary.BigEndian.AppendUint32(b, l.Index)
+		b = binary.BigEndian.AppendUint32(b, l.Count)
+		b = binary.BigEndian.AppendUint64(b, l.Hash)
+	}
+	return b
+}
+
+// DecodeLeaves unpacks EncodeLeaves, checking the length, the order of the indexes and
+// that each lies below 2^depth.
+func DecodeLeaves(b []byte, depth int) ([]Leaf, error) {
+	if len(b)%leafBytes != 0 || depth < 0 || depth > MaxDepth {
+		return nil, fmt.Errorf("%w: %d leaf bytes at depth %d", ErrTreeMismatch, len(b), depth)
+	}
+	out := make([]Leaf, 0, len(b)/leafBytes)
+	for ; len(b) > 0; b = b[leafBytes:] {
+		l := Leaf{Index: binary.BigEndian.Uint32(b), Count: binary.BigEndian.Uint32(b[4:]), Hash: binary.BigEndian.Uint64(b[8:])}
+		if uint64(l.Index) >= 1<<depth || (len(out) > 0 && l.Index <= out[len(out)-1].Index) {
+			return nil, fmt.Errorf("%w: leaf %d out of order at depth %d", ErrTreeMismatch, l.Index, depth)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
