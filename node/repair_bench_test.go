@@ -24,7 +24,7 @@ import (
 // BenchmarkRepairOnePercentMissing: an in-process 3-node cluster (N=3, 64 vnodes each, badger
 // on disk) holds 100k keys of 100-byte values; n3 misses 1% of them. Each iteration deletes
 // those keys from n3's store, then repairs the whole ring (Admin.StartRepair on n1, the
-// default rate) while a client does 400 ops/s (half ack=2 GETs, half ack=2 PUTs of other
+// default rate of 64 MiB/s, then background repair's 4 MiB/s) while a client does 400 ops/s (half ack=2 GETs, half ack=2 PUTs of other
 // keys) through n1, and reports: bytes streamed over the ideal (the missing keys' key +
 // value bytes), the repair's wall time and the process's CPU time during it, and the
 // client's p99 over the 3 s before the repair and during it.
@@ -84,6 +84,17 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 	}
 	flush()
 
+	for _, rate := range []uint64{0, 4 << 20} {
+		name := "rate=default"
+		if rate > 0 {
+			name = fmt.Sprintf("rate=%dMiB", rate>>20)
+		}
+		b.Run(name, func(b *testing.B) { benchRepair(b, c, kv, admin, rate, missing, ideal) })
+	}
+}
+
+func benchRepair(b *testing.B, c *node.LocalCluster, kv kvpb.KVClient, admin kvpb.AdminClient, rate uint64, missing []store.Entry, ideal uint64) {
+	ctx := context.Background()
 	var ratios, secs, cpus, before, during []float64
 	for b.Loop() {
 		// n3 loses the 1% again (the previous iteration repaired them).
@@ -96,7 +107,7 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 		time.Sleep(3 * time.Second) // the "before" window of the client load
 		pBefore := load.cut()
 		cpu0, t0 := cpuTime(), time.Now()
-		plan, err := admin.StartRepair(ctx, &kvpb.RepairRequest{})
+		plan, err := admin.StartRepair(ctx, &kvpb.RepairRequest{RateBytes: rate})
 		if err != nil {
 			b.Fatal(err)
 		}
