@@ -397,6 +397,11 @@ func TestRingChangeStopsRepair(t *testing.T) {
 	if _, err := admin.StartRepair(ctx, &kvpb.RepairRequest{}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("second repair while one runs: got %v, want FailedPrecondition", err)
 	}
+	// Any node's Status shows the repair in flight, from its coordinator's NodeInfo.
+	st, err := kvpb.NewAdminClient(dialNode(t, c.Config(2).GRPCAddr)).Status(ctx, &kvpb.StatusRequest{})
+	if err != nil || len(st.GetRepairs()) != 1 || st.GetRepairs()[0].GetId() != plan.GetId() || st.GetRepairs()[0].GetCoordinator() != "n1" {
+		t.Errorf("status through n3: repairs %v (err %v), want repair %d coordinated by n1", st.GetRepairs(), err, plan.GetId())
+	}
 	n4, err := c.StartEmpty("n4")
 	if err != nil {
 		t.Fatal(err)
