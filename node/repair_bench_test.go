@@ -95,7 +95,7 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 
 func benchRepair(b *testing.B, c *node.LocalCluster, kv kvpb.KVClient, admin kvpb.AdminClient, rate uint64, missing []store.Entry, ideal uint64) {
 	ctx := context.Background()
-	var ratios, secs, cpus, before, during []float64
+	var ratios, secs, cpus, before, during, trees []float64
 	for b.Loop() {
 		// n3 loses the 1% again (the previous iteration repaired them).
 		for _, e := range missing {
@@ -126,11 +126,12 @@ func benchRepair(b *testing.B, c *node.LocalCluster, kv kvpb.KVClient, admin kvp
 			b.Fatalf("repair %s: %s", p.GetState(), p.GetError())
 		}
 		ratio := float64(p.GetBytesStreamed()) / float64(ideal)
-		b.Logf("repair: %d ranges, %d keys compared, %d keys / %d bytes streamed for %d / %d missing (%.2fx), %s wall, %.2fs CPU; client p99 %.2fms before (%d ops), %.2fms during (%d ops)",
-			p.GetRangesTotal(), p.GetKeysCompared(), p.GetKeysStreamed(), p.GetBytesStreamed(), len(missing), ideal, ratio,
+		b.Logf("repair: %d ranges, %d keys compared, %d tree bytes, %d keys / %d bytes streamed for %d / %d missing (%.2fx), %s wall, %.2fs CPU; client p99 %.2fms before (%d ops), %.2fms during (%d ops)",
+			p.GetRangesTotal(), p.GetKeysCompared(), p.GetTreeBytes(), p.GetKeysStreamed(), p.GetBytesStreamed(), len(missing), ideal, ratio,
 			el.Round(time.Millisecond), cpu.Seconds(), pBefore.p99, pBefore.n, pDuring.p99, pDuring.n)
 		ratios, secs, cpus = append(ratios, ratio), append(secs, el.Seconds()), append(cpus, cpu.Seconds())
 		before, during = append(before, pBefore.p99), append(during, pDuring.p99)
+		trees = append(trees, float64(p.GetTreeBytes())/float64(ideal))
 		// Every node holds every key again.
 		for _, e := range missing {
 			if _, found, _ := c.Node(2).Store().Get(e.Token, e.Key); !found {
@@ -139,6 +140,7 @@ func benchRepair(b *testing.B, c *node.LocalCluster, kv kvpb.KVClient, admin kvp
 		}
 	}
 	b.ReportMetric(median(ratios), "streamed/ideal")
+	b.ReportMetric(median(trees), "tree/ideal")
 	b.ReportMetric(median(secs), "repair-s")
 	b.ReportMetric(median(cpus), "cpu-s")
 	b.ReportMetric(median(before), "p99-before-ms")
