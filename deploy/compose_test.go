@@ -82,9 +82,25 @@ func TestCompose(t *testing.T) {
 		gray bool
 		// https: the bench loads n1's HTTPS API instead of its gRPC API.
 		https bool
+		// during, when set, checks the cluster while the fault lasts.
+		during func(t *testing.T)
 	}{
 		{name: "kill and restart", inject: []string{"kill"}, heal: []string{"start"}, https: true},
-		{name: "partition", inject: []string{"network", "disconnect", network}, heal: []string{"network", "connect", "--alias", "n3", network}},
+		{name: "partition", inject: []string{"network", "disconnect", network}, heal: []string{"network", "connect", "--alias", "n3", network},
+			// Issue 17: the cut-off node's /readyz says it has no quorum and names the
+			// peers it cannot reach, with no client request; n1 stays ready.
+			during: func(t *testing.T) {
+				eventually.Succeeds(t, 20*time.Second, func() error {
+					out, err := c.health(t, 3)
+					if err == nil || !strings.Contains(out, "no quorum") || !strings.Contains(out, "n1") || !strings.Contains(out, "n2") {
+						return fmt.Errorf("n3's /readyz while cut off: got %v %q, want 503 no quorum naming n1 and n2", err, out)
+					}
+					return nil
+				})
+				if out, err := c.health(t, 1); err != nil {
+					t.Errorf("n1's /readyz while n3 is cut off: got %v %s, want ready", err, out)
+				}
+			}},
 		{name: "pause", inject: []string{"pause"}, heal: []string{"unpause"}, gray: true},
 	} {
 		t.Run(f.name+" n3 under bench", func(t *testing.T) {
@@ -94,6 +110,9 @@ func TestCompose(t *testing.T) {
 			b.mark("inject")
 			b.docker(t, append(f.inject, n3)...)
 			phase(t, 5*time.Second)
+			if f.during != nil {
+				f.during(t)
+			}
 			b.docker(t, append(f.heal, n3)...)
 			c.waitReady(t, 3)
 			b.mark("healed")
@@ -346,14 +365,20 @@ func (c *composeCluster) container(t *testing.T, i int) string {
 // waitReady waits until node i answers /readyz (kvnode health inside its container).
 func (c *composeCluster) waitReady(t *testing.T, i int) {
 	t.Helper()
-	id := c.container(t, i)
 	eventually.Succeeds(t, 60*time.Second, func() error {
-		out, err := exec.Command("docker", "exec", id, "/kvnode", "health", "--certs-dir", "/certs").CombinedOutput()
-		if err != nil {
+		if out, err := c.health(t, i); err != nil {
 			return fmt.Errorf("n%d not ready: %v %s", i, err, out)
 		}
 		return nil
 	})
+}
+
+// health runs kvnode health (/readyz) inside node i's container: it needs no network
+// between the test and the node.
+func (c *composeCluster) health(t *testing.T, i int) (string, error) {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", c.container(t, i), "/kvnode", "health", "--certs-dir", "/certs").CombinedOutput()
+	return string(out), err
 }
 
 func kvctl(t *testing.T, args ...string) (int, string, string) {
