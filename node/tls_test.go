@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"ringkv/internal/eventually"
 	"ringkv/node"
@@ -112,6 +114,56 @@ func TestTLSCluster(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTLSCertRoles: with mutual TLS, kvctl's client certificate is good for the KV and
+// Admin APIs but not for the internal Replica and Cluster RPCs, which take a node
+// certificate: a Replica.Write presented with the client certificate is refused with
+// PermissionDenied and not stored (a read with the node certificate still finds the
+// acknowledged PUT's value).
+func TestTLSCertRoles(t *testing.T) {
+	dir := tlsDir(t)
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
+	dial := func(certFile, keyFile string) *grpc.ClientConn {
+		t.Helper()
+		cfg, err := certs.Client(dir, certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := grpc.NewClient(c.Config(0).GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	asClient, asNode := dial(certs.ClientCert, certs.ClientKey), dial(certs.NodeCert, certs.NodeKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eventually.Succeeds(t, 15*time.Second, func() error {
+		_, err := kvpb.NewKVClient(asClient).Put(ctx, &kvpb.PutRequest{Key: []byte("role"), Value: []byte("acknowledged"), Ack: 3})
+		return err
+	})
+	if _, err := kvpb.NewAdminClient(asClient).NodeInfo(ctx, &kvpb.NodeInfoRequest{}); err != nil {
+		t.Errorf("Admin.NodeInfo with the client certificate: %v, want accepted", err)
+	}
+	rr, err := kvpb.NewReplicaClient(asNode).Read(ctx, &kvpb.ReadRequest{Key: []byte("role")})
+	if err != nil {
+		t.Fatalf("Replica.Read with the node certificate: %v, want accepted", err)
+	}
+	epoch := rr.GetEpoch()
+	ts := uint64(time.Now().Add(200*time.Millisecond).UnixMilli()) << 16 // newer than the PUT, within the clock bound: it would win
+	_, err = kvpb.NewReplicaClient(asClient).Write(ctx, &kvpb.WriteRequest{Key: []byte("role"), Record: &kvpb.Record{Timestamp: ts, Value: []byte("forged")}, Epoch: epoch})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "node certificate") {
+		t.Errorf("Replica.Write with the client certificate: got %v, want PermissionDenied saying a node certificate is needed", err)
+	}
+	if _, err := kvpb.NewClusterClient(asClient).SetRate(ctx, &kvpb.SetRateRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Cluster.SetRate with the client certificate: got %v, want PermissionDenied", err)
+	}
+	rr, err = kvpb.NewReplicaClient(asNode).Read(ctx, &kvpb.ReadRequest{Key: []byte("role"), Epoch: epoch})
+	if err != nil || string(rr.GetRecord().GetValue()) != "acknowledged" {
+		t.Errorf("after the refused write: read %q (%v), want \"acknowledged\"", rr.GetRecord().GetValue(), err)
 	}
 }
 
