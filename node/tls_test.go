@@ -167,6 +167,54 @@ func TestTLSCertRoles(t *testing.T) {
 	}
 }
 
+// TestTLSRotation: a node started with --certs-dir serves a replaced node.crt/node.key from
+// the next handshake on, on its gRPC and HTTPS ports, with no restart; its peers still
+// accept it (a write with ack=3 through it succeeds over the new connections).
+func TestTLSRotation(t *testing.T) {
+	dir := tlsDir(t)
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
+	pool, err := certs.CAPool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func(addr string) string {
+		t.Helper()
+		cfg, err := certs.Client(dir, certs.ClientCert, certs.ClientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			t.Fatalf("TLS handshake with %s: %v", addr, err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	grpcAddr, httpAddr := c.Config(0).GRPCAddr, c.Config(0).HTTPAddr
+	before := served(grpcAddr)
+	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{grpcAddr, httpAddr} {
+		if after := served(addr); after == before {
+			t.Errorf("%s after rotation: served serial %s, want a new one", addr, after)
+		}
+	}
+	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(https.CloseIdleConnections)
+	eventually.Succeeds(t, 15*time.Second, func() error {
+		resp, err := https.Do(mustRequest(t, "PUT", "https://"+httpAddr+"/v0/entity?id=rotated&ack=3", "v"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return errors.New("PUT ack=3 after rotation: got " + resp.Status + ", want 201")
+		}
+		return nil
+	})
+}
+
 func mustRequest(t *testing.T, method, url, body string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
