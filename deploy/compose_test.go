@@ -5,34 +5,40 @@ package deploy
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
-
 	"ringkv/ctl"
 	"ringkv/ctl/cli"
 	"ringkv/internal/eventually"
+	"ringkv/loadgen"
 	"ringkv/node/certs"
-	"ringkv/proto/kvpb"
 )
 
 // TestCompose: deploy/up.sh brings a TLS cluster of three containers up on free loopback
 // ports; kvctl with the client certificate sees 3 nodes UP and writes a key that the HTTPS
 // API of another node serves; kvctl without certificates is refused; deploy/down.sh removes
 // containers, network and volumes. Skipped without a Docker engine or with -short.
+//
+// Then the fault drills, one at a time, each under kvctl bench at 100 req/s with ack=2
+// writes and quorum reads (--ack 2 --from 3) over TLS: n3 killed and restarted (the bench on
+// n1's HTTPS API), n3 cut off the network, n3 paused, and a rolling restart of all three.
+// Each checks that no request failed through a coordinator that stayed connected (the
+// pause's failures are reported), logs p99 over the run and the worst second's p99 during
+// the fault, and reads every acknowledged write back at a quorum (kvctl bench check).
 func TestCompose(t *testing.T) {
 	c := startCompose(t)
 	ports, certsDir := c.ports, c.certs
@@ -65,65 +71,209 @@ func TestCompose(t *testing.T) {
 		t.Errorf("GET k1 from n3: got %d %q, want 200 \"v1\"", resp.StatusCode, body)
 	}
 
-	// One fault at a time on n3, under load through n1; each heals before the next.
+	// One fault at a time on n3, under kvctl bench through n1; each heals before the next.
 	network := c.project + "_ringkv"
+	fill(t, c)
 	for _, f := range []struct {
 		name         string
 		inject, heal []string
-		// grayOK: the fault may cost a few writes (a paused node holds its connections
-		// open), which are reported, not failed.
-		grayOK bool
+		// gray: a paused node holds its connections open and may cost a few requests,
+		// which are reported, not failed.
+		gray bool
+		// https: the bench loads n1's HTTPS API instead of its gRPC API.
+		https bool
+		// during, when set, checks the cluster while the fault lasts.
+		during func(t *testing.T)
 	}{
-		{name: "kill and restart", inject: []string{"kill"}, heal: []string{"start"}},
-		{name: "partition", inject: []string{"network", "disconnect", network}, heal: []string{"network", "connect", "--alias", "n3", network}},
-		{name: "pause", inject: []string{"pause"}, heal: []string{"unpause"}, grayOK: true},
+		{name: "kill and restart", inject: []string{"kill"}, heal: []string{"start"}, https: true},
+		{name: "partition", inject: []string{"network", "disconnect", network}, heal: []string{"network", "connect", "--alias", "n3", network},
+			// Issue 17: the cut-off node's /readyz says it has no quorum and names the
+			// peers it cannot reach, with no client request; n1 stays ready.
+			during: func(t *testing.T) {
+				eventually.Succeeds(t, 20*time.Second, func() error {
+					out, err := c.health(t, 3)
+					if err == nil || !strings.Contains(out, "no quorum") || !strings.Contains(out, "n1") || !strings.Contains(out, "n2") {
+						return fmt.Errorf("n3's /readyz while cut off: got %v %q, want 503 no quorum naming n1 and n2", err, out)
+					}
+					return nil
+				})
+				if out, err := c.health(t, 1); err != nil {
+					t.Errorf("n1's /readyz while n3 is cut off: got %v %s, want ready", err, out)
+				}
+			}},
+		{name: "pause", inject: []string{"pause"}, heal: []string{"unpause"}, gray: true},
 	} {
-		t.Run(f.name+" n3 under load", func(t *testing.T) { fault(t, c, f.name, f.inject, f.heal, f.grayOK) })
-	}
-	t.Run("rolling restart under load", func(t *testing.T) { rolling(t, c) })
-}
-
-// fault writes at a constant 50/s with ack=2 through n1 while docker inject's n3 and, 5s
-// later, heal's it: no write may fail (two replicas stay; grayOK: failures are reported),
-// and every acknowledged key reads back with a quorum once n3 is ready again.
-func fault(t *testing.T, c *composeCluster, name string, inject, heal []string, grayOK bool) {
-	n1 := c.kv(t, 1)
-	l := startLoad([]kvpb.KVClient{n1}, func(int) bool { return grayOK })
-	n3 := c.container(t, 3)
-	phase(t, 2*time.Second)
-	l.docker(t, append(inject, n3)...)
-	phase(t, 5*time.Second)
-	l.docker(t, append(heal, n3)...)
-	c.waitReady(t, 3)
-	phase(t, 2*time.Second)
-	l.finish(t, name+" n3", n1)
-}
-
-// rolling restarts n3, n2, then n1 (docker restart: SIGTERM, drain, start), each once the
-// one before is ready again, while writes go round-robin through all three coordinators:
-// writes through the node restarting may fail (reported), no other may, and every
-// acknowledged key reads back with a quorum.
-func rolling(t *testing.T, c *composeCluster) {
-	coords := []kvpb.KVClient{c.kv(t, 1), c.kv(t, 2), c.kv(t, 3)}
-	var down atomic.Int32 // the node restarting (1-based), 0 = none
-	l := startLoad(coords, func(i int) bool { return int(down.Load()) == i+1 })
-	phase(t, time.Second)
-	for _, i := range []int{3, 2, 1} {
-		down.Store(int32(i))
-		l.docker(t, "restart", "--time", "30", c.container(t, i))
-		c.waitReady(t, i)
-		// Its coordinator's client reconnects on its own schedule: writes through it stay
-		// excused until one passes.
-		eventually.Succeeds(t, 30*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_, err := coords[i-1].Put(ctx, &kvpb.PutRequest{Key: []byte("rolling-probe"), Value: []byte("x"), Ack: 2, From: 3})
-			return err
+		t.Run(f.name+" n3 under bench", func(t *testing.T) {
+			b := c.startBench(t, f.name, 1, f.https)
+			n3 := c.container(t, 3)
+			phase(t, 2*time.Second)
+			b.mark("inject")
+			b.docker(t, append(f.inject, n3)...)
+			phase(t, 5*time.Second)
+			if f.during != nil {
+				f.during(t)
+			}
+			b.docker(t, append(f.heal, n3)...)
+			c.waitReady(t, 3)
+			b.mark("healed")
+			phase(t, 2*time.Second)
+			b.finish(t, c, f.gray)
 		})
-		down.Store(0)
-		phase(t, time.Second)
 	}
-	l.finish(t, "rolling restart", coords[0])
+	// Rolling restart of all three (docker restart: SIGTERM, drain, start), each once the one
+	// before is ready again: n3 and n2 under a bench through n1, then n1 under a bench
+	// through n2, so that every bench's coordinator stays up.
+	t.Run("rolling restart under bench", func(t *testing.T) {
+		for _, step := range []struct {
+			coord    int
+			restarts []int
+		}{{1, []int{3, 2}}, {2, []int{1}}} {
+			b := c.startBench(t, fmt.Sprintf("rolling via n%d", step.coord), step.coord, false)
+			phase(t, time.Second)
+			b.mark("inject")
+			for _, i := range step.restarts {
+				b.docker(t, "restart", "--time", "30", c.container(t, i))
+				c.waitReady(t, i)
+			}
+			b.mark("healed")
+			phase(t, 2*time.Second)
+			b.finish(t, c, false)
+		}
+	})
+}
+
+// Bench load of the fault drills: kvctl bench at a constant rate, half quorum reads (ack=2
+// of 3) of the keys fill wrote, half ack=2 writes that overwrite them, every acknowledged
+// write recorded and read back at a quorum by kvctl bench check.
+const (
+	benchRate   = "100"
+	benchPrefix = "fault:"
+	benchKeys   = 4000 // more than the longest drill's requests: each key is written once per drill
+)
+
+// fill writes every bench key once, so the drills' reads find data.
+func fill(t *testing.T, c *composeCluster) {
+	t.Helper()
+	code, out, errOut := kvctl(t, "--addr", c.grpcAddr(1), "--certs-dir", c.certs, "bench", "fill",
+		"--keys", strconv.Itoa(benchKeys), "--key-prefix", benchPrefix, "--ack", "2", "--from", "3", "-c", "16")
+	if code != 0 {
+		t.Fatalf("kvctl bench fill: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// bench is a kvctl bench run in the background, ended by finish.
+type bench struct {
+	name   string
+	coord  int
+	record string
+	t0     time.Time
+	marks  map[string]time.Duration
+	stop   func()
+	done   chan benchOut
+}
+
+type benchOut struct {
+	code           int
+	stdout, stderr string
+}
+
+var benchSeed atomic.Int64
+
+// startBench runs kvctl bench through node coord's published gRPC port (https: its HTTPS
+// API) until finish, recording acknowledged writes.
+func (c *composeCluster) startBench(t *testing.T, name string, coord int, https bool) *bench {
+	t.Helper()
+	b := &bench{name: name, coord: coord, record: filepath.Join(t.TempDir(), "acked.jsonl"), marks: map[string]time.Duration{}, done: make(chan benchOut, 1)}
+	args := []string{"--addr", c.grpcAddr(coord), "--certs-dir", c.certs, "bench",
+		"--rate", benchRate, "-c", "32", "--warmup", "0s", "--duration", "10m", "--timeout", "3s", "--max-lag", "1m",
+		"--workload", "mixed:get=50,put=50", "--key-dist", "sequential", "--keys", strconv.Itoa(benchKeys), "--key-prefix", benchPrefix,
+		// A new seed per drill: values differ from every earlier drill's, so an overwrite
+		// that is lost cannot read back as an equal older value.
+		"--seed", strconv.FormatInt(benchSeed.Add(1), 10),
+		"--ack", "2", "--from", "3", "--record", b.record, "--max-errors", "100", "--json"}
+	if https {
+		args = append(args, "--target", "http", "--http", fmt.Sprintf("127.0.0.1:%d", c.ports[fmt.Sprintf("RINGKV_N%d_HTTP", coord)]))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	b.stop = stop
+	b.t0 = time.Now()
+	go func() {
+		code, out, errOut := kvctlCtx(ctx, args...)
+		b.done <- benchOut{code, out, errOut}
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-b.done
+		b.done <- benchOut{}
+	})
+	return b
+}
+
+// mark notes the time of a drill's event, relative to the bench's start.
+func (b *bench) mark(name string) { b.marks[name] = time.Since(b.t0) }
+
+// docker runs one docker command; on failure it fails the test (the bench stops at cleanup).
+func (b *bench) docker(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
+		t.Fatalf("docker %s: %v %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// finish stops the bench, reports its figures (rate, quorum request errors, p99 of the
+// whole run and worst per-second p99 between inject and healed), fails the test on any
+// failed request unless gray, and checks with kvctl bench check that every acknowledged
+// write reads back at a quorum.
+func (b *bench) finish(t *testing.T, c *composeCluster, gray bool) {
+	t.Helper()
+	b.stop()
+	out := <-b.done
+	b.done <- out
+	var rep loadgen.Report
+	if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
+		t.Fatalf("%s: kvctl bench exit %d, its --json: %v\n%s%s", b.name, out.code, err, out.stdout, out.stderr)
+	}
+	var errs int64
+	for _, n := range rep.Errors {
+		errs += n
+	}
+	p99 := 0.0
+	for _, p := range rep.Latency.Percentiles {
+		if p.P == 99 {
+			p99 = p.Ms
+		}
+	}
+	worst := worstSecondP99(out.stderr, b.marks["inject"], b.marks["healed"])
+	t.Logf("%s (bench via n%d, %s): %d requests at %.1f/s, %d failed %v; p99 %.1f ms, worst second's p99 during the fault %.1f ms (fault from %.1fs to %.1fs)",
+		b.name, b.coord, rep.Target, rep.Requests, rep.RateAchieved, errs, rep.Errors, p99, worst,
+		b.marks["inject"].Seconds(), b.marks["healed"].Seconds())
+	if rep.Requests == 0 {
+		t.Errorf("%s: the bench sent nothing:\n%s", b.name, out.stderr)
+	}
+	if errs > 0 && !gray {
+		t.Errorf("%s: %d quorum requests failed through n%d, which stayed connected: %v", b.name, errs, b.coord, rep.Errors)
+	}
+	code, stdout, stderr := kvctl(t, "--addr", c.grpcAddr(b.coord), "--certs-dir", c.certs, "bench", "check", b.record, "--ack", "2", "--from", "3")
+	t.Logf("%s: %s", b.name, strings.TrimSpace(stdout))
+	if code != 0 || !strings.Contains(stdout, " 0 lost, 0 unreadable") {
+		t.Errorf("%s: kvctl bench check: exit %d\n%s%s\nwant 0 lost", b.name, code, stdout, stderr)
+	}
+}
+
+// worstSecondP99 is the highest p99 of the bench's live lines ("[  5.0s] ... p99 12.34ms
+// ...") whose second ends between from and to (plus one second), in ms.
+func worstSecondP99(live string, from, to time.Duration) float64 {
+	worst := 0.0
+	for _, line := range strings.Split(live, "\n") {
+		var end, rate, p50, p99 float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "[%fs] %f req/s  p50 %fms  p99 %fms", &end, &rate, &p50, &p99); err != nil {
+			continue
+		}
+		if e := time.Duration(end * float64(time.Second)); e > from && e <= to+time.Second {
+			worst = max(worst, p99)
+		}
+	}
+	return worst
 }
 
 // phase lets the load run for d (not a wait for a state: the load is the point).
@@ -131,91 +281,6 @@ func phase(t *testing.T, d time.Duration) {
 	select {
 	case <-time.After(d):
 	case <-t.Context().Done():
-	}
-}
-
-// load is a writer putting fault-NNNNN keys at a constant 50/s with ack=2, round-robin
-// through its coordinators; a failure through coordinator i counts as excused when
-// excused(i) says so at the time it returns.
-type load struct {
-	stop func()
-	done chan outcome
-}
-
-type outcome struct {
-	acked           []string
-	failed, excused []error
-	lat             []time.Duration
-}
-
-func startLoad(coords []kvpb.KVClient, excused func(i int) bool) *load {
-	ctx, stop := context.WithCancel(context.Background())
-	l := &load{stop: stop, done: make(chan outcome)}
-	go func() {
-		var o outcome
-		defer func() { l.done <- o }()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for n := 0; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			i := n % len(coords)
-			key := fmt.Sprintf("fault-%05d", n)
-			start := time.Now()
-			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_, err := coords[i].Put(rctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte(key), Ack: 2, From: 3})
-			cancel()
-			o.lat = append(o.lat, time.Since(start))
-			switch {
-			case err == nil:
-				o.acked = append(o.acked, key)
-			case excused(i):
-				o.excused = append(o.excused, fmt.Errorf("%s through n%d: %w", key, i+1, err))
-			default:
-				o.failed = append(o.failed, fmt.Errorf("%s through n%d: %w", key, i+1, err))
-			}
-		}
-	}()
-	return l
-}
-
-// docker runs one docker command; on failure it stops the load and fails the test.
-func (l *load) docker(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
-		l.stop()
-		<-l.done
-		t.Fatalf("docker %s: %v %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// finish stops the load, reads every acknowledged key back through kv with ack=2 and
-// reports the figures; failed writes fail the test, excused ones are logged.
-func (l *load) finish(t *testing.T, name string, kv kvpb.KVClient) {
-	t.Helper()
-	l.stop()
-	o := <-l.done
-	lost := 0
-	for _, key := range o.acked {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := kv.Get(rctx, &kvpb.GetRequest{Key: []byte(key), Ack: 2, From: 3})
-		cancel()
-		if err != nil || string(resp.GetValue()) != key {
-			lost++
-			t.Errorf("acknowledged %s: got %q %v, want it back", key, resp.GetValue(), err)
-		}
-	}
-	slices.Sort(o.lat)
-	t.Logf("%s: %d writes acknowledged, %d failed, %d excused, %d lost; p99 %v, max %v",
-		name, len(o.acked), len(o.failed), len(o.excused), lost, o.lat[len(o.lat)*99/100], o.lat[len(o.lat)-1])
-	for _, err := range o.excused {
-		t.Logf("excused: %v", err)
-	}
-	for _, err := range o.failed {
-		t.Errorf("write failed through a coordinator that stayed up: %v", err)
 	}
 }
 
@@ -244,8 +309,10 @@ func startCompose(t *testing.T) *composeCluster {
 		}
 	}
 	t.Setenv("KVCTL_CERTS_DIR", "")
+	// Names of their own (project, image), so that no other cluster or build collides.
 	c := &composeCluster{project: fmt.Sprintf("ringkvtest%d", os.Getpid()), certs: t.TempDir(), ports: map[string]int{}}
-	c.env = append(os.Environ(), "RINGKV_PROJECT="+c.project, "RINGKV_CERTS="+c.certs, "RINGKV_UP_TIMEOUT=60")
+	image := "ringkv:" + c.project
+	c.env = append(os.Environ(), "RINGKV_PROJECT="+c.project, "RINGKV_CERTS="+c.certs, "RINGKV_UP_TIMEOUT=60", "RINGKV_IMAGE="+image)
 	for i := 1; i <= 3; i++ {
 		for _, kind := range []string{"HTTP", "GRPC"} {
 			name := fmt.Sprintf("RINGKV_N%d_%s", i, kind)
@@ -261,6 +328,9 @@ func startCompose(t *testing.T) *composeCluster {
 		vols, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=com.docker.compose.project="+c.project).Output()
 		if left := strings.TrimSpace(string(out) + string(vols)); left != "" {
 			t.Errorf("after down.sh: containers or volumes left: %s", left)
+		}
+		if out, err := exec.Command("docker", "rmi", image).CombinedOutput(); err != nil {
+			t.Logf("docker rmi %s: %v %s", image, err, out)
 		}
 	})
 	if out, err := c.script("up.sh").CombinedOutput(); err != nil {
@@ -292,45 +362,39 @@ func (c *composeCluster) container(t *testing.T, i int) string {
 	return id
 }
 
-// kv is a KV client of node i's published gRPC port, with the client certificate.
-func (c *composeCluster) kv(t *testing.T, i int) kvpb.KVClient {
-	t.Helper()
-	tlsCfg, err := certs.Client(c.certs, certs.ClientCert, certs.ClientKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(c.grpcAddr(i), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
-		// Reconnect to a restarted node within a second, not gRPC's default of up to 2m.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, MaxDelay: time.Second}, MinConnectTimeout: time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return kvpb.NewKVClient(conn)
-}
-
 // waitReady waits until node i answers /readyz (kvnode health inside its container).
 func (c *composeCluster) waitReady(t *testing.T, i int) {
 	t.Helper()
-	id := c.container(t, i)
 	eventually.Succeeds(t, 60*time.Second, func() error {
-		out, err := exec.Command("docker", "exec", id, "/kvnode", "health", "--certs-dir", "/certs").CombinedOutput()
-		if err != nil {
+		if out, err := c.health(t, i); err != nil {
 			return fmt.Errorf("n%d not ready: %v %s", i, err, out)
 		}
 		return nil
 	})
 }
 
+// health runs kvnode health (/readyz) inside node i's container: it needs no network
+// between the test and the node.
+func (c *composeCluster) health(t *testing.T, i int) (string, error) {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", c.container(t, i), "/kvnode", "health", "--certs-dir", "/certs").CombinedOutput()
+	return string(out), err
+}
+
 func kvctl(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return kvctlCtx(ctx, args...)
+}
+
+// kvctlCtx runs kvctl in this process until it ends or ctx does; safe from any goroutine.
+func kvctlCtx(ctx context.Context, args ...string) (int, string, string) {
 	ios, _, out, errOut := cli.Test()
 	f := cli.NewFactory(ios)
 	defer f.Close()
 	root := ctl.NewRootCmd(f)
 	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		errOut.WriteString(err.Error())
@@ -338,12 +402,31 @@ func kvctl(t *testing.T, args ...string) (int, string, string) {
 	return cli.ExitCode(err), out.String(), errOut.String()
 }
 
+// freePort is a free loopback port below the kernel's ephemeral range (32768 up), where
+// the machine's own outgoing connections could take it between this check and the
+// container's bind, and outside test/'s 20000-31999; never the same twice in a process.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 12000 + rand.IntN(6000)
+		if usedPorts[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		usedPorts[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port in 12000-17999")
+	return 0
 }
+
+var (
+	portsMu   sync.Mutex
+	usedPorts = map[int]bool{}
+)

@@ -57,6 +57,13 @@ type Config struct {
 	// OnInterval, when set, receives a summary of every second of the run (warmup included),
 	// from one goroutine, in order. It must return quickly.
 	OnInterval func(Interval)
+	// OnAck, when set, is called with every acknowledged PUT and DELETE (value nil) of the
+	// run, warmup included, from the worker that sent it, before the next request of that
+	// worker; value is valid only during the call. With OnAck set, every PUT's value starts
+	// with the request's number ("i:"), so no two acknowledged writes carry the same value,
+	// and the closed loop runs a goroutine per worker (the event loops do not keep values).
+	// Called concurrently from every worker; it must return quickly.
+	OnAck func(op Op, key string, value []byte)
 	// KeepIntervals keeps one latency histogram per measured second in Result.Intervals (for
 	// an HdrHistogram interval log).
 	KeepIntervals bool

@@ -67,9 +67,12 @@ type evLoop struct {
 }
 
 // runClosedLoops runs the closed loop of workers on event loops. It reports false, having
-// sent nothing, when it cannot (the address does not resolve, no epoll): Run then falls back
-// to a goroutine per worker.
+// sent nothing, when it cannot (TLS, the address does not resolve, no epoll): Run then falls
+// back to a goroutine per worker.
 func (t *HTTPTarget) runClosedLoops(ctx context.Context, workers []*worker, next *atomic.Int64, measureFrom, end time.Time) bool {
+	if t.tls != nil {
+		return false // the loops speak plain TCP
+	}
 	addr, err := net.ResolveTCPAddr("tcp", t.host)
 	if err != nil || addr.IP == nil || addr.Zone != "" {
 		return false // (an IPv6 zone: the goroutine path's dialer handles it)

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -23,11 +24,13 @@ import (
 // Run, the request timeout is the connection's deadline and the run's end one AfterFunc per
 // connection, not a context per request. A connection that fails or that the server closes is
 // redialled on the worker's next request. Run's closed loop (Rate 0) does not use this path on
-// Linux: it runs on event loops with sockets of their own (evloop_linux.go).
+// Linux: it runs on event loops with sockets of their own (evloop_linux.go), except over TLS
+// (WithTLS), where every worker runs on a goroutine of its own.
 type HTTPTarget struct {
 	host   string // host:port
 	suffix string // &ack=A&from=F or ""
 	dialer net.Dialer
+	tls    *tls.Config // nil: plaintext
 
 	mu    sync.Mutex
 	conns map[int]*httpConn
@@ -48,11 +51,12 @@ type httpConn struct {
 
 var _ Target = (*HTTPTarget)(nil)
 
-// NewHTTPTarget targets the node whose HTTP API listens at addr (host:port or http://host:port).
-// conns is a hint of the number of workers. ack and from of 0 mean the cluster's defaults.
-// Close closes the connections.
+// NewHTTPTarget targets the node whose HTTP API listens at addr (host:port, http://host:port
+// or https://host:port; https needs WithTLS). conns is a hint of the number of workers. ack and
+// from of 0 mean the cluster's defaults. Close closes the connections.
 func NewHTTPTarget(addr string, conns int, ack, from int) *HTTPTarget {
 	addr = strings.TrimPrefix(addr, "http://")
+	addr = strings.TrimPrefix(addr, "https://")
 	addr = strings.TrimRight(addr, "/")
 	var suffix string
 	if ack > 0 {
@@ -67,6 +71,20 @@ func NewHTTPTarget(addr string, conns int, ack, from int) *HTTPTarget {
 		dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
 		conns:  make(map[int]*httpConn, conns),
 	}
+}
+
+// WithTLS makes every connection of t speak TLS with cfg (a node started with --certs-dir
+// serves HTTPS); the server name defaults to the address's host. Call it before the first
+// request. It returns t.
+func (t *HTTPTarget) WithTLS(cfg *tls.Config) *HTTPTarget {
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(t.host); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	t.tls = cfg
+	return t
 }
 
 // Close closes every connection.
@@ -109,6 +127,14 @@ func (t *HTTPTarget) conn(ctx context.Context, i int) (*httpConn, error) {
 	nc, err := t.dialer.DialContext(ctx, "tcp", t.host)
 	if err != nil {
 		return nil, err
+	}
+	if t.tls != nil {
+		tc := tls.Client(nc, t.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls handshake with %s: %w", t.host, err)
+		}
+		nc = tc
 	}
 	c = &httpConn{c: nc, br: bufio.NewReaderSize(nc, 16<<10), bw: bufio.NewWriterSize(nc, 16<<10)}
 	t.mu.Lock()

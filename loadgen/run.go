@@ -70,12 +70,13 @@ type cellKey struct {
 // worker owns its histograms; Run merges them after the worker is done. Only the interval
 // fields are shared, with the interval collector, under mu.
 type worker struct {
-	id  int
-	cfg *Config
-	rng *rand.Rand
-	zf  *rand.Zipf
-	val []byte
-	key []byte
+	id   int
+	cfg  *Config
+	rng  *rand.Rand
+	zf   *rand.Zipf
+	val  []byte
+	key  []byte
+	stmp []byte // stamp's buffer
 
 	corr, uncorr, lag *hdr.PackedHistogram
 	requests          int64 // answered, failures included
@@ -148,6 +149,19 @@ func (w *worker) value() []byte {
 	return w.val[:n]
 }
 
+// stamp makes val unique to request i, so a checker can tell every acknowledged write apart:
+// it starts with "i:" (request numbers are unique in a run), padded with val's bytes to its
+// length (a value shorter than the stamp is the stamp).
+func (w *worker) stamp(val []byte, i int64) []byte {
+	w.stmp = strconv.AppendInt(w.stmp[:0], i, 10)
+	w.stmp = append(w.stmp, ':')
+	if len(w.stmp) >= len(val) {
+		return w.stmp
+	}
+	w.stmp = append(w.stmp, val[len(w.stmp):]...)
+	return w.stmp
+}
+
 // pick chooses the operation, key and value of request i; key and value are valid until the
 // next pick.
 func (w *worker) pick(i int64) (op Op, key, val []byte) {
@@ -155,6 +169,9 @@ func (w *worker) pick(i int64) (op Op, key, val []byte) {
 	key = w.keyFor(i)
 	if op == OpPut {
 		val = w.value()
+		if w.cfg.OnAck != nil {
+			val = w.stamp(val, i)
+		}
 	}
 	return op, key, val
 }
@@ -179,7 +196,11 @@ func (w *worker) do(ctx context.Context, t Target, i int64, intended time.Time, 
 		}
 		cancel()
 	}
-	w.record(ctx, op, kb, kind, intended, sent, time.Now(), measureFrom)
+	done := time.Now()
+	if w.cfg.OnAck != nil && kind == KindOK && op != OpGet {
+		w.cfg.OnAck(op, key, val)
+	}
+	w.record(ctx, op, kb, kind, intended, sent, done, measureFrom)
 }
 
 // record counts one answered request: op on key, sent at sent (intended at intended; zero in
@@ -324,7 +345,7 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 	end := measureFrom.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	var next atomic.Int64
-	if lt, ok := t.(loopTarget); ok && cfg.Rate <= 0 {
+	if lt, ok := t.(loopTarget); ok && cfg.Rate <= 0 && cfg.OnAck == nil {
 		// The closed loop on the target's event loops (HTTP on Linux), or, where it has none,
 		// on a goroutine per worker.
 		wg.Go(func() {

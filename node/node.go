@@ -143,7 +143,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		remotes:     map[string]*replica.Remote{},
 	}
 	n.members = &memberIPs{n: n}
-	tlsc, err := loadTLS(cfg)
+	tlsc, err := loadTLS(cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("--certs-dir: %w", err)
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 
@@ -17,20 +18,30 @@ type nodeTLS struct {
 	grpc, http, peer *tls.Config
 }
 
-// loadTLS reads cfg.CertsDir; nil when none is configured (plaintext).
-func loadTLS(cfg Config) (*nodeTLS, error) {
+// loadTLS reads cfg.CertsDir; nil when none is configured (plaintext). The node certificate
+// is one certs.Pair for every port and every peer connection: a new node.crt/node.key is
+// used from the next handshake on (rotation without a restart), and a pair that does not
+// load is logged while the previous one stays in use.
+func loadTLS(cfg Config, logger *slog.Logger) (*nodeTLS, error) {
 	if cfg.CertsDir == "" {
 		return nil, nil
 	}
+	pair, err := certs.NewPair(cfg.CertsDir, certs.NodeCert, certs.NodeKey)
+	if err != nil {
+		return nil, err
+	}
+	pair.OnError = func(err error) { logger.Warn("node certificate not reloaded", "err", err) }
+	pair.OnLoad = func(c *x509.Certificate) {
+		logger.Info("node certificate reloaded", "serial", c.SerialNumber.Text(16), "not_after", c.NotAfter)
+	}
 	var t nodeTLS
-	var err error
-	if t.grpc, err = certs.Server(cfg.CertsDir, certs.RequireClientCert); err != nil {
+	if t.grpc, err = certs.ServerWith(cfg.CertsDir, certs.RequireClientCert, pair); err != nil {
 		return nil, err
 	}
-	if t.http, err = certs.Server(cfg.CertsDir, certs.OptionalClientCert); err != nil {
+	if t.http, err = certs.ServerWith(cfg.CertsDir, certs.OptionalClientCert, pair); err != nil {
 		return nil, err
 	}
-	if t.peer, err = certs.Client(cfg.CertsDir, certs.NodeCert, certs.NodeKey); err != nil {
+	if t.peer, err = certs.ClientWith(cfg.CertsDir, pair); err != nil {
 		return nil, err
 	}
 	return &t, nil

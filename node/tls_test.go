@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"ringkv/internal/eventually"
 	"ringkv/node"
@@ -113,6 +115,104 @@ func TestTLSCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTLSCertRoles: with mutual TLS, kvctl's client certificate is good for the KV and
+// Admin APIs but not for the internal Replica and Cluster RPCs, which take a node
+// certificate: a Replica.Write presented with the client certificate is refused with
+// PermissionDenied and not stored (a read with the node certificate still finds the
+// acknowledged PUT's value).
+func TestTLSCertRoles(t *testing.T) {
+	dir := tlsDir(t)
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
+	dial := func(certFile, keyFile string) *grpc.ClientConn {
+		t.Helper()
+		cfg, err := certs.Client(dir, certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := grpc.NewClient(c.Config(0).GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	asClient, asNode := dial(certs.ClientCert, certs.ClientKey), dial(certs.NodeCert, certs.NodeKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eventually.Succeeds(t, 15*time.Second, func() error {
+		_, err := kvpb.NewKVClient(asClient).Put(ctx, &kvpb.PutRequest{Key: []byte("role"), Value: []byte("acknowledged"), Ack: 3})
+		return err
+	})
+	if _, err := kvpb.NewAdminClient(asClient).NodeInfo(ctx, &kvpb.NodeInfoRequest{}); err != nil {
+		t.Errorf("Admin.NodeInfo with the client certificate: %v, want accepted", err)
+	}
+	rr, err := kvpb.NewReplicaClient(asNode).Read(ctx, &kvpb.ReadRequest{Key: []byte("role")})
+	if err != nil {
+		t.Fatalf("Replica.Read with the node certificate: %v, want accepted", err)
+	}
+	epoch := rr.GetEpoch()
+	ts := uint64(time.Now().Add(200*time.Millisecond).UnixMilli()) << 16 // newer than the PUT, within the clock bound: it would win
+	_, err = kvpb.NewReplicaClient(asClient).Write(ctx, &kvpb.WriteRequest{Key: []byte("role"), Record: &kvpb.Record{Timestamp: ts, Value: []byte("forged")}, Epoch: epoch})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "node certificate") {
+		t.Errorf("Replica.Write with the client certificate: got %v, want PermissionDenied saying a node certificate is needed", err)
+	}
+	if _, err := kvpb.NewClusterClient(asClient).SetRate(ctx, &kvpb.SetRateRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Cluster.SetRate with the client certificate: got %v, want PermissionDenied", err)
+	}
+	rr, err = kvpb.NewReplicaClient(asNode).Read(ctx, &kvpb.ReadRequest{Key: []byte("role"), Epoch: epoch})
+	if err != nil || string(rr.GetRecord().GetValue()) != "acknowledged" {
+		t.Errorf("after the refused write: read %q (%v), want \"acknowledged\"", rr.GetRecord().GetValue(), err)
+	}
+}
+
+// TestTLSRotation: a node started with --certs-dir serves a replaced node.crt/node.key from
+// the next handshake on, on its gRPC and HTTPS ports, with no restart; its peers still
+// accept it (a write with ack=3 through it succeeds over the new connections).
+func TestTLSRotation(t *testing.T) {
+	dir := tlsDir(t)
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
+	pool, err := certs.CAPool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func(addr string) string {
+		t.Helper()
+		cfg, err := certs.Client(dir, certs.ClientCert, certs.ClientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			t.Fatalf("TLS handshake with %s: %v", addr, err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	grpcAddr, httpAddr := c.Config(0).GRPCAddr, c.Config(0).HTTPAddr
+	before := served(grpcAddr)
+	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{grpcAddr, httpAddr} {
+		if after := served(addr); after == before {
+			t.Errorf("%s after rotation: served serial %s, want a new one", addr, after)
+		}
+	}
+	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(https.CloseIdleConnections)
+	eventually.Succeeds(t, 15*time.Second, func() error {
+		resp, err := https.Do(mustRequest(t, "PUT", "https://"+httpAddr+"/v0/entity?id=rotated&ack=3", "v"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return errors.New("PUT ack=3 after rotation: got " + resp.Status + ", want 201")
+		}
+		return nil
+	})
 }
 
 func mustRequest(t *testing.T, method, url, body string) *http.Request {

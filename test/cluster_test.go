@@ -85,12 +85,22 @@ func startCluster(t *testing.T, founders, extra int) *tcluster {
 // startClusterFlags is startCluster with extra flags for every kvnode.
 func startClusterFlags(t *testing.T, founders, extra int, flags []string) *tcluster {
 	t.Helper()
+	return startClusterDirs(t, founders, extra, flags, nil)
+}
+
+// startClusterDirs is startClusterFlags with the data directories of some nodes chosen
+// (dirs: id -> directory; the others get one under a temp dir).
+func startClusterDirs(t *testing.T, founders, extra int, flags []string, dirs map[string]string) *tcluster {
+	t.Helper()
 	c := &tcluster{t: t, bins: buildBins(t), founders: founders, alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
 	base := t.TempDir()
 	var peers []string
 	for i := range founders + extra {
 		p := &proc{id: fmt.Sprintf("n%d", i+1), grpc: freeAddr(t), http: freeAddr(t), admin: freeAddr(t), flags: flags}
 		p.dir = filepath.Join(base, p.id)
+		if d, ok := dirs[p.id]; ok {
+			p.dir = d
+		}
 		c.nodes = append(c.nodes, p)
 		if i < founders {
 			peers = append(peers, p.id+"="+p.grpc)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -121,6 +122,28 @@ func (f *Factory) DialOptions() ([]grpc.DialOption, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.Secret(strings.TrimSpace(string(b)))))
 	}
 	return opts, nil
+}
+
+// HTTPTLS is the TLS config of kvctl's HTTP(S) requests to a node (the client HTTP API, the
+// admin listener): with --certs-dir, servers checked against ca.crt and client.crt presented;
+// nil without --certs-dir (plain HTTP).
+func (f *Factory) HTTPTLS() (*tls.Config, error) {
+	if f.CertsDir == "" {
+		return nil, nil
+	}
+	cfg, err := certs.Client(f.CertsDir, certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		return nil, fmt.Errorf("--certs-dir: %w", err)
+	}
+	return cfg, nil
+}
+
+// HTTPScheme is the scheme of kvctl's HTTP requests to a node: https with --certs-dir.
+func (f *Factory) HTTPScheme() string {
+	if f.CertsDir != "" {
+		return "https"
+	}
+	return "http"
 }
 
 // KV returns a client of the KV service at addr ("" = f.Addr).

@@ -38,6 +38,29 @@ const (
 	CertLifetime = 5 * 365 * 24 * time.Hour
 )
 
+// NodeCommonName is the common name of every node certificate. A client certificate cannot
+// take it (CreateClient refuses), and a node certificate is also the only kind with the
+// serverAuth usage: internal RPCs (IsNode) check both.
+const NodeCommonName = "node"
+
+// ErrReservedUser is returned by CreateClient for the node's common name.
+var ErrReservedUser = errors.New(`user "node" is reserved for node certificates`)
+
+// IsNode tells whether c is a node certificate: common name NodeCommonName and usable as a
+// server (client certificates are for client use only). The caller has verified c against
+// the CA.
+func IsNode(c *x509.Certificate) bool {
+	if c == nil || c.Subject.CommonName != NodeCommonName {
+		return false
+	}
+	for _, u := range c.ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrExists is returned when a file would be overwritten without Options.Overwrite.
 var ErrExists = errors.New("already exists (use --overwrite to replace it)")
 
@@ -76,11 +99,19 @@ func CreateNode(dir string, hosts []string, o Options) ([]string, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("create-node: want at least one HOST (a DNS name or an IP address)")
 	}
-	return createSigned(dir, NodeCert, NodeKey, "node", hosts, o, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	return createSigned(dir, NodeCert, NodeKey, NodeCommonName, hosts, o, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 }
 
-// CreateClient writes client.crt and client.key (common name user), signed by the CA in dir.
+// CreateClient writes client.crt and client.key (common name user), signed by the CA in dir,
+// for client use only: nodes accept it on the KV and Admin APIs, never on their internal
+// Replica and Cluster RPCs.
 func CreateClient(dir, user string, o Options) ([]string, error) {
+	if user == "" {
+		return nil, errors.New("create-client: want a user name (--user)")
+	}
+	if user == NodeCommonName {
+		return nil, fmt.Errorf("create-client --user %q: %w", user, ErrReservedUser)
+	}
 	return createSigned(dir, ClientCert, ClientKey, user, nil, o, x509.ExtKeyUsageClientAuth)
 }
 

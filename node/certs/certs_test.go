@@ -149,7 +149,7 @@ func TestHandshake(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !tc.withCert {
-				ccfg.Certificates = nil
+				ccfg.GetClientCertificate = nil
 			}
 			ln, err := tls.Listen("tcp", "127.0.0.1:0", scfg)
 			if err != nil {

@@ -9,6 +9,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/node/auth"
+	"ringkv/node/certs"
 )
 
 // RPCObserver receives one call per finished RPC, for metrics. Implementations must be
@@ -149,6 +151,11 @@ func (ic interceptors) authorize(ctx context.Context, method string) error {
 	if !internal && !admin {
 		return nil
 	}
+	// With TLS, internal calls take a node certificate: a client certificate (kvctl's) is
+	// good for the KV and Admin APIs but cannot pass for a peer.
+	if leaf := tlsLeaf(ctx); internal && leaf != nil && !certs.IsNode(leaf) {
+		return status.Errorf(codes.PermissionDenied, "internal calls need a node certificate; this one is a client certificate (%q)", leaf.Subject.CommonName)
+	}
 	if len(ic.secret) == 0 {
 		if admin && !fromLoopback(ctx) && !verifiedCert(ctx) {
 			return status.Error(codes.PermissionDenied, "admin calls without a cluster secret or a client certificate are accepted from loopback only")
@@ -178,6 +185,20 @@ func verifiedCert(ctx context.Context) bool {
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	return ok && len(info.State.VerifiedChains) > 0
+}
+
+// tlsLeaf is the caller's certificate as mutual TLS verified it against the cluster CA
+// (nil: no TLS, or no verified certificate).
+func tlsLeaf(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return info.State.VerifiedChains[0][0]
 }
 
 // peerIP is the caller's IP address (nil when unknown).

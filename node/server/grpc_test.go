@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"log/slog"
 	"net"
@@ -9,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -99,5 +103,45 @@ func TestErrorTable(t *testing.T) {
 		if got := HTTPStatus(tt.err); got != tt.wantHTTP {
 			t.Errorf("HTTPStatus(%v) = %d, want %d", tt.err, got, tt.wantHTTP)
 		}
+	}
+}
+
+// TestAuthorizeCertRoles: over mutual TLS, internal calls take a node certificate (CN
+// "node", serverAuth); a client certificate (clientAuth only, even one named "node") is
+// refused there and accepted on Admin and KV, with or without a cluster secret.
+func TestAuthorizeCertRoles(t *testing.T) {
+	remote := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 1}
+	nodeCert := &x509.Certificate{Subject: pkix.Name{CommonName: "node"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	clientCert := &x509.Certificate{Subject: pkix.Name{CommonName: "root"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	namedNode := &x509.Certificate{Subject: pkix.Name{CommonName: "node"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	tests := []struct {
+		name   string
+		secret string
+		method string
+		cert   *x509.Certificate
+		want   codes.Code
+	}{
+		{"node: replica", "", "/ringkv.Replica/Write", nodeCert, codes.OK},
+		{"node: raft", "", "/ringkv.Cluster/RaftStream", nodeCert, codes.OK},
+		{"client: replica", "", "/ringkv.Replica/Write", clientCert, codes.PermissionDenied},
+		{"client: cluster", "", "/ringkv.Cluster/BeginChange", clientCert, codes.PermissionDenied},
+		{"client named node: replica", "", "/ringkv.Replica/Read", namedNode, codes.PermissionDenied},
+		{"client: admin", "", "/ringkv.Admin/Status", clientCert, codes.OK},
+		{"client: kv", "", "/ringkv.KV/Put", clientCert, codes.OK},
+		{"client with secret: replica", "s3cret", "/ringkv.Replica/Write", clientCert, codes.PermissionDenied},
+		{"node with secret: replica", "s3cret", "/ringkv.Replica/Write", nodeCert, codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ic := interceptors{logger: slog.New(slog.DiscardHandler), secret: []byte(tt.secret), member: func(net.IP) bool { return false }}
+			info := credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{tt.cert}}}}
+			ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: remote, AuthInfo: info})
+			if tt.secret != "" {
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(auth.Header, tt.secret))
+			}
+			if got := status.Code(ic.authorize(ctx, tt.method)); got != tt.want {
+				t.Errorf("authorize(%s) = %v, want %v", tt.method, got, tt.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,10 @@ type Options struct {
 	// Addr is the gRPC address of the node to load (kvctl's --addr).
 	Addr func() string
 	// Dial gives the gRPC target and dial options (TLS, secret) for an address (cli.Factory.Dial).
-	Dial  func(addr string) (string, []grpc.DialOption, error)
-	Admin func() (kvpb.AdminClient, error)
+	Dial func(addr string) (string, []grpc.DialOption, error)
+	// HTTPTLS gives the TLS config of the HTTP target (nil: plain HTTP; cli.Factory.HTTPTLS).
+	HTTPTLS func() (*tls.Config, error)
+	Admin   func() (kvpb.AdminClient, error)
 	// JSON tells whether -o json was asked for.
 	JSON func() bool
 
@@ -43,6 +46,9 @@ type Options struct {
 	// MaxErrors is --max-errors, in percent.
 	MaxErrors float64
 
+	// Record is --record: every acknowledged write is appended to this file (JSON lines) for
+	// kvctl bench check.
+	Record   string
 	Latency  bool
 	JSONOut  bool
 	Hgrm     string
@@ -70,6 +76,7 @@ func NewCmdBench(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		IO:       f.IO,
 		Addr:     func() string { return f.Addr },
 		Dial:     f.Dial,
+		HTTPTLS:  f.HTTPTLS,
 		Admin:    func() (kvpb.AdminClient, error) { return f.Admin("") },
 		JSON:     f.JSON,
 		Config:   loadgen.DefaultConfig(),
@@ -97,7 +104,14 @@ leads with the success ratio; failed requests are counted by kind and kept out o
 latency histogram (a refused connection answers fast, which is no latency).
 
 Keys are --key-prefix + a number below --keys. GETs of keys never written count as
-"not found", not as errors: fill the keyspace first with kvctl bench fill.`,
+"not found", not as errors: fill the keyspace first with kvctl bench fill.
+
+--ack and --from apply to reads and writes alike: --ack 2 --from 3 makes every PUT wait
+for two replicas and every GET read a quorum of two. --record FILE appends every
+acknowledged write (key and value; each value carries its request's number, so no two
+are alike) to FILE; kvctl bench check FILE then reads every recorded key back and
+counts the acknowledged writes that were lost. With --certs-dir the HTTP target speaks
+HTTPS and presents the client certificate, as the gRPC target does.`,
 		Example: `  # 10 s of GETs at 5000 req/s over 32 gRPC connections, after 2 s of warmup
   kvctl bench fill --keys 100000
   kvctl bench --rate 5000 --connections 32 --duration 10s
@@ -120,6 +134,12 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 
   # CPU and mutex profiles from every node during the measured 30 s, files named after the run
   kvctl bench --rate 5000 --duration 30s --profile cpu,mutex --profile-dir prof/
+
+  # a fault drill: quorum reads and ack=2 writes, every acknowledged write recorded,
+  # then read back at a quorum
+  kvctl bench --rate 200 --workload mixed:get=50,put=50 --key-dist sequential \
+      --keys 10000000 --ack 2 --from 3 --record acked.jsonl --max-errors 0
+  kvctl bench check acked.jsonl --ack 2 --from 3
 
   # compare two runs
   kvctl bench --rate 5000 --json > before.json
@@ -147,6 +167,7 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 	fl.DurationVar(&o.Config.MaxLag, "max-lag", o.Config.MaxLag, "mark the result invalid when the generator ends this far behind schedule")
 	fl.Uint64Var(&o.Config.Seed, "seed", 0, "seed of key and value choices")
 	fl.DurationVar(&o.Config.Spin, "spin", 0, "closed loop over HTTP: busy-poll up to this long for answers before sleeping (e.g. 50us; costs a whole generator core, spares the node a wake-up of the generator per answer)")
+	fl.StringVar(&o.Record, "record", "", "append every acknowledged write to `FILE` (JSON lines) for kvctl bench check")
 	fl.BoolVar(&o.Latency, "latency", false, "print the detailed percentile spectrum")
 	fl.BoolVar(&o.JSONOut, "json", false, "print the result as JSON (same as -o json)")
 	fl.StringVar(&o.Hgrm, "hgrm", "", "write the corrected latency in HdrHistogram's percentile-distribution format (.hgrm) to `FILE`")
@@ -165,7 +186,7 @@ Keys are --key-prefix + a number below --keys. GETs of keys never written count 
 
 	_ = cmd.RegisterFlagCompletionFunc("profile", cli.CompleteWords(pprof.Kinds...))
 	_ = cmd.RegisterFlagCompletionFunc("target", cli.CompleteWords("grpc", "http"))
-	cmd.AddCommand(NewCmdFill(f, nil), NewCmdDiff(f, nil))
+	cmd.AddCommand(NewCmdFill(f, nil), NewCmdDiff(f, nil), NewCmdCheck(f, nil))
 	return cmd
 }
 
@@ -218,6 +239,9 @@ func (o *Options) complete(cmd *cobra.Command) error {
 	if len(o.Profile) > 0 && o.FindMax {
 		return cli.UsageErrorf("--profile goes with a constant-rate run, not --find-max")
 	}
+	if o.Record != "" && o.FindMax {
+		return cli.UsageErrorf("--record goes with a constant-rate run, not --find-max")
+	}
 	if err := o.Config.Validate(); err != nil {
 		return cli.UsageErrorf("%s", err)
 	}
@@ -259,7 +283,18 @@ func (o *Options) target(ctx context.Context) (loadgen.Target, string, func(), e
 			addr = info.GetHttpAddr()
 		}
 		t := loadgen.NewHTTPTarget(addr, o.Config.Connections, o.Ack, o.From)
-		return t, "http " + addr, func() { t.Close() }, nil
+		name := "http " + addr
+		if o.HTTPTLS != nil {
+			cfg, err := o.HTTPTLS()
+			if err != nil {
+				return nil, "", nil, err
+			}
+			if cfg != nil {
+				t.WithTLS(cfg)
+				name = "https " + addr
+			}
+		}
+		return t, name, func() { t.Close() }, nil
 	}
 	target, opts, err := o.Dial(o.Addr())
 	if err != nil {
@@ -335,7 +370,7 @@ func fmtMs(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6
 // ErrInvalidResult marks a run whose generator could not keep its schedule.
 var ErrInvalidResult = errors.New("result invalid")
 
-func (o *Options) run(ctx context.Context) error {
+func (o *Options) run(ctx context.Context) (err error) {
 	t, name, closeT, err := o.target(ctx)
 	if err != nil {
 		return err
@@ -351,6 +386,18 @@ func (o *Options) run(ctx context.Context) error {
 	cfg.KeepIntervals = o.Hlog != ""
 	if o.FindMax {
 		return o.runFindMax(ctx, cfg, t, name)
+	}
+	if o.Record != "" {
+		rec, rerr := openRecorder(o.Record)
+		if rerr != nil {
+			return rerr
+		}
+		cfg.OnAck = rec.ack
+		defer func() {
+			if cerr := rec.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 	}
 	profiled := o.startProfiles(ctx, cfg)
 	res, err := loadgen.Run(ctx, cfg, t)

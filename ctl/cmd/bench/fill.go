@@ -16,12 +16,13 @@ import (
 // cluster takes it, so GET runs hit real data. runF replaces the run step in tests.
 func NewCmdFill(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 	o := &Options{
-		IO:     f.IO,
-		Addr:   func() string { return f.Addr },
-		Dial:   f.Dial,
-		Admin:  func() (kvpb.AdminClient, error) { return f.Admin("") },
-		JSON:   f.JSON,
-		Config: loadgen.DefaultConfig(),
+		IO:      f.IO,
+		Addr:    func() string { return f.Addr },
+		Dial:    f.Dial,
+		HTTPTLS: f.HTTPTLS,
+		Admin:   func() (kvpb.AdminClient, error) { return f.Admin("") },
+		JSON:    f.JSON,
+		Config:  loadgen.DefaultConfig(),
 	}
 	o.Config.Connections = 64
 	cmd := &cobra.Command{

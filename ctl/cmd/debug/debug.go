@@ -126,7 +126,14 @@ func (d *nodeDump) fail(what string, err error) {
 // RunZip collects the diagnostics and writes o.File.
 func RunZip(ctx context.Context, o *ZipOptions) error {
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{Timeout: o.Timeout}
+		// With --certs-dir the admin listener serves HTTPS: check it against ca.crt and
+		// present the client certificate.
+		tlsCfg, err := o.Factory.HTTPTLS()
+		if err != nil {
+			return err
+		}
+		o.HTTP = &http.Client{Timeout: o.Timeout, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+		defer o.HTTP.CloseIdleConnections()
 	}
 	if o.MaxBusyWait == 0 {
 		o.MaxBusyWait = 2 * time.Minute
@@ -235,7 +242,7 @@ func (o *ZipOptions) collect(ctx context.Context, n *kvpb.NodeStatus) *nodeDump 
 			{"/metrics", "metrics.txt"},
 			{"/debug/pprof/goroutine?debug=2", "goroutines.txt"},
 		} {
-			b, err := o.get(ctx, "http://"+admin+h.path)
+			b, err := o.get(ctx, o.Factory.HTTPScheme()+"://"+admin+h.path)
 			if err != nil {
 				d.fail(h.name, fmt.Errorf("admin listener not reachable from here, skipped: %w", err))
 				continue

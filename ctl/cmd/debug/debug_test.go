@@ -16,6 +16,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/node"
+	"ringkv/node/certs"
 )
 
 func TestMain(m *testing.M) {
@@ -162,5 +163,52 @@ func TestZipFlags(t *testing.T) {
 				t.Errorf("got file %q, want %q...", file, tt.wantFile)
 			}
 		})
+	}
+}
+
+// TestZipOverTLS: against a node with --certs-dir, kvctl debug zip --certs-dir fetches the
+// metrics and the goroutine dump from the admin listener over HTTPS with the client
+// certificate (over plain HTTP the listener answers nothing usable and both are missing).
+func TestZipOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	dir := filepath.Join(t.TempDir(), "certs")
+	if _, err := certs.CreateCA(dir, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := certs.CreateClient(dir, "root", certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	base := node.DefaultConfig()
+	base.InMemory, base.Replicas, base.VNodes, base.CertsDir = true, 1, 8, dir
+	c, err := node.StartLocalCluster(context.Background(), 1, base, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
+	ios, _, _, _ := cli.Test()
+	f := cli.NewFactory(ios)
+	f.Addr, f.CertsDir = c.Node(0).Addrs().GRPC, dir
+	defer f.Close()
+	file := filepath.Join(t.TempDir(), "debug.zip")
+	cmd := NewCmdDebug(f, nil)
+	cmd.SetArgs([]string{"zip", file, "--cpu-seconds", "0"})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("kvctl debug zip: %v", err)
+	}
+	files := readZip(t, file)
+	if !bytes.Contains(files["nodes/n1/metrics.txt"], []byte("ringkv_ops_total")) || len(files["nodes/n1/goroutines.txt"]) == 0 {
+		t.Errorf("zip over TLS: metrics.txt %d bytes, goroutines.txt %d bytes, errors %q; want both from the admin listener",
+			len(files["nodes/n1/metrics.txt"]), len(files["nodes/n1/goroutines.txt"]), files["nodes/n1/errors.txt"])
 	}
 }
