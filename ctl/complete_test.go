@@ -20,6 +20,8 @@ func TestCompletion(t *testing.T) {
 		{[]string{"ring", "drain", "n"}, []string{"n1\tUP " + addr}},
 		{[]string{"ring", "remove", "n1", ""}, nil},
 		{[]string{"pprof", "cpu", "--node", ""}, []string{"n1\tUP " + addr}},
+		{[]string{"repair", "--node", ""}, []string{"n1\tUP " + addr}},
+		{[]string{"repair", "plan", "--node", "n"}, []string{"n1\tUP " + addr}},
 		{[]string{"pprof", "m"}, []string{"mutex"}},
 		{[]string{"bench", "--profile", "he"}, []string{"heap"}},
 		{[]string{"-o", ""}, []string{"table", "json"}},
