@@ -13,7 +13,7 @@ import (
 var (
 	// ErrUnimplemented: the node answers Unimplemented to the repair RPCs (a kvnode older
 	// than repair).
-	ErrUnimplemented = errors.New("repair is not implemented by the node")
+	ErrUnimplemented = errors.New("repair is not implemented")
 	// errInterrupted: the operator stopped watching (Ctrl-C); the repair goes on.
 	errInterrupted = errors.New("stopped watching")
 	// errNoRepair: abort found no repair in flight on any member.
@@ -26,7 +26,7 @@ var (
 // what it means.
 func rpcError(addr string, err error) error {
 	if status.Code(err) == codes.Unimplemented {
-		return fmt.Errorf("%w: node %s runs a kvnode without repair; upgrade it (kvctl status shows each node's version)", ErrUnimplemented, addr)
+		return fmt.Errorf("node %s: %w: its kvnode predates repair; upgrade it (kvctl status shows each node's version)", addr, ErrUnimplemented)
 	}
 	return cli.RPCError(addr, err)
 }

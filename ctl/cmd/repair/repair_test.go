@@ -306,7 +306,7 @@ func TestRepairOutcomes(t *testing.T) {
 		{name: "a session in flight", startErr: status.Error(codes.FailedPrecondition, "repair 8 is in flight"),
 			wantCode: cli.ExitRefused, wantStart: true, wantText: "repair 8 is in flight"},
 		{name: "old node", planErr: status.Error(codes.Unimplemented, "unknown method PlanRepair"),
-			wantCode: cli.ExitFailure, wantText: "node 127.0.0.1:9091 runs a kvnode without repair"},
+			wantCode: cli.ExitFailure, wantText: "node 127.0.0.1:9091: repair is not implemented: its kvnode predates repair"},
 		{name: "cluster down", planErr: status.Error(codes.Unavailable, "connection refused"), wantCode: cli.ExitFailure, wantText: "unavailable"},
 		{name: "failed", final: failed, wantCode: cli.ExitFailure, wantStart: true, wantText: "repair 9 failed: 1 range failed"},
 		{name: "aborted", final: progressOf(repairPlan(2), kvpb.RepairState_REPAIR_STATE_ABORTED, 1), wantCode: cli.ExitFailure, wantStart: true,
