@@ -96,6 +96,20 @@ type Config struct {
 	// Recover starts a node whose data is damaged (else it refuses to start): it serves
 	// what is left and says so in kvctl status until repaired.
 	Recover bool
+
+	// Repair (issue 14).
+	// RepairInterval is how often the node repairs the ranges it is the primary replica of
+	// (±10% jitter; 0 = no background repair). A round is skipped while a ring change is in
+	// flight or another repair runs on the node.
+	RepairInterval time.Duration
+	// RepairRate paces background repair: bytes per second that each replica walks into
+	// trees and pulls (0 = unthrottled). kvctl repair's default is ChangeRate.
+	RepairRate uint64
+	// TombstoneGrace is how long a tombstone is kept at least: it is purged only once older
+	// than this AND a completed repair of its range began after it was written. 0 = never purge.
+	TombstoneGrace time.Duration
+	// Now is the wall clock of the repair's purge decisions; nil = time.Now. Tests only.
+	Now func() time.Time
 }
 
 // DefaultConfig returns SPEC.md's defaults.
@@ -115,6 +129,10 @@ func DefaultConfig() Config {
 		HTTPReadTimeout: 30 * time.Second,
 		IdleTimeout:     2 * time.Minute,
 		MinFreeDisk:     store.DefaultReserve,
+		// Repair (issue 14).
+		RepairInterval: time.Hour,
+		RepairRate:     4 << 20,
+		TombstoneGrace: 10 * 24 * time.Hour,
 	}
 }
 
@@ -150,6 +168,10 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --max-connections %d: must not be negative", ErrInvalidConfig, c.MaxConnections)
 	case c.HTTPReadTimeout <= 0 || c.IdleTimeout <= 0:
 		return c, fmt.Errorf("%w: --http-read-timeout/--idle-timeout: must be positive", ErrInvalidConfig)
+	case c.RepairInterval < 0:
+		return c, fmt.Errorf("%w: --repair-interval %v: must not be negative (0 = off)", ErrInvalidConfig, c.RepairInterval)
+	case c.TombstoneGrace < 0:
+		return c, fmt.Errorf("%w: --tombstone-grace %v: must not be negative (0 = never purge)", ErrInvalidConfig, c.TombstoneGrace)
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http", c.HTTPAddr}, {"--grpc", c.GRPCAddr}, {"--admin", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
@@ -346,6 +368,9 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "time to read one HTTP request, header and body")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")
 	fs.BoolVar(&c.Recover, "recover", c.Recover, "start even if the data is damaged: serve what is left, say so in kvctl status (the rest must be repaired from the peers)")
+	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
+	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes)")
+	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a deleted key's tombstone is kept at least this long, and purged only after a repair that began after the delete covered its range on every replica (keep it longer than a replica may stay down; 0 = never purge)")
 	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (default max(1GiB, 5%))")
 	return fs
 }

@@ -87,6 +87,14 @@ type peerDialer struct{ n *Node }
 
 func (d peerDialer) Admin(addr string) (kvpb.AdminClient, error) { return d.n.peerAdmin(addr) }
 
+func (d peerDialer) Replica(addr string) (kvpb.ReplicaClient, error) {
+	c, err := d.n.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.NewReplicaClient(c), nil
+}
+
 func (n *Node) peerAdmin(addr string) (kvpb.AdminClient, error) {
 	c, err := n.conn(addr)
 	if err != nil {

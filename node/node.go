@@ -21,6 +21,7 @@ import (
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
 	"ringkv/node/peers"
+	"ringkv/node/repair"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/server"
@@ -65,6 +66,8 @@ type Node struct {
 	mover   *cluster.Mover
 	local   *replica.Local
 	coord   *replica.Coordinator
+	repairs *repair.Service // repair sessions this node coordinates (and background repair)
+	repairR *repair.Replica // this node's side of repair
 	metrics *metrics.Registry
 	logs    *metrics.LogRing
 	dial    []grpc.DialOption
@@ -249,6 +252,28 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if n.mover, err = cluster.NewMover(n.cl, rangeClient, n.st, mvcfg); err != nil {
 		return nil, fmt.Errorf("mover: %w", err)
 	}
+	// Repair: this node's side (trees, pulls from other replicas with a range client of its
+	// own, so its byte budget is repair's alone) and the sessions it coordinates.
+	stateDir := cfg.DataDir
+	if cfg.InMemory {
+		stateDir = ""
+	}
+	rstate, err := repair.OpenState(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	n.repairR = repair.NewReplica(repair.ReplicaConfig{
+		Store: n.st, State: rstate, Grace: cfg.TombstoneGrace, Now: cfg.Now, Logger: logger,
+		Source: &stream.RangeClient{
+			Conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
+			View: func() ring.ViewID { return n.cl.View().ID() },
+		},
+	})
+	n.repairs = repair.NewService(repair.Config{
+		Self: cfg.ID, View: n.cl.View, Watch: n.cl.Watch, Dial: peerDialer{n}, DefaultRate: cfg.ChangeRate,
+		Interval: cfg.RepairInterval, BackgroundRate: cfg.RepairRate, Now: cfg.Now, Logger: logger,
+	})
+
 	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
 	changes := change.New(change.Config{
 		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.metrics,
@@ -266,6 +291,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
 	rdeps := server.ReplicaDeps{
 		Local: n.local, Store: n.st, Clock: n.clock, View: n.cl.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
+		Repair: n.repairR,
 	}
 	if cfg.MoveLatencyTarget > 0 {
 		// The ranges this node serves as a source back off by its own latency too: its
@@ -275,7 +301,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.metrics, Profiler: server.ProfilerFunc(metrics.Capture),
-		Logs: n.logs, Changes: changes, Draining: n.drainc,
+		Logs: n.logs, Changes: changes, Repairs: n.repairs, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{
@@ -430,11 +456,35 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()
 	}
+	if t := n.repairR.LastRepaired(n.primaryRanges()); !t.IsZero() {
+		info.LastRepairedUnix = t.Unix()
+	}
+	if n.repairs.Has() {
+		info.Repair = n.repairs.Progress()
+	}
 	for _, b := range n.coord.Breakers() {
 		info.Breakers = append(info.Breakers, &kvpb.BreakerState{Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(b.ConsecutiveFailures)})
 	}
 	return info
 }
+
+// primaryRanges are the token ranges this node is the primary replica of in the current ring.
+func (n *Node) primaryRanges() []repair.Span {
+	r := n.currentRing()
+	if r == nil {
+		return nil
+	}
+	var out []repair.Span
+	for _, rg := range r.Ranges() {
+		if rg.Owner == n.cfg.ID {
+			out = append(out, repair.Span{Start: rg.Start, End: rg.End})
+		}
+	}
+	return out
+}
+
+// Repairs returns the repair sessions this node coordinates.
+func (n *Node) Repairs() *repair.Service { return n.repairs }
 
 // Addrs returns the bound addresses.
 func (n *Node) Addrs() Addrs {

@@ -40,6 +40,11 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	cwg.Go(func() { n.watchRing(cctx) })
+	cwg.Go(func() {
+		if err := n.repairs.Run(cctx); err != nil {
+			n.logger.Warn("repair", "err", err)
+		}
+	})
 	a := n.Addrs()
 	n.logger.Info("node serving", "grpc", a.GRPC, "http", a.HTTP, "admin", a.Admin, "epoch", n.epoch(), "data", n.cfg.DataDir)
 	switch {

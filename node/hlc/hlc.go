@@ -117,3 +117,7 @@ func physicalTS(t time.Time) uint64 {
 	}
 	return uint64(ms) << logicalBits
 }
+
+// Since returns the smallest timestamp stamped at or after wall-clock time t (its physical
+// part, logical counter 0): every timestamp below it was stamped before t.
+func Since(t time.Time) uint64 { return physicalTS(t) }

@@ -63,6 +63,8 @@ type AdminDeps struct {
 	Logs LogSource
 	// Changes serves the ring-change RPCs and CountRanges.
 	Changes Changes
+	// Repairs serves the repair RPCs (repair.Service).
+	Repairs Repairs
 	// Draining is closed when the node starts to shut down: watch streams end then, so a
 	// graceful stop does not wait for clients that would otherwise watch forever.
 	Draining <-chan struct{}
@@ -99,6 +101,11 @@ func (s *Admin) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.Status
 	}
 	if s.d.Changes != nil && s.d.Changes.Flying() {
 		resp.Change = s.d.Changes.Progress(ctx)
+	}
+	for _, info := range infos {
+		if r := info.GetRepair(); r.GetState() == kvpb.RepairState_REPAIR_STATE_RUNNING {
+			resp.Repairs = append(resp.Repairs, r)
+		}
 	}
 	return resp, nil
 }

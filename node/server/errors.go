@@ -14,6 +14,7 @@ import (
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
+	"ringkv/node/repair"
 	"ringkv/node/replica"
 	"ringkv/node/store"
 	"ringkv/node/stream"
@@ -61,6 +62,11 @@ var errorTable = []errorCode{
 	{store.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "STORE_CLOSED"},
 	{ErrUnimplemented, codes.Unimplemented, http.StatusNotImplemented, "UNIMPLEMENTED"},
 	{change.ErrRefused, codes.FailedPrecondition, http.StatusConflict, "REFUSED"},
+	{repair.ErrRefused, codes.FailedPrecondition, http.StatusConflict, "REPAIR_REFUSED"},
+	{repair.ErrRunning, codes.FailedPrecondition, http.StatusConflict, "REPAIR_RUNNING"},
+	{repair.ErrNoRepair, codes.NotFound, http.StatusNotFound, "NO_REPAIR"},
+	{repair.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest, "INVALID_REPAIR"},
+	{repair.ErrTreeMismatch, codes.InvalidArgument, http.StatusBadRequest, "TREE_MISMATCH"},
 	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonStaleView},
 	{stream.ErrChecksum, codes.DataLoss, http.StatusBadGateway, "CHECKSUM"},
 	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict, "UNSAFE"},

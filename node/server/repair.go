@@ -2,31 +2,174 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/repair"
+	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
 
-// The repair RPCs. Until the node wires its repair service in, they answer Unimplemented.
-
-func (s *Admin) PlanRepair(context.Context, *kvpb.RepairRequest) (*kvpb.RepairPlan, error) {
-	return nil, status.Error(codes.Unimplemented, "repair is not built into this node")
+// Repairs is the repair domain the Admin service hands the repair RPCs to (repair.Service):
+// it plans, refuses, runs one session at a time and reports. Safe for concurrent use.
+type Repairs interface {
+	Plan(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error)
+	Start(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error)
+	Progress() *kvpb.RepairProgress
+	Abort(ctx context.Context) (*kvpb.RepairProgress, error)
+	// Watch is closed at the next change of the progress.
+	Watch() <-chan struct{}
 }
 
-func (s *Admin) StartRepair(context.Context, *kvpb.RepairRequest) (*kvpb.RepairPlan, error) {
-	return nil, status.Error(codes.Unimplemented, "repair is not built into this node")
+var _ Repairs = (*repair.Service)(nil)
+
+// RepairReplica is a replica's side of repair (repair.Replica): trees of its ranges, pulls
+// from another replica, and the record of completed repairs. Safe for concurrent use.
+type RepairReplica interface {
+	Tree(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (*repair.Tree, error)
+	Pull(ctx context.Context, source ring.Member, spans []repair.Span, rateBytes uint64) (repair.PullResult, error)
+	MarkRepaired(ctx context.Context, ranges []repair.Span, started, finished time.Time) (int, error)
 }
 
+var _ RepairReplica = (*repair.Replica)(nil)
+
+func (s *Admin) repairs() error {
+	if s.d.Repairs == nil {
+		return fmt.Errorf("repair: %w", ErrUnimplemented)
+	}
+	return nil
+}
+
+// PlanRepair computes what a repair would compare, with estimates and refusals.
+func (s *Admin) PlanRepair(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error) {
+	if err := s.repairs(); err != nil {
+		return nil, GRPCError(err)
+	}
+	plan, err := s.d.Repairs.Plan(ctx, req)
+	return plan, GRPCError(err)
+}
+
+// StartRepair starts a repair session coordinated by this node unless refused.
+func (s *Admin) StartRepair(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error) {
+	if err := s.repairs(); err != nil {
+		return nil, GRPCError(err)
+	}
+	plan, err := s.d.Repairs.Start(ctx, req)
+	return plan, GRPCError(err)
+}
+
+// RepairStatus is the progress of this node's session in flight, else its last one.
 func (s *Admin) RepairStatus(context.Context, *kvpb.RepairStatusRequest) (*kvpb.RepairProgress, error) {
-	return nil, status.Error(codes.Unimplemented, "repair is not built into this node")
+	if err := s.repairs(); err != nil {
+		return nil, GRPCError(err)
+	}
+	return s.d.Repairs.Progress(), nil
 }
 
-func (s *Admin) WatchRepair(*kvpb.RepairStatusRequest, kvpb.Admin_WatchRepairServer) error {
-	return status.Error(codes.Unimplemented, "repair is not built into this node")
+// WatchRepair pushes the progress every interval and at every change until the session is
+// over (its final state is the last message).
+func (s *Admin) WatchRepair(req *kvpb.RepairStatusRequest, stream kvpb.Admin_WatchRepairServer) error {
+	if err := s.repairs(); err != nil {
+		return GRPCError(err)
+	}
+	every := time.Duration(req.GetIntervalMs()) * time.Millisecond
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	ctx := stream.Context()
+	for {
+		watch := s.d.Repairs.Watch()
+		p := s.d.Repairs.Progress()
+		if err := stream.Send(p); err != nil {
+			return err
+		}
+		if p.GetState() != kvpb.RepairState_REPAIR_STATE_RUNNING {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.d.Draining:
+			return status.Error(codes.Unavailable, "node is shutting down")
+		case <-watch:
+			// At most one message per 100 ms however fast ranges finish.
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return nil
+			}
+		case <-t.C:
+		}
+	}
 }
 
-func (s *Admin) AbortRepair(context.Context, *kvpb.AbortRepairRequest) (*kvpb.RepairProgress, error) {
-	return nil, status.Error(codes.Unimplemented, "repair is not built into this node")
+// AbortRepair stops this node's session in flight and returns its final progress.
+func (s *Admin) AbortRepair(ctx context.Context, _ *kvpb.AbortRepairRequest) (*kvpb.RepairProgress, error) {
+	if err := s.repairs(); err != nil {
+		return nil, GRPCError(err)
+	}
+	p, err := s.d.Repairs.Abort(ctx)
+	return p, GRPCError(err)
+}
+
+func (s *Replica) repairReplica() error {
+	if s.d.Repair == nil {
+		return fmt.Errorf("repair: %w", ErrUnimplemented)
+	}
+	return nil
+}
+
+// RangeTree hashes a token range of this node into a Merkle tree.
+func (s *Replica) RangeTree(ctx context.Context, req *kvpb.RangeTreeRequest) (*kvpb.RangeTreeResponse, error) {
+	if err := s.repairReplica(); err != nil {
+		return nil, GRPCError(err)
+	}
+	s.sawEpoch(req.GetEpoch())
+	t, err := s.d.Repair.Tree(ctx, req.GetStart(), req.GetEnd(), int(req.GetDepth()), req.GetRateBytes())
+	if err != nil {
+		return nil, GRPCError(err)
+	}
+	return &kvpb.RangeTreeResponse{Depth: uint32(t.Depth), Leaves: repair.EncodeLeaves(t.Leaves), Keys: t.Keys, Bytes: t.Bytes, Epoch: s.epoch()}, nil
+}
+
+// PullRanges pulls token ranges from another replica into this node.
+func (s *Replica) PullRanges(ctx context.Context, req *kvpb.PullRangesRequest) (*kvpb.PullRangesResponse, error) {
+	if err := s.repairReplica(); err != nil {
+		return nil, GRPCError(err)
+	}
+	if req.GetSourceAddr() == "" {
+		return nil, status.Error(codes.InvalidArgument, "pull ranges: no source address")
+	}
+	s.sawEpoch(req.GetEpoch())
+	res, err := s.d.Repair.Pull(ctx, ring.Member{ID: req.GetSourceId(), Addr: req.GetSourceAddr()}, spans(req.GetSpans()), req.GetRateBytes())
+	if err != nil {
+		return nil, GRPCError(err)
+	}
+	return &kvpb.PullRangesResponse{KeysReceived: res.Received, KeysApplied: res.Applied, BytesReceived: res.Bytes, Epoch: s.epoch()}, nil
+}
+
+// MarkRepaired records a completed repair of ranges and purges what it makes safe to.
+func (s *Replica) MarkRepaired(ctx context.Context, req *kvpb.MarkRepairedRequest) (*kvpb.MarkRepairedResponse, error) {
+	if err := s.repairReplica(); err != nil {
+		return nil, GRPCError(err)
+	}
+	s.sawEpoch(req.GetEpoch())
+	n, err := s.d.Repair.MarkRepaired(ctx, spans(req.GetRanges()), time.Unix(0, req.GetStartedUnixNanos()), time.Unix(0, req.GetFinishedUnixNanos()))
+	if err != nil {
+		return nil, GRPCError(err)
+	}
+	return &kvpb.MarkRepairedResponse{TombstonesPurged: uint64(n), Epoch: s.epoch()}, nil
+}
+
+func spans(ks []*kvpb.KeySpan) []repair.Span {
+	out := make([]repair.Span, len(ks))
+	for i, k := range ks {
+		out[i] = repair.Span{Start: k.GetStart(), End: k.GetEnd()}
+	}
+	return out
 }

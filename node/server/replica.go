@@ -72,6 +72,9 @@ type ReplicaDeps struct {
 	// source's for all of its streams: with several receivers pulling from it at once they
 	// get at most one receiver's rate together.
 	Rate func() uint64
+	// Repair serves RangeTree, PullRanges and MarkRepaired (repair.Replica); nil leaves them
+	// Unimplemented.
+	Repair RepairReplica
 }
 
 // Replica implements the internal node-to-node API over the local store.

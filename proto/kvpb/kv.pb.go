@@ -879,6 +879,485 @@ func (x *RangeChunk) GetLast() bool {
 	return false
 }
 
+// A token range: tokens t with start < t <= end (wrapping when start >= end).
+type KeySpan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         uint64                 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeySpan) Reset() {
+	*x = KeySpan{}
+	mi := &file_kvpb_kv_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeySpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeySpan) ProtoMessage() {}
+
+func (x *KeySpan) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
+func (*KeySpan) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *KeySpan) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *KeySpan) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+type RangeTreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start uint64                 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   uint64                 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	// 2^depth leaves; the replica caps it (node/repair.ClampDepth) and answers the depth used.
+	Depth uint32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
+	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Pace of the walk in bytes read per second; 0 = unpaced.
+	RateBytes     uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeTreeRequest) Reset() {
+	*x = RangeTreeRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeTreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeTreeRequest) ProtoMessage() {}
+
+func (x *RangeTreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeTreeRequest.ProtoReflect.Descriptor instead.
+func (*RangeTreeRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RangeTreeRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *RangeTreeRequest) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *RangeTreeRequest) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *RangeTreeRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RangeTreeRequest) GetRateBytes() uint64 {
+	if x != nil {
+		return x.RateBytes
+	}
+	return 0
+}
+
+type RangeTreeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Depth uint32                 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
+	// The non-empty leaves in index order, 16 bytes each, big-endian: index (4), record
+	// count (4), hash (8).
+	Leaves []byte `protobuf:"bytes,2,opt,name=leaves,proto3" json:"leaves,omitempty"`
+	// Records hashed (tombstones included) and their key + value bytes.
+	Keys          uint64 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`
+	Bytes         uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeTreeResponse) Reset() {
+	*x = RangeTreeResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeTreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeTreeResponse) ProtoMessage() {}
+
+func (x *RangeTreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeTreeResponse.ProtoReflect.Descriptor instead.
+func (*RangeTreeResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RangeTreeResponse) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *RangeTreeResponse) GetLeaves() []byte {
+	if x != nil {
+		return x.Leaves
+	}
+	return nil
+}
+
+func (x *RangeTreeResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *RangeTreeResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RangeTreeResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type PullRangesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica to pull from.
+	SourceId   string     `protobuf:"bytes,1,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"`
+	SourceAddr string     `protobuf:"bytes,2,opt,name=source_addr,json=sourceAddr,proto3" json:"source_addr,omitempty"`
+	Spans      []*KeySpan `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"`
+	// Throttle in bytes per second for this node's repair pulls together; 0 = unthrottled.
+	RateBytes     uint64 `protobuf:"varint,4,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullRangesRequest) Reset() {
+	*x = PullRangesRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullRangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullRangesRequest) ProtoMessage() {}
+
+func (x *PullRangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullRangesRequest.ProtoReflect.Descriptor instead.
+func (*PullRangesRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PullRangesRequest) GetSourceId() string {
+	if x != nil {
+		return x.SourceId
+	}
+	return ""
+}
+
+func (x *PullRangesRequest) GetSourceAddr() string {
+	if x != nil {
+		return x.SourceAddr
+	}
+	return ""
+}
+
+func (x *PullRangesRequest) GetSpans() []*KeySpan {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+func (x *PullRangesRequest) GetRateBytes() uint64 {
+	if x != nil {
+		return x.RateBytes
+	}
+	return 0
+}
+
+func (x *PullRangesRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type PullRangesResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	KeysReceived uint64                 `protobuf:"varint,1,opt,name=keys_received,json=keysReceived,proto3" json:"keys_received,omitempty"`
+	// Records that were newer than what this node held, and written.
+	KeysApplied uint64 `protobuf:"varint,2,opt,name=keys_applied,json=keysApplied,proto3" json:"keys_applied,omitempty"`
+	// Key + value bytes received.
+	BytesReceived uint64 `protobuf:"varint,3,opt,name=bytes_received,json=bytesReceived,proto3" json:"bytes_received,omitempty"`
+	Epoch         uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullRangesResponse) Reset() {
+	*x = PullRangesResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullRangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullRangesResponse) ProtoMessage() {}
+
+func (x *PullRangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullRangesResponse.ProtoReflect.Descriptor instead.
+func (*PullRangesResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PullRangesResponse) GetKeysReceived() uint64 {
+	if x != nil {
+		return x.KeysReceived
+	}
+	return 0
+}
+
+func (x *PullRangesResponse) GetKeysApplied() uint64 {
+	if x != nil {
+		return x.KeysApplied
+	}
+	return 0
+}
+
+func (x *PullRangesResponse) GetBytesReceived() uint64 {
+	if x != nil {
+		return x.BytesReceived
+	}
+	return 0
+}
+
+func (x *PullRangesResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type MarkRepairedRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Ranges            []*KeySpan             `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	StartedUnixNanos  int64                  `protobuf:"varint,2,opt,name=started_unix_nanos,json=startedUnixNanos,proto3" json:"started_unix_nanos,omitempty"`
+	FinishedUnixNanos int64                  `protobuf:"varint,3,opt,name=finished_unix_nanos,json=finishedUnixNanos,proto3" json:"finished_unix_nanos,omitempty"`
+	Epoch             uint64                 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MarkRepairedRequest) Reset() {
+	*x = MarkRepairedRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkRepairedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkRepairedRequest) ProtoMessage() {}
+
+func (x *MarkRepairedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkRepairedRequest.ProtoReflect.Descriptor instead.
+func (*MarkRepairedRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MarkRepairedRequest) GetRanges() []*KeySpan {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *MarkRepairedRequest) GetStartedUnixNanos() int64 {
+	if x != nil {
+		return x.StartedUnixNanos
+	}
+	return 0
+}
+
+func (x *MarkRepairedRequest) GetFinishedUnixNanos() int64 {
+	if x != nil {
+		return x.FinishedUnixNanos
+	}
+	return 0
+}
+
+func (x *MarkRepairedRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type MarkRepairedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tombstones purged because of this repair.
+	TombstonesPurged uint64 `protobuf:"varint,1,opt,name=tombstones_purged,json=tombstonesPurged,proto3" json:"tombstones_purged,omitempty"`
+	Epoch            uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MarkRepairedResponse) Reset() {
+	*x = MarkRepairedResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkRepairedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkRepairedResponse) ProtoMessage() {}
+
+func (x *MarkRepairedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkRepairedResponse.ProtoReflect.Descriptor instead.
+func (*MarkRepairedResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MarkRepairedResponse) GetTombstonesPurged() uint64 {
+	if x != nil {
+		return x.TombstonesPurged
+	}
+	return 0
+}
+
+func (x *MarkRepairedResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 var File_kvpb_kv_proto protoreflect.FileDescriptor
 
 const file_kvpb_kv_proto_rawDesc = "" +
@@ -945,15 +1424,56 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"RangeChunk\x12+\n" +
 	"\arecords\x18\x01 \x03(\v2\x11.ringkv.KeyRecordR\arecords\x12\x1a\n" +
 	"\bchecksum\x18\x02 \x01(\x04R\bchecksum\x12\x12\n" +
-	"\x04last\x18\x03 \x01(\bR\x04last2\x9d\x01\n" +
+	"\x04last\x18\x03 \x01(\bR\x04last\"1\n" +
+	"\aKeySpan\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x04R\x03end\"\x85\x01\n" +
+	"\x10RangeTreeRequest\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x14\n" +
+	"\x05depth\x18\x03 \x01(\rR\x05depth\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\"\x81\x01\n" +
+	"\x11RangeTreeResponse\x12\x14\n" +
+	"\x05depth\x18\x01 \x01(\rR\x05depth\x12\x16\n" +
+	"\x06leaves\x18\x02 \x01(\fR\x06leaves\x12\x12\n" +
+	"\x04keys\x18\x03 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xad\x01\n" +
+	"\x11PullRangesRequest\x12\x1b\n" +
+	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
+	"\vsource_addr\x18\x02 \x01(\tR\n" +
+	"sourceAddr\x12%\n" +
+	"\x05spans\x18\x03 \x03(\v2\x0f.ringkv.KeySpanR\x05spans\x12\x1d\n" +
+	"\n" +
+	"rate_bytes\x18\x04 \x01(\x04R\trateBytes\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x99\x01\n" +
+	"\x12PullRangesResponse\x12#\n" +
+	"\rkeys_received\x18\x01 \x01(\x04R\fkeysReceived\x12!\n" +
+	"\fkeys_applied\x18\x02 \x01(\x04R\vkeysApplied\x12%\n" +
+	"\x0ebytes_received\x18\x03 \x01(\x04R\rbytesReceived\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\xb2\x01\n" +
+	"\x13MarkRepairedRequest\x12'\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x0f.ringkv.KeySpanR\x06ranges\x12,\n" +
+	"\x12started_unix_nanos\x18\x02 \x01(\x03R\x10startedUnixNanos\x12.\n" +
+	"\x13finished_unix_nanos\x18\x03 \x01(\x03R\x11finishedUnixNanos\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"Y\n" +
+	"\x14MarkRepairedResponse\x12+\n" +
+	"\x11tombstones_purged\x18\x01 \x01(\x04R\x10tombstonesPurged\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch2\x9d\x01\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.ringkv.GetRequest\x1a\x13.ringkv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.ringkv.PutRequest\x1a\x13.ringkv.PutResponse\x127\n" +
-	"\x06Delete\x12\x15.ringkv.DeleteRequest\x1a\x16.ringkv.DeleteResponse2\xb3\x01\n" +
+	"\x06Delete\x12\x15.ringkv.DeleteRequest\x1a\x16.ringkv.DeleteResponse2\x85\x03\n" +
 	"\aReplica\x121\n" +
 	"\x04Read\x12\x13.ringkv.ReadRequest\x1a\x14.ringkv.ReadResponse\x124\n" +
 	"\x05Write\x12\x14.ringkv.WriteRequest\x1a\x15.ringkv.WriteResponse\x12?\n" +
-	"\vStreamRange\x12\x1a.ringkv.StreamRangeRequest\x1a\x12.ringkv.RangeChunk0\x01B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\vStreamRange\x12\x1a.ringkv.StreamRangeRequest\x1a\x12.ringkv.RangeChunk0\x01\x12@\n" +
+	"\tRangeTree\x12\x18.ringkv.RangeTreeRequest\x1a\x19.ringkv.RangeTreeResponse\x12C\n" +
+	"\n" +
+	"PullRanges\x12\x19.ringkv.PullRangesRequest\x1a\x1a.ringkv.PullRangesResponse\x12I\n" +
+	"\fMarkRepaired\x12\x1b.ringkv.MarkRepairedRequest\x1a\x1c.ringkv.MarkRepairedResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_kv_proto_rawDescOnce sync.Once
@@ -967,45 +1487,60 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kvpb_kv_proto_rawDescData
 }
 
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_kvpb_kv_proto_goTypes = []any{
-	(*GetRequest)(nil),         // 0: ringkv.GetRequest
-	(*GetResponse)(nil),        // 1: ringkv.GetResponse
-	(*PutRequest)(nil),         // 2: ringkv.PutRequest
-	(*PutResponse)(nil),        // 3: ringkv.PutResponse
-	(*DeleteRequest)(nil),      // 4: ringkv.DeleteRequest
-	(*DeleteResponse)(nil),     // 5: ringkv.DeleteResponse
-	(*Record)(nil),             // 6: ringkv.Record
-	(*ReadRequest)(nil),        // 7: ringkv.ReadRequest
-	(*ReadResponse)(nil),       // 8: ringkv.ReadResponse
-	(*WriteRequest)(nil),       // 9: ringkv.WriteRequest
-	(*WriteResponse)(nil),      // 10: ringkv.WriteResponse
-	(*StreamRangeRequest)(nil), // 11: ringkv.StreamRangeRequest
-	(*KeyRecord)(nil),          // 12: ringkv.KeyRecord
-	(*RangeChunk)(nil),         // 13: ringkv.RangeChunk
+	(*GetRequest)(nil),           // 0: ringkv.GetRequest
+	(*GetResponse)(nil),          // 1: ringkv.GetResponse
+	(*PutRequest)(nil),           // 2: ringkv.PutRequest
+	(*PutResponse)(nil),          // 3: ringkv.PutResponse
+	(*DeleteRequest)(nil),        // 4: ringkv.DeleteRequest
+	(*DeleteResponse)(nil),       // 5: ringkv.DeleteResponse
+	(*Record)(nil),               // 6: ringkv.Record
+	(*ReadRequest)(nil),          // 7: ringkv.ReadRequest
+	(*ReadResponse)(nil),         // 8: ringkv.ReadResponse
+	(*WriteRequest)(nil),         // 9: ringkv.WriteRequest
+	(*WriteResponse)(nil),        // 10: ringkv.WriteResponse
+	(*StreamRangeRequest)(nil),   // 11: ringkv.StreamRangeRequest
+	(*KeyRecord)(nil),            // 12: ringkv.KeyRecord
+	(*RangeChunk)(nil),           // 13: ringkv.RangeChunk
+	(*KeySpan)(nil),              // 14: ringkv.KeySpan
+	(*RangeTreeRequest)(nil),     // 15: ringkv.RangeTreeRequest
+	(*RangeTreeResponse)(nil),    // 16: ringkv.RangeTreeResponse
+	(*PullRangesRequest)(nil),    // 17: ringkv.PullRangesRequest
+	(*PullRangesResponse)(nil),   // 18: ringkv.PullRangesResponse
+	(*MarkRepairedRequest)(nil),  // 19: ringkv.MarkRepairedRequest
+	(*MarkRepairedResponse)(nil), // 20: ringkv.MarkRepairedResponse
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
 	6,  // 0: ringkv.ReadResponse.record:type_name -> ringkv.Record
 	6,  // 1: ringkv.WriteRequest.record:type_name -> ringkv.Record
 	6,  // 2: ringkv.KeyRecord.record:type_name -> ringkv.Record
 	12, // 3: ringkv.RangeChunk.records:type_name -> ringkv.KeyRecord
-	0,  // 4: ringkv.KV.Get:input_type -> ringkv.GetRequest
-	2,  // 5: ringkv.KV.Put:input_type -> ringkv.PutRequest
-	4,  // 6: ringkv.KV.Delete:input_type -> ringkv.DeleteRequest
-	7,  // 7: ringkv.Replica.Read:input_type -> ringkv.ReadRequest
-	9,  // 8: ringkv.Replica.Write:input_type -> ringkv.WriteRequest
-	11, // 9: ringkv.Replica.StreamRange:input_type -> ringkv.StreamRangeRequest
-	1,  // 10: ringkv.KV.Get:output_type -> ringkv.GetResponse
-	3,  // 11: ringkv.KV.Put:output_type -> ringkv.PutResponse
-	5,  // 12: ringkv.KV.Delete:output_type -> ringkv.DeleteResponse
-	8,  // 13: ringkv.Replica.Read:output_type -> ringkv.ReadResponse
-	10, // 14: ringkv.Replica.Write:output_type -> ringkv.WriteResponse
-	13, // 15: ringkv.Replica.StreamRange:output_type -> ringkv.RangeChunk
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	14, // 4: ringkv.PullRangesRequest.spans:type_name -> ringkv.KeySpan
+	14, // 5: ringkv.MarkRepairedRequest.ranges:type_name -> ringkv.KeySpan
+	0,  // 6: ringkv.KV.Get:input_type -> ringkv.GetRequest
+	2,  // 7: ringkv.KV.Put:input_type -> ringkv.PutRequest
+	4,  // 8: ringkv.KV.Delete:input_type -> ringkv.DeleteRequest
+	7,  // 9: ringkv.Replica.Read:input_type -> ringkv.ReadRequest
+	9,  // 10: ringkv.Replica.Write:input_type -> ringkv.WriteRequest
+	11, // 11: ringkv.Replica.StreamRange:input_type -> ringkv.StreamRangeRequest
+	15, // 12: ringkv.Replica.RangeTree:input_type -> ringkv.RangeTreeRequest
+	17, // 13: ringkv.Replica.PullRanges:input_type -> ringkv.PullRangesRequest
+	19, // 14: ringkv.Replica.MarkRepaired:input_type -> ringkv.MarkRepairedRequest
+	1,  // 15: ringkv.KV.Get:output_type -> ringkv.GetResponse
+	3,  // 16: ringkv.KV.Put:output_type -> ringkv.PutResponse
+	5,  // 17: ringkv.KV.Delete:output_type -> ringkv.DeleteResponse
+	8,  // 18: ringkv.Replica.Read:output_type -> ringkv.ReadResponse
+	10, // 19: ringkv.Replica.Write:output_type -> ringkv.WriteResponse
+	13, // 20: ringkv.Replica.StreamRange:output_type -> ringkv.RangeChunk
+	16, // 21: ringkv.Replica.RangeTree:output_type -> ringkv.RangeTreeResponse
+	18, // 22: ringkv.Replica.PullRanges:output_type -> ringkv.PullRangesResponse
+	20, // 23: ringkv.Replica.MarkRepaired:output_type -> ringkv.MarkRepairedResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -1019,7 +1554,7 @@ func file_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -209,9 +209,12 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Replica_Read_FullMethodName        = "/ringkv.Replica/Read"
-	Replica_Write_FullMethodName       = "/ringkv.Replica/Write"
-	Replica_StreamRange_FullMethodName = "/ringkv.Replica/StreamRange"
+	Replica_Read_FullMethodName         = "/ringkv.Replica/Read"
+	Replica_Write_FullMethodName        = "/ringkv.Replica/Write"
+	Replica_StreamRange_FullMethodName  = "/ringkv.Replica/StreamRange"
+	Replica_RangeTree_FullMethodName    = "/ringkv.Replica/RangeTree"
+	Replica_PullRanges_FullMethodName   = "/ringkv.Replica/PullRanges"
+	Replica_MarkRepaired_FullMethodName = "/ringkv.Replica/MarkRepaired"
 )
 
 // ReplicaClient is the client API for Replica service.
@@ -232,6 +235,17 @@ type ReplicaClient interface {
 	// (wrapping when start >= end), in token order, in chunks. Pulled by a receiver during a
 	// ring change; resumable from resume_after (the last store key received).
 	StreamRange(ctx context.Context, in *StreamRangeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeChunk], error)
+	// Repair (anti-entropy; node/repair). RangeTree hashes a token range into a Merkle tree
+	// of the requested depth and returns its non-empty leaves.
+	RangeTree(ctx context.Context, in *RangeTreeRequest, opts ...grpc.CallOption) (*RangeTreeResponse, error)
+	// PullRanges has this node pull token ranges from another replica (over StreamRange) and
+	// apply them, newer record wins. Asked by the node that coordinates a repair.
+	PullRanges(ctx context.Context, in *PullRangesRequest, opts ...grpc.CallOption) (*PullRangesResponse, error)
+	// MarkRepaired tells a replica that a repair which began comparing at started_unix_nanos
+	// has covered these ranges on every one of their replicas; the replica records it and
+	// purges the tombstones that are now safe to drop (older than its --tombstone-grace and
+	// than started_unix_nanos).
+	MarkRepaired(ctx context.Context, in *MarkRepairedRequest, opts ...grpc.CallOption) (*MarkRepairedResponse, error)
 }
 
 type replicaClient struct {
@@ -281,6 +295,36 @@ func (c *replicaClient) StreamRange(ctx context.Context, in *StreamRangeRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replica_StreamRangeClient = grpc.ServerStreamingClient[RangeChunk]
 
+func (c *replicaClient) RangeTree(ctx context.Context, in *RangeTreeRequest, opts ...grpc.CallOption) (*RangeTreeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RangeTreeResponse)
+	err := c.cc.Invoke(ctx, Replica_RangeTree_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicaClient) PullRanges(ctx context.Context, in *PullRangesRequest, opts ...grpc.CallOption) (*PullRangesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PullRangesResponse)
+	err := c.cc.Invoke(ctx, Replica_PullRanges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicaClient) MarkRepaired(ctx context.Context, in *MarkRepairedRequest, opts ...grpc.CallOption) (*MarkRepairedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MarkRepairedResponse)
+	err := c.cc.Invoke(ctx, Replica_MarkRepaired_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaServer is the server API for Replica service.
 // All implementations must embed UnimplementedReplicaServer
 // for forward compatibility.
@@ -299,6 +343,17 @@ type ReplicaServer interface {
 	// (wrapping when start >= end), in token order, in chunks. Pulled by a receiver during a
 	// ring change; resumable from resume_after (the last store key received).
 	StreamRange(*StreamRangeRequest, grpc.ServerStreamingServer[RangeChunk]) error
+	// Repair (anti-entropy; node/repair). RangeTree hashes a token range into a Merkle tree
+	// of the requested depth and returns its non-empty leaves.
+	RangeTree(context.Context, *RangeTreeRequest) (*RangeTreeResponse, error)
+	// PullRanges has this node pull token ranges from another replica (over StreamRange) and
+	// apply them, newer record wins. Asked by the node that coordinates a repair.
+	PullRanges(context.Context, *PullRangesRequest) (*PullRangesResponse, error)
+	// MarkRepaired tells a replica that a repair which began comparing at started_unix_nanos
+	// has covered these ranges on every one of their replicas; the replica records it and
+	// purges the tombstones that are now safe to drop (older than its --tombstone-grace and
+	// than started_unix_nanos).
+	MarkRepaired(context.Context, *MarkRepairedRequest) (*MarkRepairedResponse, error)
 	mustEmbedUnimplementedReplicaServer()
 }
 
@@ -317,6 +372,15 @@ func (UnimplementedReplicaServer) Write(context.Context, *WriteRequest) (*WriteR
 }
 func (UnimplementedReplicaServer) StreamRange(*StreamRangeRequest, grpc.ServerStreamingServer[RangeChunk]) error {
 	return status.Error(codes.Unimplemented, "method StreamRange not implemented")
+}
+func (UnimplementedReplicaServer) RangeTree(context.Context, *RangeTreeRequest) (*RangeTreeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RangeTree not implemented")
+}
+func (UnimplementedReplicaServer) PullRanges(context.Context, *PullRangesRequest) (*PullRangesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PullRanges not implemented")
+}
+func (UnimplementedReplicaServer) MarkRepaired(context.Context, *MarkRepairedRequest) (*MarkRepairedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkRepaired not implemented")
 }
 func (UnimplementedReplicaServer) mustEmbedUnimplementedReplicaServer() {}
 func (UnimplementedReplicaServer) testEmbeddedByValue()                 {}
@@ -386,6 +450,60 @@ func _Replica_StreamRange_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replica_StreamRangeServer = grpc.ServerStreamingServer[RangeChunk]
 
+func _Replica_RangeTree_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RangeTreeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServer).RangeTree(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replica_RangeTree_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServer).RangeTree(ctx, req.(*RangeTreeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Replica_PullRanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullRangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServer).PullRanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replica_PullRanges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServer).PullRanges(ctx, req.(*PullRangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Replica_MarkRepaired_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MarkRepairedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServer).MarkRepaired(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replica_MarkRepaired_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServer).MarkRepaired(ctx, req.(*MarkRepairedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Replica_ServiceDesc is the grpc.ServiceDesc for Replica service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -400,6 +518,18 @@ var Replica_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Write",
 			Handler:    _Replica_Write_Handler,
+		},
+		{
+			MethodName: "RangeTree",
+			Handler:    _Replica_RangeTree_Handler,
+		},
+		{
+			MethodName: "PullRanges",
+			Handler:    _Replica_PullRanges_Handler,
+		},
+		{
+			MethodName: "MarkRepaired",
+			Handler:    _Replica_MarkRepaired_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

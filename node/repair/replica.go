@@ -1,0 +1,142 @@
+package repair
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"ringkv/node/cluster"
+	"ringkv/node/hlc"
+	"ringkv/node/ring"
+	"ringkv/node/store"
+	"ringkv/node/stream"
+)
+
+// Store is the part of the store a replica's repair reads and writes (store.Store). Safe
+// for concurrent use.
+type Store interface {
+	Visitor
+	ApplyBatch(batch []store.Entry) (applied int, err error)
+	PurgeTombstones(ctx context.Context, start, end, before uint64) (int, error)
+}
+
+// ReplicaConfig is what a replica's side of repair needs.
+type ReplicaConfig struct {
+	Store Store
+	// Source pulls ranges from another replica (a stream.RangeClient of its own, whose
+	// byte budget all of this node's repair pulls share).
+	Source cluster.RangeSource
+	State  *State
+	// Grace is how old a tombstone must be before it may be purged (--tombstone-grace);
+	// 0 never purges.
+	Grace time.Duration
+	// Now is the wall clock (nil = time.Now); tests move it past the grace.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Replica is this node's side of repair: it hashes its ranges into trees, pulls the
+// ranges a coordinator tells it to from another replica, and records (and purges after)
+// completed repairs. Safe for concurrent use.
+type Replica struct {
+	cfg ReplicaConfig
+	lim stream.Limiter // the pace of tree walks, all of them together
+}
+
+// NewReplica returns a replica's side of repair.
+func NewReplica(cfg ReplicaConfig) *Replica {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Replica{cfg: cfg}
+}
+
+// Tree builds the Merkle tree of (start, end] at depth, walking at most rateBytes per
+// second (0 = unpaced).
+func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (*Tree, error) {
+	var pace func(ctx context.Context, n int) error
+	if rateBytes > 0 {
+		rate := func() uint64 { return rateBytes }
+		pace = func(ctx context.Context, n int) error { return r.lim.Wait(ctx, n, rate, nil) }
+	}
+	return Build(ctx, r.cfg.Store, start, end, depth, pace)
+}
+
+// PullResult counts what a Pull received and applied.
+type PullResult struct {
+	Received, Applied, Bytes uint64
+}
+
+// Pull streams spans from source (checksummed, paced at rateBytes for all of this node's
+// pulls) and applies them; a record is written only if newer than the one held.
+func (r *Replica) Pull(ctx context.Context, source ring.Member, spans []Span, rateBytes uint64) (PullResult, error) {
+	var res PullResult
+	for _, sp := range spans {
+		err := r.cfg.Source.StreamRange(ctx, source, sp.Start, sp.End, nil, rateBytes, func(batch []store.Entry) error {
+			n, err := r.cfg.Store.ApplyBatch(batch)
+			res.Applied += uint64(n)
+			res.Received += uint64(len(batch))
+			for _, e := range batch {
+				res.Bytes += uint64(len(e.Key) + len(e.Record.Value))
+			}
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("pull %s from %s: %w", fmtRange(sp.Start, sp.End), source.ID, err)
+		}
+	}
+	return res, nil
+}
+
+// MarkRepaired records that a repair which began comparing at started covered ranges on
+// every replica, then purges from them the tombstones that are safe to drop: stamped before
+// started (so every replica held them when the trees were built, and holds them now) and
+// older than the grace. A replica that missed such a delete could only have been down for
+// the repair, which then did not complete; so no older value of a purged key is left to
+// come back.
+func (r *Replica) MarkRepaired(ctx context.Context, ranges []Span, started, finished time.Time) (purged int, err error) {
+	marks := make([]Mark, len(ranges))
+	for i, rg := range ranges {
+		marks[i] = Mark{Start: rg.Start, End: rg.End, StartedUnixNanos: started.UnixNano(), FinishedUnixNanos: finished.UnixNano()}
+	}
+	if err := r.cfg.State.Record(marks); err != nil {
+		return 0, err
+	}
+	if r.cfg.Grace <= 0 {
+		return 0, nil
+	}
+	for _, rg := range ranges {
+		n, err := r.Purge(ctx, rg)
+		purged += n
+		if err != nil {
+			return purged, err
+		}
+	}
+	return purged, nil
+}
+
+// Purge drops the tombstones of one range that a completed repair has covered and the
+// grace has passed: stamped before both the start of the range's last completed repair and
+// now minus the grace. A range no repair has covered is left alone.
+func (r *Replica) Purge(ctx context.Context, rg Span) (int, error) {
+	m, ok := r.cfg.State.Mark(rg.Start, rg.End)
+	if !ok || r.cfg.Grace <= 0 {
+		return 0, nil
+	}
+	before := min(hlc.Since(time.Unix(0, m.StartedUnixNanos)), hlc.Since(r.cfg.Now().Add(-r.cfg.Grace)))
+	n, err := r.cfg.Store.PurgeTombstones(ctx, rg.Start, rg.End, before)
+	if err != nil {
+		return n, fmt.Errorf("purge tombstones %s: %w", fmtRange(rg.Start, rg.End), err)
+	}
+	if n > 0 {
+		r.cfg.Logger.Info("tombstones purged", "range", fmtRange(rg.Start, rg.End), "tombstones", n)
+	}
+	return n, nil
+}
+
+// LastRepaired is when a repair last completed on every one of ranges (zero: never).
+func (r *Replica) LastRepaired(ranges []Span) time.Time { return r.cfg.State.LastRepaired(ranges) }
