@@ -53,7 +53,7 @@ func missing(c *node.LocalCluster, acked map[string]string) map[string]int {
 // replicas differ: keys written with from=1 live on their primary replica alone, and keys
 // written while n3 was down miss on n3 (once the hints that would bring them are gone). After
 // kvctl repair every node holds every acknowledged key, read from its own store, and a dry
-// run finds the trees equal. Until the node implements the repair RPCs it skips, after
+// run finds the trees equal; with a replica down it refuses (exit 3). Until the node implements the repair RPCs it skips, after
 // checking that kvctl says so in one line.
 func TestRepairOfCluster(t *testing.T) {
 	base := node.DefaultConfig()
@@ -215,5 +215,15 @@ func TestRepairOfCluster(t *testing.T) {
 	}
 	if code, _, errOut := kvctl(t, "--addr", addr(0), "repair", "abort"); code != cli.ExitFailure || !strings.Contains(errOut, "no repair in flight") {
 		t.Errorf("kvctl repair abort with nothing in flight: exit %d, %q; want 1 and \"no repair in flight\"", code, errOut)
+	}
+
+	// A replica down: the plan is refused, exit 3, with the reason on one line.
+	if err := c.Stop(2); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = kvctl(t, "--addr", addr(0), "repair", "--timeout", "30s")
+	if code != cli.ExitRefused || !strings.HasPrefix(errOut, "kvctl: refused: ") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
+		!strings.Contains(errOut, "n3") || !strings.Contains(out, "refused: ") {
+		t.Errorf("kvctl repair with n3 down: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 3, the plan with its refusal, one line naming n3", code, out, errOut)
 	}
 }
