@@ -166,7 +166,7 @@ func (o *Options) flags(cmd *cobra.Command, f *cli.Factory, run bool) {
 	_ = cmd.RegisterFlagCompletionFunc("node", f.CompleteNodeIDs)
 	fl.StringSliceVar(&o.vnodes, "vnode", nil, "only the range ending at this vnode token, in hex (repeatable, or comma-separated)")
 	_ = cmd.RegisterFlagCompletionFunc("vnode", completeVnodes(f))
-	fl.BoolVar(&o.Ranges, "ranges", false, "list every range of the plan instead of a summary")
+	fl.BoolVar(&o.Ranges, "ranges", false, "list every range: of the plan instead of a summary, and of the result's differences")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
 	if !run {
 		return
