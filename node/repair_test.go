@@ -59,7 +59,7 @@ func runRepair(t *testing.T, c *node.LocalCluster, i int, req *kvpb.RepairReques
 		t.Fatalf("start repair: %v", err)
 	}
 	var p *kvpb.RepairProgress
-	eventually.Succeeds(t, 60*time.Second, func() error {
+	eventually.Succeeds(t, 3*time.Minute, func() error {
 		p, err = admin.RepairStatus(context.Background(), &kvpb.RepairStatusRequest{})
 		if err != nil {
 			return err
@@ -236,7 +236,7 @@ func TestDeleteDuringRepairStaysDeleted(t *testing.T) {
 		t.Logf("the repair ended before the deletes did (%s): the test checked less", running.GetState())
 	}
 	var p *kvpb.RepairProgress
-	eventually.Succeeds(t, 60*time.Second, func() error {
+	eventually.Succeeds(t, 3*time.Minute, func() error {
 		p, err = admin.RepairStatus(context.Background(), &kvpb.RepairStatusRequest{})
 		if err != nil || p.GetState() == kvpb.RepairState_REPAIR_STATE_RUNNING {
 			return fmt.Errorf("repair still running (%v)", err)
@@ -266,10 +266,11 @@ func TestDeleteDuringRepairStaysDeleted(t *testing.T) {
 	}
 }
 
-// TestPurgeNeverResurrects: a tombstone older than the grace is not purged while a replica
-// that missed the delete is down (the repair is refused); once that replica is back, a repair
-// brings it the tombstone, and only then is the tombstone purged, everywhere: the old value
-// never comes back.
+// TestPurgeNeverResurrects: n3 missed a delete (the tombstone reached n1 and n2 only: no
+// hint will bring it). Before the grace passes a repair keeps the tombstone; after it, a
+// repair is refused while n3 is down, so nothing is purged; once n3 is back, a repair brings
+// it the tombstone, and only then is the tombstone purged, everywhere: the old value never
+// comes back.
 func TestPurgeNeverResurrects(t *testing.T) {
 	var skew atomic.Int64 // the test clock: the wall clock plus skew
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -278,36 +279,44 @@ func TestPurgeNeverResurrects(t *testing.T) {
 		cfg.Now = now
 	})
 	settle(t, c)
-	kv := kvpb.NewKVClient(dialNode(t, c.Config(0).GRPCAddr))
 	ctx := context.Background()
 	key := []byte("zombie")
-	if _, err := kv.Put(ctx, &kvpb.PutRequest{Key: key, Value: []byte("old"), Ack: 3, From: 3}); err != nil {
-		t.Fatal(err)
+	tok := ring.Token(key)
+	ts := hlc.Since(time.Now())
+	for i := range 3 {
+		apply(t, c.Node(i).Store(), string(key), store.Record{TS: ts, Value: []byte("old")})
 	}
+	for i := range 2 { // the delete n3 missed
+		apply(t, c.Node(i).Store(), string(key), store.Record{TS: ts + 1, Tombstone: true})
+	}
+	has := func(i int) (store.Record, bool) {
+		t.Helper()
+		rec, found, err := c.Node(i).Store().Get(tok, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec, found
+	}
+
 	if err := c.Stop(2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Delete(ctx, &kvpb.DeleteRequest{Key: key, Ack: 2, From: 3}); err != nil {
-		t.Fatal(err)
-	}
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
 	// The grace passes.
 	skew.Store(int64(2 * time.Hour))
-	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
 	if _, err := admin.StartRepair(ctx, &kvpb.RepairRequest{}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("repair with n3 down: got %v, want refused", err)
 	}
-	tok := ring.Token(key)
 	for i := range 2 {
-		rec, found, err := c.Node(i).Store().Get(tok, key)
-		if err != nil || !found || !rec.Tombstone {
-			t.Fatalf("n%d: %+v found %v err %v; want the tombstone kept (no completed repair)", i+1, rec, found, err)
+		if rec, found := has(i); !found || !rec.Tombstone {
+			t.Fatalf("n%d: %+v found %v; want the tombstone kept (no completed repair)", i+1, rec, found)
 		}
 	}
 	// n3 comes back holding the old value.
 	if err := c.Restart(2); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _, _ := c.Node(2).Store().Get(tok, key); rec.Tombstone || string(rec.Value) != "old" {
+	if rec, _ := has(2); rec.Tombstone || string(rec.Value) != "old" {
 		t.Fatalf("n3 after restart: %+v, want the old value it held", rec)
 	}
 	settle(t, c)
@@ -317,19 +326,47 @@ func TestPurgeNeverResurrects(t *testing.T) {
 	}
 	// The tombstone reached n3 and was then purged on every replica: nothing is left.
 	for i := range 3 {
-		if rec, found, err := c.Node(i).Store().Get(tok, key); err != nil || found {
-			t.Errorf("n%d: %+v found %v err %v; want the tombstone purged", i+1, rec, found, err)
+		if rec, found := has(i); found {
+			t.Errorf("n%d: %+v; want the tombstone purged", i+1, rec)
 		}
 	}
-	// A further repair and reads find no value.
+	// A further repair and quorum reads find no value.
 	runRepair(t, c, 1, &kvpb.RepairRequest{})
 	for i := range 3 {
-		if rec, found, _ := c.Node(i).Store().Get(tok, key); found {
+		if rec, found := has(i); found {
 			t.Errorf("n%d after a second repair: %+v, want nothing", i+1, rec)
 		}
 		_, err := kvpb.NewKVClient(dialNode(t, c.Config(i).GRPCAddr)).Get(ctx, &kvpb.GetRequest{Key: key, Ack: 3, From: 3})
 		if status.Code(err) != codes.NotFound {
 			t.Errorf("get through n%d: %v, want NotFound", i+1, err)
+		}
+	}
+}
+
+// TestPurgeWaitsForGrace: a repair within the grace spreads a tombstone and keeps it; the
+// first repair after the grace purges it.
+func TestPurgeWaitsForGrace(t *testing.T) {
+	var skew atomic.Int64
+	c := startRepairCluster(t, func(cfg *node.Config) {
+		cfg.TombstoneGrace = time.Hour
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	settle(t, c)
+	key := []byte("gone")
+	tok := ring.Token(key)
+	ts := hlc.Since(time.Now())
+	apply(t, c.Node(0).Store(), string(key), store.Record{TS: ts, Tombstone: true})
+	runRepair(t, c, 0, &kvpb.RepairRequest{})
+	for i := range 3 {
+		if rec, found, _ := c.Node(i).Store().Get(tok, key); !found || !rec.Tombstone {
+			t.Errorf("n%d within the grace: %+v found %v; want the tombstone", i+1, rec, found)
+		}
+	}
+	skew.Store(int64(2 * time.Hour))
+	runRepair(t, c, 0, &kvpb.RepairRequest{})
+	for i := range 3 {
+		if rec, found, _ := c.Node(i).Store().Get(tok, key); found {
+			t.Errorf("n%d after the grace: %+v; want the tombstone purged", i+1, rec)
 		}
 	}
 }

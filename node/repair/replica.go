@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"ringkv/node/cluster"
@@ -42,6 +43,11 @@ type ReplicaConfig struct {
 type Replica struct {
 	cfg ReplicaConfig
 	lim stream.Limiter // the pace of tree walks, all of them together
+
+	// oldest is, per range, the oldest tombstone the last tree walk saw (0: none), so that
+	// MarkRepaired walks a range again to purge only when something may be purged.
+	mu     sync.Mutex
+	oldest map[Span]uint64
 }
 
 // NewReplica returns a replica's side of repair.
@@ -52,7 +58,7 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Replica{cfg: cfg}
+	return &Replica{cfg: cfg, oldest: map[Span]uint64{}}
 }
 
 // Tree builds the Merkle tree of (start, end] at depth, walking at most rateBytes per
@@ -63,7 +69,29 @@ func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBy
 		rate := func() uint64 { return rateBytes }
 		pace = func(ctx context.Context, n int) error { return r.lim.Wait(ctx, n, rate, nil) }
 	}
-	return Build(ctx, r.cfg.Store, start, end, depth, pace)
+	t, err := Build(ctx, r.cfg.Store, start, end, depth, pace)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if len(r.oldest) > 1<<16 { // ranges of rings long gone
+		clear(r.oldest)
+	}
+	r.oldest[Span{start, end}] = t.OldestTombstone
+	r.mu.Unlock()
+	return t, nil
+}
+
+// sawTombstone notes a tombstone pulled into a range after its tree walk, so that the purge
+// after the repair does not skip it.
+func (r *Replica) sawTombstone(token, ts uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sp, old := range r.oldest {
+		if (ring.Range{Start: sp.Start, End: sp.End}).Contains(token) && (old == 0 || ts < old) {
+			r.oldest[sp] = ts
+		}
+	}
 }
 
 // PullResult counts what a Pull received and applied.
@@ -78,6 +106,11 @@ func (r *Replica) Pull(ctx context.Context, source ring.Member, spans []Span, ra
 	for _, sp := range spans {
 		err := r.cfg.Source.StreamRange(ctx, source, sp.Start, sp.End, nil, rateBytes, func(batch []store.Entry) error {
 			n, err := r.cfg.Store.ApplyBatch(batch)
+			for _, e := range batch {
+				if e.Record.Tombstone {
+					r.sawTombstone(e.Token, e.Record.TS)
+				}
+			}
 			res.Applied += uint64(n)
 			res.Received += uint64(len(batch))
 			for _, e := range batch {
@@ -128,6 +161,15 @@ func (r *Replica) Purge(ctx context.Context, rg Span) (int, error) {
 		return 0, nil
 	}
 	before := min(hlc.Since(time.Unix(0, m.StartedUnixNanos)), hlc.Since(r.cfg.Now().Add(-r.cfg.Grace)))
+	r.mu.Lock()
+	oldest, walked := r.oldest[rg]
+	r.mu.Unlock()
+	if walked && (oldest == 0 || oldest >= before) {
+		// The repair's own walk of the range saw no tombstone old enough. One applied since
+		// then was stamped after the repair began (or arrived late, and then it waits for the
+		// next repair): nothing to purge.
+		return 0, nil
+	}
 	n, err := r.cfg.Store.PurgeTombstones(ctx, rg.Start, rg.End, before)
 	if err != nil {
 		return n, fmt.Errorf("purge tombstones %s: %w", fmtRange(rg.Start, rg.End), err)

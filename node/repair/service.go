@@ -91,7 +91,7 @@ func NewService(cfg Config) *Service {
 type session struct {
 	id         uint64
 	plan       *kvpb.RepairPlan
-	members    [][]ring.Member // per plan range: its replicas
+	work       []planned // per plan range
 	cancel     context.CancelCauseFunc
 	done       chan struct{}
 	background bool
@@ -109,7 +109,22 @@ func (s *Service) Plan(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.Repa
 	return p, err
 }
 
-func (s *Service) plan(ctx context.Context, req *kvpb.RepairRequest, primaryOnly bool) (*kvpb.RepairPlan, [][]ring.Member, error) {
+// planned is what a session needs of each plan range beside the plan: its replicas, and
+// the most records one of them holds (the trees' depth).
+type planned struct {
+	members []ring.Member
+	keys    uint64
+}
+
+func rangesOf(members [][]ring.Member, most []uint64) []planned {
+	out := make([]planned, len(members))
+	for i := range members {
+		out[i] = planned{members: members[i], keys: most[i]}
+	}
+	return out
+}
+
+func (s *Service) plan(ctx context.Context, req *kvpb.RepairRequest, primaryOnly bool) (*kvpb.RepairPlan, []planned, error) {
 	plan := &kvpb.RepairPlan{Request: proto.Clone(req).(*kvpb.RepairRequest)}
 	if plan.Request.RateBytes == 0 {
 		plan.Request.RateBytes = s.cfg.DefaultRate
@@ -174,8 +189,8 @@ func (s *Service) plan(ctx context.Context, req *kvpb.RepairRequest, primaryOnly
 		plan.Pairs = append(plan.Pairs, p)
 	}
 	sort.Strings(plan.Pairs)
-	s.estimate(ctx, cur, plan, members)
-	return plan, members, nil
+	most := s.estimate(ctx, cur, plan, members)
+	return plan, rangesOf(members, most), nil
 }
 
 // pairName is how a replica pair is named in plans and results: "a/b" with a < b.
@@ -186,16 +201,17 @@ func pairName(a, b string) string {
 	return a + "/" + b
 }
 
-// estimate asks every member involved for the record counts of the ranges it is the
-// primary of (Admin.CountRanges); a member that does not answer refuses the plan: its
-// ranges could not be repaired.
-func (s *Service) estimate(ctx context.Context, cur *ring.Ring, plan *kvpb.RepairPlan, members [][]ring.Member) {
+// estimate asks every member involved for the record counts of the ranges it holds
+// (Admin.CountRanges, keys only): the primary's count is the plan's estimate, the largest
+// replica's sizes the range's trees (a replica that missed everything must not make the
+// trees coarse). A member that does not answer refuses the plan: its ranges could not be
+// repaired. It returns the largest count per range.
+func (s *Service) estimate(ctx context.Context, cur *ring.Ring, plan *kvpb.RepairPlan, members [][]ring.Member) []uint64 {
 	byNode := map[string][]int{}
 	for i, reps := range members {
 		for _, m := range reps {
-			byNode[m.ID] = byNode[m.ID]
+			byNode[m.ID] = append(byNode[m.ID], i)
 		}
-		byNode[reps[0].ID] = append(byNode[reps[0].ID], i)
 	}
 	ids := make([]string, 0, len(byNode))
 	for id := range byNode {
@@ -229,18 +245,25 @@ func (s *Service) estimate(ctx context.Context, cur *ring.Ring, plan *kvpb.Repai
 		})
 	}
 	wg.Wait()
+	most := make([]uint64, len(members))
 	for k, id := range ids {
 		if errs[k] != nil {
 			plan.Refusals = append(plan.Refusals, fmt.Sprintf("replica %s does not answer: %s", id, peers.ErrorLine(errs[k])))
 			continue
 		}
 		for j, i := range byNode[id] {
+			c := counts[k][j]
+			most[i] = max(most[i], c.GetKeys())
+			if members[i][0].ID != id {
+				continue
+			}
 			rr := plan.Ranges[i]
-			rr.EstKeys, rr.EstBytes = counts[k][j].GetKeys(), counts[k][j].GetBytes()
+			rr.EstKeys, rr.EstBytes = c.GetKeys(), c.GetBytes()
 			plan.EstKeys += rr.EstKeys
 			plan.EstBytes += rr.EstBytes
 		}
 	}
+	return most
 }
 
 // Start plans a repair and starts it unless refused (ErrRefused, with the plan) or a
@@ -271,7 +294,7 @@ func (s *Service) start(ctx context.Context, req *kvpb.RepairRequest, background
 	s.nextID++
 	plan.Id = s.nextID
 	ss := &session{
-		id: plan.Id, plan: plan, members: members, done: make(chan struct{}), background: background,
+		id: plan.Id, plan: plan, work: members, done: make(chan struct{}), background: background,
 		state: kvpb.RepairState_REPAIR_STATE_RUNNING, started: s.cfg.Now(),
 	}
 	for _, r := range plan.Ranges {
@@ -419,7 +442,7 @@ func (s *Service) repairRange(ctx context.Context, ss *session, i int) {
 }
 
 func (s *Service) compareAndStream(ctx context.Context, ss *session, i int) error {
-	rr, reps := ss.plan.Ranges[i], ss.members[i]
+	rr, reps := ss.plan.Ranges[i], ss.work[i].members
 	rate := ss.plan.Request.GetRateBytes()
 	s.setRange(ss, i, func(r *kvpb.RangeRepair) { r.State = kvpb.RangeRepairState_RANGE_REPAIR_STATE_COMPARING })
 	// Every record stamped before began and applied on a replica before its tree walk is in
@@ -429,7 +452,7 @@ func (s *Service) compareAndStream(ctx context.Context, ss *session, i int) erro
 	errs := make([]error, len(reps))
 	var wg sync.WaitGroup
 	for k, m := range reps {
-		wg.Go(func() { trees[k], errs[k] = s.tree(ctx, m, rr, DepthFor(rr.GetEstKeys()), rate, ss.plan.Epoch) })
+		wg.Go(func() { trees[k], errs[k] = s.tree(ctx, m, rr, DepthFor(ss.work[i].keys), rate, ss.plan.Epoch) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

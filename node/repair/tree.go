@@ -43,6 +43,8 @@ type Tree struct {
 	Leaves     []Leaf
 	// Keys and Bytes count the records hashed (tombstones included) and their key + value bytes.
 	Keys, Bytes uint64
+	// OldestTombstone is the smallest timestamp of a tombstone hashed; 0 = none.
+	OldestTombstone uint64
 }
 
 // Visitor walks a token range in store order (store.Store.Visit). Safe for concurrent use.
@@ -101,6 +103,9 @@ func Build(ctx context.Context, v Visitor, start, end uint64, depth int, pace fu
 		buf[8] = 0
 		if rec.Tombstone {
 			buf[8] = 1
+			if t.OldestTombstone == 0 || rec.TS < t.OldestTombstone {
+				t.OldestTombstone = rec.TS
+			}
 		}
 		binary.BigEndian.PutUint64(buf[9:17], xxhash.Sum64(rec.Value))
 		d.Write(buf[0:17])
