@@ -227,3 +227,110 @@ func TestRepairOfCluster(t *testing.T) {
 		t.Errorf("kvctl repair with n3 down: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 3, the plan with its refusal, one line naming n3", code, out, errOut)
 	}
 }
+
+// TestRepairInterruptedAndAborted: Ctrl-C while kvctl repair watches leaves the session
+// running on its coordinator and says how to follow or abort it; kvctl repair status finds it
+// from another node; kvctl repair abort stops it; and a watch whose coordinator restarts (the
+// session dies with it) ends with exit 1 saying to run the repair again.
+func TestRepairInterruptedAndAborted(t *testing.T) {
+	base := node.DefaultConfig()
+	base.VNodes = 8
+	ctx := context.Background()
+	c, err := node.StartLocalCluster(ctx, 3, base, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	defer c.Close()
+	addr := func(i int) string { return c.Node(i).Addrs().GRPC }
+	conn, err := grpc.NewClient(addr(0), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := kvpb.NewAdminClient(conn)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = admin.PlanRepair(pctx, &kvpb.RepairRequest{})
+	cancel()
+	if status.Code(err) == codes.Unimplemented {
+		t.Skip("node side of repair not merged: the node answers Unimplemented")
+	}
+	// 2000 keys of 1 KiB on their primary alone: 4 MiB to stream, at 32 KB/s per receiver
+	// (three receivers) a session of ~40 s: it runs while the test interrupts, looks at and
+	// aborts it.
+	kv := kvpb.NewKVClient(conn)
+	val := make([]byte, 1024)
+	for i := range 2000 {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := kv.Put(wctx, &kvpb.PutRequest{Key: []byte(fmt.Sprintf("slow-%04d", i)), Value: val, Ack: 1, From: 1})
+		cancel()
+		if err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+	running := func() *kvpb.RepairProgress {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			p, err := admin.RepairStatus(sctx, &kvpb.RepairStatusRequest{})
+			cancel()
+			if err == nil && p.GetState() == kvpb.RepairState_REPAIR_STATE_RUNNING {
+				return p
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("no repair running on n1 within 30s")
+		return nil
+	}
+	// start runs kvctl repair in the background until stop is called.
+	start := func(args ...string) (stop context.CancelFunc, wait func() (int, string)) {
+		rctx, stop := context.WithTimeout(ctx, 3*time.Minute)
+		ios, _, _, errOut := cli.Test()
+		done := make(chan int, 1)
+		go func() { done <- ctl.Run(rctx, ios, append([]string{"--addr", addr(0), "repair"}, args...)) }()
+		return stop, func() (int, string) { code := <-done; return code, errOut.String() }
+	}
+
+	stop, wait := start("--rate", "32KB/s")
+	p := running()
+	stop()
+	code, errOut := wait()
+	if code != cli.ExitFailure || !strings.Contains(errOut, fmt.Sprintf("repair %d goes on", p.GetId())) ||
+		!strings.Contains(errOut, "kvctl repair status --watch --addr "+addr(0)) || !strings.Contains(errOut, "kvctl repair abort --addr "+addr(0)) {
+		t.Errorf("Ctrl-C: got exit %d, stderr:\n%s\nwant 1 and how to watch or abort repair %d", code, errOut, p.GetId())
+	}
+	if p2 := running(); p2.GetId() != p.GetId() {
+		t.Errorf("after Ctrl-C: got session %d running, want %d still", p2.GetId(), p.GetId())
+	}
+	// From another node: status finds the session on its coordinator; abort stops it there.
+	code, out, errOut := kvctl(t, "--addr", addr(1), "repair", "status")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("repair #%d on n1", p.GetId())) || !strings.Contains(out, "coordinated by n1") {
+		t.Errorf("repair status via n2: exit %d\n%s%s\nwant repair #%d on n1", code, out, errOut, p.GetId())
+	}
+	code, out, errOut = kvctl(t, "--addr", addr(1), "repair", "abort")
+	if code != 0 || !strings.Contains(out, "aborted") {
+		t.Errorf("repair abort via n2: exit %d\n%s%s\nwant aborted", code, out, errOut)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	after, err := admin.RepairStatus(sctx, &kvpb.RepairStatusRequest{})
+	cancel()
+	if err != nil || after.GetId() != p.GetId() || after.GetState() != kvpb.RepairState_REPAIR_STATE_ABORTED {
+		t.Errorf("after abort: got %v (%v), want session %d aborted", after, err, p.GetId())
+	}
+
+	// The coordinator restarts mid-session: it stops the session as it drains (or, killed,
+	// forgets it); either way kvctl exits 1 saying to run the repair again.
+	stop, wait = start("--rate", "32KB/s", "--reconnect", "60s")
+	defer stop()
+	running()
+	if err := c.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	code, errOut = wait()
+	if code != cli.ExitFailure || !strings.Contains(errOut, "run kvctl repair again") {
+		t.Errorf("coordinator restarted: got exit %d, stderr:\n%s\nwant 1 and \"run kvctl repair again\"", code, errOut)
+	}
+}

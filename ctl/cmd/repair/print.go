@@ -165,7 +165,7 @@ func printOutcome(d Deps, p *kvpb.RepairProgress, allRanges bool) error {
 		if e := p.GetError(); e != "" {
 			msg += ": " + e
 		}
-		return fmt.Errorf("%s; what it streamed stays; run it again to finish", msg)
+		return fmt.Errorf("%s; what it streamed stays; run kvctl repair again to finish", msg)
 	}
 	return fmt.Errorf("repair %d %s: %s", p.GetId(), present.RepairState(p.GetState()), firstNonEmpty(p.GetError(), "see the ranges that failed"))
 }
