@@ -24,7 +24,7 @@ import (
 // BenchmarkRepairOnePercentMissing: an in-process 3-node cluster (N=3, 64 vnodes each, badger
 // on disk) holds 100k keys of 100-byte values; n3 misses 1% of them. Each iteration deletes
 // those keys from n3's store, then repairs the whole ring (Admin.StartRepair on n1, the
-// default rate) while a client does 400 ops/s (half ack=2 GETs, half ack=2 PUTs of other
+// default rate of 64 MiB/s, then background repair's 4 MiB/s) while a client does 400 ops/s (half ack=2 GETs, half ack=2 PUTs of other
 // keys) through n1, and reports: bytes streamed over the ideal (the missing keys' key +
 // value bytes), the repair's wall time and the process's CPU time during it, and the
 // client's p99 over the 3 s before the repair and during it.
@@ -84,7 +84,18 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 	}
 	flush()
 
-	var ratios, secs, cpus, before, during []float64
+	for _, rate := range []uint64{0, 4 << 20} {
+		name := "rate=default"
+		if rate > 0 {
+			name = fmt.Sprintf("rate=%dMiB", rate>>20)
+		}
+		b.Run(name, func(b *testing.B) { benchRepair(b, c, kv, admin, rate, missing, ideal) })
+	}
+}
+
+func benchRepair(b *testing.B, c *node.LocalCluster, kv kvpb.KVClient, admin kvpb.AdminClient, rate uint64, missing []store.Entry, ideal uint64) {
+	ctx := context.Background()
+	var ratios, secs, cpus, before, during, trees []float64
 	for b.Loop() {
 		// n3 loses the 1% again (the previous iteration repaired them).
 		for _, e := range missing {
@@ -96,7 +107,7 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 		time.Sleep(3 * time.Second) // the "before" window of the client load
 		pBefore := load.cut()
 		cpu0, t0 := cpuTime(), time.Now()
-		plan, err := admin.StartRepair(ctx, &kvpb.RepairRequest{})
+		plan, err := admin.StartRepair(ctx, &kvpb.RepairRequest{RateBytes: rate})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,11 +126,12 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 			b.Fatalf("repair %s: %s", p.GetState(), p.GetError())
 		}
 		ratio := float64(p.GetBytesStreamed()) / float64(ideal)
-		b.Logf("repair: %d ranges, %d keys compared, %d keys / %d bytes streamed for %d / %d missing (%.2fx), %s wall, %.2fs CPU; client p99 %.2fms before (%d ops), %.2fms during (%d ops)",
-			p.GetRangesTotal(), p.GetKeysCompared(), p.GetKeysStreamed(), p.GetBytesStreamed(), len(missing), ideal, ratio,
+		b.Logf("repair: %d ranges, %d keys compared, %d tree bytes, %d keys / %d bytes streamed for %d / %d missing (%.2fx), %s wall, %.2fs CPU; client p99 %.2fms before (%d ops), %.2fms during (%d ops)",
+			p.GetRangesTotal(), p.GetKeysCompared(), p.GetTreeBytes(), p.GetKeysStreamed(), p.GetBytesStreamed(), len(missing), ideal, ratio,
 			el.Round(time.Millisecond), cpu.Seconds(), pBefore.p99, pBefore.n, pDuring.p99, pDuring.n)
 		ratios, secs, cpus = append(ratios, ratio), append(secs, el.Seconds()), append(cpus, cpu.Seconds())
 		before, during = append(before, pBefore.p99), append(during, pDuring.p99)
+		trees = append(trees, float64(p.GetTreeBytes())/float64(ideal))
 		// Every node holds every key again.
 		for _, e := range missing {
 			if _, found, _ := c.Node(2).Store().Get(e.Token, e.Key); !found {
@@ -128,6 +140,7 @@ func BenchmarkRepairOnePercentMissing(b *testing.B) {
 		}
 	}
 	b.ReportMetric(median(ratios), "streamed/ideal")
+	b.ReportMetric(median(trees), "tree/ideal")
 	b.ReportMetric(median(secs), "repair-s")
 	b.ReportMetric(median(cpus), "cpu-s")
 	b.ReportMetric(median(before), "p99-before-ms")

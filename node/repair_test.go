@@ -370,3 +370,71 @@ func TestPurgeWaitsForGrace(t *testing.T) {
 		}
 	}
 }
+
+// TestRingChangeStopsRepair: a ring change that begins while a repair runs stops it (state
+// aborted, WatchRepair ends with it); while the change is in flight a repair is refused.
+func TestRingChangeStopsRepair(t *testing.T) {
+	c := startRepairCluster(t, func(cfg *node.Config) { cfg.ChangeRate = 4 << 10 })
+	settle(t, c)
+	ts := hlc.Since(time.Now())
+	for i := range 2000 {
+		k := fmt.Sprintf("c-%04d", i)
+		for n := range 2 { // n3 misses them all
+			apply(t, c.Node(n).Store(), k, store.Record{TS: ts, Value: make([]byte, 512)})
+		}
+	}
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
+	ctx := context.Background()
+	// ~1 MB at 64 KiB/s: the repair runs for many seconds.
+	plan, err := admin.StartRepair(ctx, &kvpb.RepairRequest{RateBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := admin.WatchRepair(ctx, &kvpb.RepairStatusRequest{IntervalMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.StartRepair(ctx, &kvpb.RepairRequest{}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("second repair while one runs: got %v, want FailedPrecondition", err)
+	}
+	// Any node's Status shows the repair in flight, from its coordinator's NodeInfo.
+	st, err := kvpb.NewAdminClient(dialNode(t, c.Config(2).GRPCAddr)).Status(ctx, &kvpb.StatusRequest{})
+	if err != nil || len(st.GetRepairs()) != 1 || st.GetRepairs()[0].GetId() != plan.GetId() || st.GetRepairs()[0].GetCoordinator() != "n1" {
+		t.Errorf("status through n3: repairs %v (err %v), want repair %d coordinated by n1", st.GetRepairs(), err, plan.GetId())
+	}
+	n4, err := c.StartEmpty("n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startChange(t, admin, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: c.Config(n4).GRPCAddr})
+	var last *kvpb.RepairProgress
+	for {
+		p, err := watch.Recv()
+		if err != nil {
+			break
+		}
+		last = p
+	}
+	if last.GetId() != plan.GetId() || last.GetState() != kvpb.RepairState_REPAIR_STATE_ABORTED || !strings.Contains(last.GetError(), "ring change") {
+		t.Errorf("last WatchRepair message: repair %d %s %q; want repair %d aborted by the ring change", last.GetId(), last.GetState(), last.GetError(), plan.GetId())
+	}
+	if last.GetRangesDone() == last.GetRangesTotal() {
+		t.Errorf("the repair finished (%d of %d ranges) before the change began: the test checked nothing", last.GetRangesDone(), last.GetRangesTotal())
+	}
+	if c.Node(0).View().Changing() {
+		p, err := admin.PlanRepair(ctx, &kvpb.RepairRequest{})
+		if err != nil || len(p.GetRefusals()) == 0 {
+			t.Errorf("plan during a ring change: refusals %v (err %v), want one", p.GetRefusals(), err)
+		}
+		if _, err := admin.StartRepair(ctx, &kvpb.RepairRequest{}); status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("repair during a ring change: got %v, want FailedPrecondition", err)
+		}
+	} else {
+		t.Errorf("the change ended before the refusal could be checked")
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := admin.AbortChange(actx, &kvpb.AbortChangeRequest{}); err != nil {
+		t.Fatalf("abort change: %v", err)
+	}
+}

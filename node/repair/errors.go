@@ -15,6 +15,9 @@ var (
 	// ErrInvalidArgument: a malformed repair request (a vnode that is not in the ring, an
 	// unknown node).
 	ErrInvalidArgument = errors.New("invalid repair request")
+	// ErrTreeGone: a replica no longer keeps the tree a descent asked about (it expired,
+	// or the node restarted); the range is compared again by the next repair.
+	ErrTreeGone = errors.New("tree no longer kept")
 	// ErrRingChanged: a ring change began while the session ran; the session stops.
 	ErrRingChanged = errors.New("ring change started")
 )

@@ -48,7 +48,22 @@ type Replica struct {
 	// MarkRepaired walks a range again to purge only when something may be purged.
 	mu     sync.Mutex
 	oldest map[Span]uint64
+	// kept are the trees built for a descent (Summary), by id, until Under asks for their
+	// leaves or keepTrees passes.
+	kept   map[uint64]keptTree
+	nextID uint64
 }
+
+type keptTree struct {
+	t     *Tree
+	built time.Time
+}
+
+// keepTrees is how long a tree built for a descent is kept; maxKept bounds how many.
+const (
+	keepTrees = 2 * time.Minute
+	maxKept   = 64
+)
 
 // NewReplica returns a replica's side of repair.
 func NewReplica(cfg ReplicaConfig) *Replica {
@@ -58,7 +73,7 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Replica{cfg: cfg, oldest: map[Span]uint64{}}
+	return &Replica{cfg: cfg, oldest: map[Span]uint64{}, kept: map[uint64]keptTree{}}
 }
 
 // Tree builds the Merkle tree of (start, end] at depth, walking at most rateBytes per
@@ -80,6 +95,46 @@ func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBy
 	r.oldest[Span{start, end}] = t.OldestTombstone
 	r.mu.Unlock()
 	return t, nil
+}
+
+// Summary builds the tree of (start, end] as Tree does and keeps it for Under: it returns
+// the tree's id (the tree's Leaves are for the caller to read, not to send: a descent sends
+// Level's nodes first).
+func (r *Replica) Summary(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (uint64, *Tree, error) {
+	t, err := r.Tree(ctx, start, end, depth, rateBytes)
+	if err != nil {
+		return 0, nil, err
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var oldestID uint64
+	for id, k := range r.kept {
+		if now.Sub(k.built) > keepTrees {
+			delete(r.kept, id)
+		} else if oldestID == 0 || id < oldestID {
+			oldestID = id
+		}
+	}
+	if len(r.kept) >= maxKept {
+		delete(r.kept, oldestID)
+	}
+	r.nextID++
+	r.kept[r.nextID] = keptTree{t: t, built: now}
+	return r.nextID, t, nil
+}
+
+// Under returns the leaves under nodes (sorted) of level of the tree Summary kept as id, and
+// lets the tree go (ErrTreeGone when it is no longer kept).
+func (r *Replica) Under(id uint64, level int, nodes []uint32) (*Tree, []Leaf, error) {
+	r.mu.Lock()
+	k, ok := r.kept[id]
+	delete(r.kept, id)
+	r.mu.Unlock()
+	if !ok {
+		return nil, nil, fmt.Errorf("tree %d: %w", id, ErrTreeGone)
+	}
+	return k.t, k.t.Under(level, nodes), nil
 }
 
 // sawTombstone notes a tombstone pulled into a range after its tree walk, so that the purge

@@ -100,6 +100,7 @@ type session struct {
 	ranges                                    []*kvpb.RangeRepair
 	started, finished                         time.Time
 	keysStreamed, bytesStreamed, keysCompared uint64
+	treeBytes                                 uint64
 	err                                       string
 }
 
@@ -391,7 +392,7 @@ func (s *Service) run(ctx context.Context, ss *session) {
 	}
 	s.changed()
 	s.cfg.Logger.Info("repair finished", "id", ss.id, "state", ss.state.String(), "keys_streamed", ss.keysStreamed,
-		"bytes_streamed", ss.bytesStreamed, "keys_compared", ss.keysCompared, "err", ss.err)
+		"bytes_streamed", ss.bytesStreamed, "keys_compared", ss.keysCompared, "tree_bytes", ss.treeBytes, "err", ss.err)
 }
 
 // stopOnRingChange cancels the session when a ring change begins or the epoch moves: the
@@ -448,24 +449,12 @@ func (s *Service) compareAndStream(ctx context.Context, ss *session, i int) erro
 	// Every record stamped before began and applied on a replica before its tree walk is in
 	// that replica's tree: what MarkRepaired's purge relies on.
 	began := s.cfg.Now()
-	trees := make([]*Tree, len(reps))
-	errs := make([]error, len(reps))
-	var wg sync.WaitGroup
-	for k, m := range reps {
-		wg.Go(func() { trees[k], errs[k] = s.tree(ctx, m, rr, DepthFor(ss.work[i].keys), rate, ss.plan.Epoch) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	trees, compared, treeBytes, err := s.descend(ctx, reps, rr, ss.work[i].keys, rate, ss.plan.Epoch)
+	s.mu.Lock()
+	ss.treeBytes += treeBytes
+	s.mu.Unlock()
+	if err != nil {
 		return err
-	}
-	for _, t := range trees[1:] {
-		if t.Depth != trees[0].Depth {
-			return fmt.Errorf("%w: depths %d and %d", ErrTreeMismatch, trees[0].Depth, t.Depth)
-		}
-	}
-	var compared uint64
-	for _, t := range trees {
-		compared += t.Keys
 	}
 	// Compare every pair; a leaf that differs anywhere is settled below among all replicas.
 	pairs := map[string]*kvpb.PairRepair{}
@@ -583,22 +572,92 @@ func pulls(trees []*Tree, union map[uint32]bool) []pullPlan {
 	return out
 }
 
-func (s *Service) tree(ctx context.Context, m ring.Member, rr *kvpb.RepairRange, depth int, rate, epoch uint64) (*Tree, error) {
+// descend has every replica build its tree of the range and compares them in two steps:
+// first the nodes of one level (about 8 records under each: SummaryLevel), then only the
+// leaves under the nodes that differ between any two replicas. It returns, per replica, a
+// tree holding those leaves (equal elsewhere by construction), and the records hashed.
+func (s *Service) descend(ctx context.Context, reps []ring.Member, rr *kvpb.RepairRange, keys, rate, epoch uint64) (_ []*Tree, compared, treeBytes uint64, _ error) {
+	depth := DepthFor(keys)
+	level := SummaryLevel(depth, keys)
+	sums := make([]*kvpb.RangeTreeResponse, len(reps))
+	nodes := make([][]Node, len(reps))
+	errs := make([]error, len(reps))
+	var wg sync.WaitGroup
+	for k, m := range reps {
+		wg.Go(func() {
+			sums[k], errs[k] = s.rangeTree(ctx, m, &kvpb.RangeTreeRequest{Start: rr.Start, End: rr.End, Depth: uint32(depth),
+				Summary: true, Level: uint32(level), Epoch: epoch, RateBytes: rate})
+			if errs[k] == nil {
+				nodes[k], errs[k] = DecodeNodes(sums[k].GetNodes(), int(sums[k].GetLevel()))
+			}
+		})
+	}
+	wg.Wait()
+	for _, sm := range sums {
+		treeBytes += uint64(len(sm.GetNodes()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, treeBytes, err
+	}
+	for _, sm := range sums {
+		compared += sm.GetKeys()
+		if sm.GetDepth() != sums[0].GetDepth() || sm.GetLevel() != sums[0].GetLevel() {
+			return nil, 0, treeBytes, fmt.Errorf("%w: depths %d and %d, levels %d and %d", ErrTreeMismatch,
+				sums[0].GetDepth(), sm.GetDepth(), sums[0].GetLevel(), sm.GetLevel())
+		}
+	}
+	differ := map[uint32]bool{}
+	for a := range reps {
+		for b := a + 1; b < len(reps); b++ {
+			for _, n := range DiffNodes(nodes[a], nodes[b]) {
+				differ[n] = true
+			}
+		}
+	}
+	under := make([]uint32, 0, len(differ))
+	for n := range differ {
+		under = append(under, n)
+	}
+	slices.Sort(under)
+	// Always asked, with no nodes when all agree: the replicas then let their trees go.
+	trees := make([]*Tree, len(reps))
+	var mu sync.Mutex
+	for k, m := range reps {
+		wg.Go(func() {
+			var resp *kvpb.RangeTreeResponse
+			resp, errs[k] = s.rangeTree(ctx, m, &kvpb.RangeTreeRequest{Start: rr.Start, End: rr.End, TreeId: sums[k].GetTreeId(),
+				Level: sums[k].GetLevel(), Subtrees: under, Epoch: epoch})
+			if errs[k] != nil {
+				return
+			}
+			mu.Lock()
+			treeBytes += uint64(len(resp.GetLeaves()))
+			mu.Unlock()
+			var leaves []Leaf
+			if leaves, errs[k] = DecodeLeaves(resp.GetLeaves(), int(sums[k].GetDepth())); errs[k] == nil {
+				trees[k] = &Tree{Start: rr.Start, End: rr.End, Depth: int(sums[k].GetDepth()), Leaves: leaves, Keys: sums[k].GetKeys(), Bytes: sums[k].GetBytes()}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, treeBytes, err
+	}
+	return trees, compared, treeBytes, nil
+}
+
+func (s *Service) rangeTree(ctx context.Context, m ring.Member, req *kvpb.RangeTreeRequest) (*kvpb.RangeTreeResponse, error) {
 	c, err := s.cfg.Dial.Replica(m.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("tree from %s: %w", m.ID, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	resp, err := c.RangeTree(cctx, &kvpb.RangeTreeRequest{Start: rr.Start, End: rr.End, Depth: uint32(depth), Epoch: epoch, RateBytes: rate})
+	resp, err := c.RangeTree(cctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("tree from %s: %s", m.ID, peers.ErrorLine(err))
 	}
-	leaves, err := DecodeLeaves(resp.GetLeaves(), int(resp.GetDepth()))
-	if err != nil {
-		return nil, fmt.Errorf("tree from %s: %w", m.ID, err)
-	}
-	return &Tree{Start: rr.Start, End: rr.End, Depth: int(resp.GetDepth()), Leaves: leaves, Keys: resp.GetKeys(), Bytes: resp.GetBytes()}, nil
+	return resp, nil
 }
 
 func (s *Service) pull(ctx context.Context, recv, src ring.Member, spans []Span, rate, epoch uint64) (*kvpb.PullRangesResponse, error) {
@@ -648,7 +707,7 @@ func (s *Service) Progress() *kvpb.RepairProgress {
 	p := &kvpb.RepairProgress{
 		Id: ss.id, State: ss.state, Plan: proto.Clone(ss.plan).(*kvpb.RepairPlan), Coordinator: s.cfg.Self,
 		RangesTotal: uint32(len(ss.ranges)), KeysStreamed: ss.keysStreamed, BytesStreamed: ss.bytesStreamed,
-		KeysCompared: ss.keysCompared, RateLimitBytes: ss.plan.Request.GetRateBytes(), Error: ss.err,
+		KeysCompared: ss.keysCompared, TreeBytes: ss.treeBytes, RateLimitBytes: ss.plan.Request.GetRateBytes(), Error: ss.err,
 		StartedUnix: ss.started.Unix(),
 	}
 	if !ss.finished.IsZero() {

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -298,4 +299,102 @@ func DecodeLeaves(b []byte, depth int) ([]Leaf, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// Node is a non-empty inner node of a Tree at some level (level 0 is the root, level Depth
+// the leaves): its index among the 2^level nodes of the level, and its hash.
+type Node struct {
+	Index uint32
+	Hash  uint64
+}
+
+// Level returns the non-empty nodes at level (capped at Depth), in index order.
+func (t *Tree) Level(level int) []Node {
+	level = min(max(level, 0), t.Depth)
+	shift := t.Depth - level
+	var out []Node
+	for i := 0; i < len(t.Leaves); {
+		j := i
+		idx := t.Leaves[i].Index >> shift
+		for j < len(t.Leaves) && t.Leaves[j].Index>>shift == idx {
+			j++
+		}
+		out = append(out, Node{Index: idx, Hash: subtreeHash(t.Leaves[i:j], shift)})
+		i = j
+	}
+	return out
+}
+
+// Under returns the leaves under the given nodes of level (sorted indexes), in index order.
+func (t *Tree) Under(level int, nodes []uint32) []Leaf {
+	level = min(max(level, 0), t.Depth)
+	shift := t.Depth - level
+	var out []Leaf
+	for _, l := range t.Leaves {
+		if _, ok := slices.BinarySearch(nodes, l.Index>>shift); ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// DiffNodes returns the indexes of the nodes that differ between two levels' node lists
+// (present in one only, or with different hashes), in index order.
+func DiffNodes(a, b []Node) []uint32 {
+	var out []uint32
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i].Index < b[j].Index):
+			out = append(out, a[i].Index)
+			i++
+		case i == len(a) || b[j].Index < a[i].Index:
+			out = append(out, b[j].Index)
+			j++
+		default:
+			if a[i].Hash != b[j].Hash {
+				out = append(out, a[i].Index)
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// nodeBytes is the size of one node in EncodeNodes.
+const nodeBytes = 12
+
+// EncodeNodes packs nodes for the wire (kvpb.RangeTreeResponse.nodes): 12 bytes each,
+// big-endian index (4), hash (8).
+func EncodeNodes(nodes []Node) []byte {
+	b := make([]byte, 0, len(nodes)*nodeBytes)
+	for _, n := range nodes {
+		b = binary.BigEndian.AppendUint32(b, n.Index)
+		b = binary.BigEndian.AppendUint64(b, n.Hash)
+	}
+	return b
+}
+
+// DecodeNodes unpacks EncodeNodes, checking the length, the order and the range of the indexes.
+func DecodeNodes(b []byte, level int) ([]Node, error) {
+	if len(b)%nodeBytes != 0 || level < 0 || level > MaxDepth {
+		return nil, fmt.Errorf("%w: %d node bytes at level %d", ErrTreeMismatch, len(b), level)
+	}
+	out := make([]Node, 0, len(b)/nodeBytes)
+	for ; len(b) > 0; b = b[nodeBytes:] {
+		n := Node{Index: binary.BigEndian.Uint32(b), Hash: binary.BigEndian.Uint64(b[4:])}
+		if uint64(n.Index) >= 1<<level || (len(out) > 0 && n.Index <= out[len(out)-1].Index) {
+			return nil, fmt.Errorf("%w: node %d out of order at level %d", ErrTreeMismatch, n.Index, level)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// SummaryLevel is the level whose nodes a coordinator compares first for a tree of depth
+// over about keys records: about 8 records under each node, so that the summary is small
+// and a differing node's leaves are few.
+func SummaryLevel(depth int, keys uint64) int {
+	return min(depth, max(0, bits.Len64(keys/8)))
 }

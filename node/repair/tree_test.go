@@ -207,3 +207,42 @@ func TestLeafRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestDescentFindsTheSameLeaves: comparing one level's nodes and then only the leaves under
+// the nodes that differ finds exactly the leaves a full comparison finds; level 0 is the root.
+func TestDescentFindsTheSameLeaves(t *testing.T) {
+	a, b := openStore(t), openStore(t)
+	for i := range 3000 {
+		k := fmt.Sprintf("k%05d", i)
+		tok := ring.Token([]byte(k))
+		put(t, a, tok, k, val(k))
+		if i%97 != 0 {
+			put(t, b, tok, k, val(k))
+		}
+	}
+	depth := DepthFor(3000)
+	ta, tb := build(t, a, 0, 0, depth), build(t, b, 0, 0, depth)
+	full, _ := Diff(ta, tb)
+	if len(full) == 0 {
+		t.Fatal("no difference to find")
+	}
+	if r := ta.Level(0); len(r) != 1 || r[0].Hash != ta.Root() {
+		t.Errorf("level 0: %v, want the root %x", r, ta.Root())
+	}
+	for _, level := range []int{0, 3, SummaryLevel(depth, 3000), depth} {
+		enc, err := DecodeNodes(EncodeNodes(ta.Level(level)), min(level, depth))
+		if err != nil {
+			t.Fatal(err)
+		}
+		under := DiffNodes(enc, tb.Level(level))
+		pa := &Tree{Start: 0, End: 0, Depth: depth, Leaves: ta.Under(level, under)}
+		pb := &Tree{Start: 0, End: 0, Depth: depth, Leaves: tb.Under(level, under)}
+		got, _ := Diff(pa, pb)
+		if fmt.Sprint(got) != fmt.Sprint(full) {
+			t.Errorf("level %d: descent found %d leaves, full comparison %d", level, len(got), len(full))
+		}
+		if level == SummaryLevel(depth, 3000) && len(pa.Leaves) > len(ta.Leaves)/4 {
+			t.Errorf("level %d: %d of %d leaves sent for %d differing; want few", level, len(pa.Leaves), len(ta.Leaves), len(full))
+		}
+	}
+}

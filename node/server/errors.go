@@ -67,6 +67,7 @@ var errorTable = []errorCode{
 	{repair.ErrNoRepair, codes.NotFound, http.StatusNotFound, "NO_REPAIR"},
 	{repair.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest, "INVALID_REPAIR"},
 	{repair.ErrTreeMismatch, codes.InvalidArgument, http.StatusBadRequest, "TREE_MISMATCH"},
+	{repair.ErrTreeGone, codes.NotFound, http.StatusNotFound, "TREE_GONE"},
 	{replica.ErrStaleView, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonStaleView},
 	{stream.ErrChecksum, codes.DataLoss, http.StatusBadGateway, "CHECKSUM"},
 	{cluster.ErrUnsafe, codes.FailedPrecondition, http.StatusConflict, "UNSAFE"},

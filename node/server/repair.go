@@ -30,6 +30,8 @@ var _ Repairs = (*repair.Service)(nil)
 // from another replica, and the record of completed repairs. Safe for concurrent use.
 type RepairReplica interface {
 	Tree(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (*repair.Tree, error)
+	Summary(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (uint64, *repair.Tree, error)
+	Under(id uint64, level int, nodes []uint32) (*repair.Tree, []repair.Leaf, error)
 	Pull(ctx context.Context, source ring.Member, spans []repair.Span, rateBytes uint64) (repair.PullResult, error)
 	MarkRepaired(ctx context.Context, ranges []repair.Span, started, finished time.Time) (int, error)
 }
@@ -124,13 +126,32 @@ func (s *Replica) repairReplica() error {
 	return nil
 }
 
-// RangeTree hashes a token range of this node into a Merkle tree.
+// RangeTree hashes a token range of this node into a Merkle tree: every non-empty leaf, or a
+// descent's summary (one level's nodes) and then the leaves under some of those nodes.
 func (s *Replica) RangeTree(ctx context.Context, req *kvpb.RangeTreeRequest) (*kvpb.RangeTreeResponse, error) {
 	if err := s.repairReplica(); err != nil {
 		return nil, GRPCError(err)
 	}
 	s.sawEpoch(req.GetEpoch())
-	t, err := s.d.Repair.Tree(ctx, req.GetStart(), req.GetEnd(), int(req.GetDepth()), req.GetRateBytes())
+	depth, rate := int(req.GetDepth()), req.GetRateBytes()
+	switch {
+	case req.GetSummary():
+		id, t, err := s.d.Repair.Summary(ctx, req.GetStart(), req.GetEnd(), depth, rate)
+		if err != nil {
+			return nil, GRPCError(err)
+		}
+		level := min(int(req.GetLevel()), t.Depth)
+		return &kvpb.RangeTreeResponse{Depth: uint32(t.Depth), TreeId: id, Level: uint32(level), Nodes: repair.EncodeNodes(t.Level(level)),
+			Keys: t.Keys, Bytes: t.Bytes, Epoch: s.epoch()}, nil
+	case req.GetTreeId() != 0:
+		t, leaves, err := s.d.Repair.Under(req.GetTreeId(), int(req.GetLevel()), req.GetSubtrees())
+		if err != nil {
+			return nil, GRPCError(err)
+		}
+		return &kvpb.RangeTreeResponse{Depth: uint32(t.Depth), TreeId: req.GetTreeId(), Level: req.GetLevel(), Leaves: repair.EncodeLeaves(leaves),
+			Keys: t.Keys, Bytes: t.Bytes, Epoch: s.epoch()}, nil
+	}
+	t, err := s.d.Repair.Tree(ctx, req.GetStart(), req.GetEnd(), depth, rate)
 	if err != nil {
 		return nil, GRPCError(err)
 	}

@@ -3339,8 +3339,11 @@ type RepairProgress struct {
 	Error           string  `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
 	StartedUnix     int64   `protobuf:"varint,16,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
 	FinishedUnix    int64   `protobuf:"varint,17,opt,name=finished_unix,json=finishedUnix,proto3" json:"finished_unix,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Bytes of the Merkle trees the replicas sent the coordinator (a level's node hashes,
+	// then the leaves under the nodes that differ): the comparison's cost on the wire.
+	TreeBytes     uint64 `protobuf:"varint,18,opt,name=tree_bytes,json=treeBytes,proto3" json:"tree_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RepairProgress) Reset() {
@@ -3488,6 +3491,13 @@ func (x *RepairProgress) GetStartedUnix() int64 {
 func (x *RepairProgress) GetFinishedUnix() int64 {
 	if x != nil {
 		return x.FinishedUnix
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetTreeBytes() uint64 {
+	if x != nil {
+		return x.TreeBytes
 	}
 	return 0
 }
@@ -3857,7 +3867,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05range\x18\x01 \x01(\v2\x13.ringkv.RepairRangeR\x05range\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.ringkv.RangeRepairStateR\x05state\x12(\n" +
 	"\x05pairs\x18\x03 \x03(\v2\x12.ringkv.PairRepairR\x05pairs\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xf7\x04\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x96\x05\n" +
 	"\x0eRepairProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.ringkv.RepairStateR\x05state\x12&\n" +
@@ -3878,7 +3888,9 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x10rate_limit_bytes\x18\x0e \x01(\x04R\x0erateLimitBytes\x12\x14\n" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12!\n" +
 	"\fstarted_unix\x18\x10 \x01(\x03R\vstartedUnix\x12#\n" +
-	"\rfinished_unix\x18\x11 \x01(\x03R\ffinishedUnix\"6\n" +
+	"\rfinished_unix\x18\x11 \x01(\x03R\ffinishedUnix\x12\x1d\n" +
+	"\n" +
+	"tree_bytes\x18\x12 \x01(\x04R\ttreeBytes\"6\n" +
 	"\x13RepairStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\"\x14\n" +

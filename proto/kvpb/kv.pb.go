@@ -940,7 +940,16 @@ type RangeTreeRequest struct {
 	Depth uint32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
 	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Pace of the walk in bytes read per second; 0 = unpaced.
-	RateBytes     uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	RateBytes uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// Descent in two calls. With summary, the replica builds the tree, keeps it for a while
+	// and answers only the hashes of its non-empty nodes at level (capped by the depth) and
+	// the tree's id. Then a call with that tree_id (no summary) answers the leaves under the
+	// given nodes of that level, from the tree kept. Without summary or tree_id: every
+	// non-empty leaf.
+	Summary       bool     `protobuf:"varint,6,opt,name=summary,proto3" json:"summary,omitempty"`
+	Level         uint32   `protobuf:"varint,7,opt,name=level,proto3" json:"level,omitempty"`
+	TreeId        uint64   `protobuf:"varint,8,opt,name=tree_id,json=treeId,proto3" json:"tree_id,omitempty"`
+	Subtrees      []uint32 `protobuf:"varint,9,rep,packed,name=subtrees,proto3" json:"subtrees,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1010,6 +1019,34 @@ func (x *RangeTreeRequest) GetRateBytes() uint64 {
 	return 0
 }
 
+func (x *RangeTreeRequest) GetSummary() bool {
+	if x != nil {
+		return x.Summary
+	}
+	return false
+}
+
+func (x *RangeTreeRequest) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *RangeTreeRequest) GetTreeId() uint64 {
+	if x != nil {
+		return x.TreeId
+	}
+	return 0
+}
+
+func (x *RangeTreeRequest) GetSubtrees() []uint32 {
+	if x != nil {
+		return x.Subtrees
+	}
+	return nil
+}
+
 type RangeTreeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Depth uint32                 `protobuf:"varint,1,opt,name=depth,proto3" json:"depth,omitempty"`
@@ -1017,9 +1054,14 @@ type RangeTreeResponse struct {
 	// count (4), hash (8).
 	Leaves []byte `protobuf:"bytes,2,opt,name=leaves,proto3" json:"leaves,omitempty"`
 	// Records hashed (tombstones included) and their key + value bytes.
-	Keys          uint64 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`
-	Bytes         uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Keys  uint64 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`
+	Bytes uint64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Epoch uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// With summary: the tree's id and the non-empty nodes at level, 12 bytes each,
+	// big-endian: index (4), hash (8).
+	TreeId        uint64 `protobuf:"varint,6,opt,name=tree_id,json=treeId,proto3" json:"tree_id,omitempty"`
+	Level         uint32 `protobuf:"varint,7,opt,name=level,proto3" json:"level,omitempty"`
+	Nodes         []byte `protobuf:"bytes,8,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1087,6 +1129,27 @@ func (x *RangeTreeResponse) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *RangeTreeResponse) GetTreeId() uint64 {
+	if x != nil {
+		return x.TreeId
+	}
+	return 0
+}
+
+func (x *RangeTreeResponse) GetLevel() uint32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *RangeTreeResponse) GetNodes() []byte {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
 }
 
 type PullRangesRequest struct {
@@ -1427,20 +1490,27 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x04last\x18\x03 \x01(\bR\x04last\"1\n" +
 	"\aKeySpan\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\x04R\x03end\"\x85\x01\n" +
+	"\x03end\x18\x02 \x01(\x04R\x03end\"\xea\x01\n" +
 	"\x10RangeTreeRequest\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x14\n" +
 	"\x05depth\x18\x03 \x01(\rR\x05depth\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\"\x81\x01\n" +
+	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\x12\x18\n" +
+	"\asummary\x18\x06 \x01(\bR\asummary\x12\x14\n" +
+	"\x05level\x18\a \x01(\rR\x05level\x12\x17\n" +
+	"\atree_id\x18\b \x01(\x04R\x06treeId\x12\x1a\n" +
+	"\bsubtrees\x18\t \x03(\rR\bsubtrees\"\xc6\x01\n" +
 	"\x11RangeTreeResponse\x12\x14\n" +
 	"\x05depth\x18\x01 \x01(\rR\x05depth\x12\x16\n" +
 	"\x06leaves\x18\x02 \x01(\fR\x06leaves\x12\x12\n" +
 	"\x04keys\x18\x03 \x01(\x04R\x04keys\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xad\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x17\n" +
+	"\atree_id\x18\x06 \x01(\x04R\x06treeId\x12\x14\n" +
+	"\x05level\x18\a \x01(\rR\x05level\x12\x14\n" +
+	"\x05nodes\x18\b \x01(\fR\x05nodes\"\xad\x01\n" +
 	"\x11PullRangesRequest\x12\x1b\n" +
 	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
 	"\vsource_addr\x18\x02 \x01(\tR\n" +
