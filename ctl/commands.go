@@ -10,6 +10,7 @@ import (
 	"ringkv/ctl/cmd/demo"
 	"ringkv/ctl/cmd/kv"
 	"ringkv/ctl/cmd/pprof"
+	"ringkv/ctl/cmd/repair"
 	ringcmd "ringkv/ctl/cmd/ring"
 	"ringkv/ctl/cmd/status"
 	tuicmd "ringkv/ctl/cmd/tui"
@@ -24,6 +25,7 @@ func commands(f *cli.Factory) []*cobra.Command {
 		kv.NewCmdDel(f, nil),
 		status.NewCmdStatus(f, nil),
 		ringcmd.NewCmdRing(f),
+		repair.NewCmdRepair(f, nil),
 		pprof.NewCmdPprof(f, nil),
 		debug.NewCmdDebug(f, nil),
 		demo.NewCmdDemo(f, nil),

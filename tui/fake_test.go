@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -282,5 +283,38 @@ func fakeChange() *kvpb.ChangeProgress {
 		},
 		KeysDone: 1750, BytesDone: 224000, KeysTotal: 4000, BytesTotal: 512000,
 		RateBytesPerSec: 51200, EtaSeconds: 5.6,
+	}
+}
+
+// Repair answers from now on as the cluster does while p is in flight: Status lists it and
+// its coordinator's NodeInfo carries it.
+func (f *FakeSource) Repair(p *kvpb.RepairProgress) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := proto.Clone(f.statusResp).(*kvpb.StatusResponse)
+	st.Repairs = []*kvpb.RepairProgress{p}
+	for _, n := range st.Nodes {
+		if n.GetId() == p.GetCoordinator() {
+			n.Info = &kvpb.NodeInfoResponse{Id: n.GetId(), Repair: p}
+		}
+	}
+	f.statusResp = st
+}
+
+// fakeRepair is a repair of n3's ranges coordinated by n1, a third through: n3 missed writes,
+// which n1 and n2 stream to it.
+func fakeRepair() *kvpb.RepairProgress {
+	return &kvpb.RepairProgress{
+		Id: 2, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_RUNNING,
+		Plan:       &kvpb.RepairPlan{Id: 2, Epoch: 7, Request: &kvpb.RepairRequest{NodeId: "n3"}, Pairs: []string{"n1/n2", "n1/n3", "n2/n3"}},
+		Ranges:     []*kvpb.RangeRepair{{State: kvpb.RangeRepairState_RANGE_REPAIR_STATE_STREAMING}},
+		RangesDone: 96, RangesTotal: 288,
+		Pairs: []*kvpb.PairRepair{
+			{A: "n1", B: "n2", LeavesCompared: 6144},
+			{A: "n1", B: "n3", LeavesCompared: 6144, LeavesMismatched: 210, KeysToB: 1400, BytesStreamed: 179200},
+			{A: "n2", B: "n3", LeavesCompared: 6144, LeavesMismatched: 205, KeysToB: 1380, BytesStreamed: 176640},
+		},
+		KeysStreamed: 2780, BytesStreamed: 355840, KeysCompared: 28800,
+		RateBytesPerSec: 40960, EtaSeconds: 18, StartedUnix: fixedNow.Add(-9 * time.Second).Unix(),
 	}
 }

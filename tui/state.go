@@ -27,12 +27,16 @@ type clusterState struct {
 	ring     *kvpb.RingState
 	ringIdx  ringIdx // of ring
 	change   *kvpb.ChangeProgress
+	// repairs are the repair sessions by coordinator: each node's in flight, else its last
+	// one (from Status: the nodes' NodeInfo.repair and StatusResponse.repairs).
+	repairs  map[string]*kvpb.RepairProgress
+	statusAt time.Time // when the last status (and so the repairs) arrived
 	events   []event
 	lastErr  string
 }
 
 func newClusterState(started time.Time, downAfter time.Duration) clusterState {
-	return clusterState{started: started, downAfter: downAfter, nodes: map[string]*node{}}
+	return clusterState{started: started, downAfter: downAfter, nodes: map[string]*node{}, repairs: map[string]*kvpb.RepairProgress{}}
 }
 
 // apply folds one message of the source into the state at now: StatusMsg, RingMsg,
@@ -116,6 +120,7 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 		return
 	}
 	m.lastErr = ""
+	m.statusAt = now
 	r := msg.Resp
 	m.setEpoch(r.GetEpoch(), now)
 	m.replicas = r.GetReplicas()
@@ -130,6 +135,81 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 	if c := r.GetChange(); c != nil {
 		m.onChange(c, now)
 	}
+	for _, ns := range r.GetNodes() {
+		if p := ns.GetInfo().GetRepair(); p != nil {
+			m.onRepair(ns.GetId(), p, now)
+		}
+	}
+	for _, p := range r.GetRepairs() {
+		m.onRepair(p.GetCoordinator(), p, now)
+	}
+}
+
+// onRepair folds in the session coordinated by coord. A session seen to start, and one seen
+// running that then ends, are logged; one first seen finished (a node's last repair, perhaps
+// hours old) is not.
+func (m *clusterState) onRepair(coord string, p *kvpb.RepairProgress, now time.Time) {
+	if p.GetId() == 0 || p.GetState() == kvpb.RepairState_REPAIR_STATE_NONE {
+		return
+	}
+	if coord == "" {
+		coord = p.GetCoordinator()
+	}
+	old := m.repairs[coord]
+	if old != nil && old.GetId() == p.GetId() && old.GetState().Finished() && !p.GetState().Finished() {
+		return // a stale report: a session that ended does not run again
+	}
+	if old != nil && old.GetId() == p.GetId() && old.GetState() == p.GetState() {
+		m.repairs[coord] = p
+		return
+	}
+	seenRunning := old != nil && old.GetId() == p.GetId() && old.GetState().InFlight()
+	switch {
+	case p.GetState().InFlight():
+		at := now
+		if p.GetStartedUnix() > 0 {
+			at = time.Unix(p.GetStartedUnix(), 0)
+		}
+		m.logEvent(at, fmt.Sprintf("repair #%d on %s %s: %s", p.GetId(), coord, present.RepairState(p.GetState()), present.Repair(p.GetPlan().GetRequest())), false)
+	case p.GetState().Finished() && seenRunning:
+		at := now
+		if p.GetFinishedUnix() > 0 {
+			at = time.Unix(p.GetFinishedUnix(), 0)
+		}
+		m.logEvent(at, fmt.Sprintf("repair #%d on %s %s: %s, %d keys repaired", p.GetId(), coord, present.RepairState(p.GetState()),
+			present.Repair(p.GetPlan().GetRequest()), p.GetKeysStreamed()), p.GetState() != kvpb.RepairState_REPAIR_STATE_DONE)
+	}
+	m.repairs[coord] = p
+}
+
+// repairETA is how long session p has left: as its coordinator estimates, else from the
+// ranges done so far since it started (0: unknown).
+func (m *clusterState) repairETA(p *kvpb.RepairProgress) time.Duration {
+	if e := p.GetEtaSeconds(); e > 0 {
+		return time.Duration(e * float64(time.Second))
+	}
+	done, total := present.RepairRanges(p)
+	start := time.Unix(p.GetStartedUnix(), 0)
+	if done == 0 || total <= done || p.GetStartedUnix() <= 0 || !m.statusAt.After(start) {
+		return 0
+	}
+	return time.Duration(float64(m.statusAt.Sub(start)) * float64(total-done) / float64(done))
+}
+
+// repairsInFlight are the sessions running, by coordinator.
+func (m *clusterState) repairsInFlight() []*kvpb.RepairProgress {
+	var out []*kvpb.RepairProgress
+	coords := make([]string, 0, len(m.repairs))
+	for c := range m.repairs {
+		coords = append(coords, c)
+	}
+	sort.Strings(coords)
+	for _, c := range coords {
+		if p := m.repairs[c]; present.RepairInFlight(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (m *clusterState) setEpoch(e uint64, now time.Time) {

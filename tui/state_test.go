@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -170,5 +171,77 @@ func TestEventTimes(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got events %q, want %q", got, want)
+	}
+}
+
+// TestApplyRepairs: the reducer takes repair sessions from Status (the nodes' NodeInfo.repair
+// and StatusResponse.repairs), logs a session seen to start and one seen running that ends,
+// not a node's last session first seen finished, and ignores a stale report of one that ended.
+func TestApplyRepairs(t *testing.T) {
+	req := &kvpb.RepairPlan{Request: &kvpb.RepairRequest{NodeId: "n3"}}
+	rp := func(id uint64, coord string, state kvpb.RepairState) *kvpb.RepairProgress {
+		return &kvpb.RepairProgress{Id: id, Coordinator: coord, State: state, Plan: req, KeysStreamed: 40, RangesDone: 1, RangesTotal: 4}
+	}
+	inFlight := func(ps ...*kvpb.RepairProgress) StatusMsg {
+		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Repairs: ps}}
+	}
+	lastOf := func(id string, p *kvpb.RepairProgress) StatusMsg {
+		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: id, State: "UP", Info: &kvpb.NodeInfoResponse{Repair: p}}}}}
+	}
+	running, done := kvpb.RepairState_REPAIR_STATE_RUNNING, kvpb.RepairState_REPAIR_STATE_DONE
+	tests := []struct {
+		name       string
+		msgs       []tea.Msg
+		wantEvents []string
+		wantFlight string // "id@coordinator ..."
+	}{
+		{name: "a session starts and ends",
+			msgs:       []tea.Msg{inFlight(rp(3, "n1", running)), inFlight(rp(3, "n1", running)), lastOf("n1", rp(3, "n1", done))},
+			wantEvents: []string{"repair #3 on n1 running: n3's ranges", "repair #3 on n1 done: n3's ranges, 40 keys repaired"}},
+		{name: "a last session first seen finished is not logged",
+			msgs: []tea.Msg{lastOf("n2", rp(2, "n2", done))}},
+		{name: "a stale report does not restart a session that ended",
+			msgs:       []tea.Msg{inFlight(rp(3, "n1", running)), lastOf("n1", rp(3, "n1", kvpb.RepairState_REPAIR_STATE_ABORTED)), inFlight(rp(3, "n1", running))},
+			wantEvents: []string{"repair #3 on n1 running: n3's ranges", "repair #3 on n1 aborted: n3's ranges, 40 keys repaired"}},
+		{name: "sessions on two coordinators",
+			msgs:       []tea.Msg{inFlight(rp(4, "n2", running), rp(3, "n1", running))},
+			wantEvents: []string{"repair #4 on n2 running: n3's ranges", "repair #3 on n1 running: n3's ranges"},
+			wantFlight: "3@n1 4@n2"},
+		{name: "no session is nothing",
+			msgs: []tea.Msg{lastOf("n1", &kvpb.RepairProgress{}), inFlight()}},
+	}
+	start := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newClusterState(start, time.Hour)
+			for i, msg := range tt.msgs {
+				s.apply(msg, start.Add(time.Duration(i)*time.Second))
+			}
+			var events []string
+			for _, e := range s.events {
+				events = append(events, e.text)
+			}
+			if !slices.Equal(events, tt.wantEvents) {
+				t.Errorf("got events %q, want %q", events, tt.wantEvents)
+			}
+			var flight []string
+			for _, p := range s.repairsInFlight() {
+				flight = append(flight, fmt.Sprintf("%d@%s", p.GetId(), p.GetCoordinator()))
+			}
+			if got := strings.Join(flight, " "); got != tt.wantFlight {
+				t.Errorf("got in flight %q, want %q", got, tt.wantFlight)
+			}
+		})
+	}
+	// The ETA: the coordinator's, else from the ranges done since the start.
+	s := newClusterState(start, time.Hour)
+	p := &kvpb.RepairProgress{Id: 1, State: running, RangesDone: 1, RangesTotal: 4, StartedUnix: start.Unix()}
+	s.apply(inFlight(p), start.Add(10*time.Second))
+	if got := s.repairETA(p); got != 30*time.Second {
+		t.Errorf("got ETA %s, want 30s (3 ranges left at 10s each)", got)
+	}
+	p.EtaSeconds = 7
+	if got := s.repairETA(p); got != 7*time.Second {
+		t.Errorf("got ETA %s, want the coordinator's 7s", got)
 	}
 }

@@ -106,6 +106,29 @@ func TestGoldenAfterDrain(t *testing.T) {
 	teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
 }
 
+// TestGoldenRepair: a repair in flight shows in the overview's alerts and, like a ring
+// change, on the changes screen: ranges done, rate, ETA, what was streamed, the pairs that
+// differ; its start is in the event log.
+func TestGoldenRepair(t *testing.T) {
+	for _, sc := range []struct {
+		name string
+		keys string
+		w, h int
+	}{{"overview", "", 80, 24}, {"changes", "3", 80, 24}, {"changes", "3", 160, 48}} {
+		t.Run(sc.name+"-"+itoa(sc.w)+"x"+itoa(sc.h), func(t *testing.T) {
+			tm, src := console(t, sc.w, sc.h)
+			src.Repair(fakeRepair())
+			tm.Send(RefreshMsg{})
+			waitText(t, tm, "repair #2 on n1")
+			if sc.keys != "" {
+				tm.Type(sc.keys)
+				waitText(t, tm, "Repair #2 on n1")
+			}
+			teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+		})
+	}
+}
+
 // TestGolden16 draws the heatmap on a 16-colour terminal: levels stay distinct by glyph.
 func TestGolden16(t *testing.T) {
 	tm, _ := console(t, 80, 24)

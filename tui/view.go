@@ -316,6 +316,11 @@ func (m Model) alerts() []string {
 	if c := m.change; present.InFlight(c) {
 		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
 	}
+	for _, r := range m.repairsInFlight() {
+		done, total := present.RepairRanges(r)
+		out = append(out, m.st.Warn.Render(fmt.Sprintf("⟳ repair #%d on %s in flight: %s, %s, ranges %d/%d (%s)", r.GetId(), r.GetCoordinator(),
+			present.Repair(r.GetPlan().GetRequest()), present.RepairPhase(r), done, total, strings.TrimSpace(pct(uint64(done), uint64(total))))))
+	}
 	return out
 }
 
@@ -436,11 +441,43 @@ func (m Model) changesView(h int) string {
 				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.Move(r.GetState())))
 		}
 	}
+	m.repairsView(&b)
 	b.WriteByte('\n')
 	b.WriteString(m.st.Header.Render("Events") + "\n")
 	used := strings.Count(b.String(), "\n")
 	b.WriteString(m.eventLines(max(1, h-used)))
 	return b.String()
+}
+
+// repairsView draws each repair in flight as the changes screen draws a ring change: a
+// header, a bar of the ranges done with rate and ETA, what was streamed and compared, and a
+// line per replica pair that differed.
+func (m Model) repairsView(b *strings.Builder) {
+	for _, r := range m.repairsInFlight() {
+		b.WriteByte('\n')
+		b.WriteString(m.st.Header.Render(fmt.Sprintf("Repair #%d on %s: %s — %s", r.GetId(), r.GetCoordinator(),
+			present.Repair(r.GetPlan().GetRequest()), present.RepairPhase(r))))
+		b.WriteByte('\n')
+		barW := max(10, min(40, m.width-44))
+		done, total := present.RepairRanges(r)
+		b.WriteString(fmt.Sprintf("%-14s %s %s  %s/s  ETA %s\n", fmt.Sprintf("ranges %d/%d", done, total), m.bar(uint64(done), uint64(total), barW),
+			pct(uint64(done), uint64(total)), present.BytesShort(r.GetRateBytesPerSec()), present.Duration(m.repairETA(r))))
+		b.WriteString(m.st.Dim.Render(fmt.Sprintf("streamed %s keys, %s · compared %s keys", present.Count(float64(r.GetKeysStreamed())),
+			present.BytesShort(float64(r.GetBytesStreamed())), present.Count(float64(r.GetKeysCompared())))) + "\n")
+		for _, pr := range r.GetPairs() {
+			if pr.GetLeavesMismatched() == 0 {
+				continue
+			}
+			l := fmt.Sprintf("%-14s %d of %d leaves differ", pr.GetA()+"/"+pr.GetB(), pr.GetLeavesMismatched(), pr.GetLeavesCompared())
+			if k := pr.GetKeysToB(); k > 0 {
+				l += fmt.Sprintf(", %d keys → %s", k, pr.GetB())
+			}
+			if k := pr.GetKeysToA(); k > 0 {
+				l += fmt.Sprintf(", %d keys → %s", k, pr.GetA())
+			}
+			b.WriteString(l + "\n")
+		}
+	}
 }
 
 func (m Model) bar(done, total uint64, w int) string {

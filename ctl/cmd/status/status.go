@@ -38,6 +38,10 @@ func NewCmdStatus(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `status asks one node (--addr) for the cluster: the ring epoch, a ring change in flight,
 and for every member its state, raft role, ops/s, p99 latency, keys, disk used and free, and
 its circuit breakers towards the other nodes ("ok", or the peers whose breaker is open).
+HINTS counts the durable hints each node holds for peers that missed writes (and those it
+dropped as too old or over its bound; a repair covers their writes), LAST-REPAIRED how long
+ago the node last completed a repair of the ranges it is the primary of ("never"), and a
+line names each repair in flight.
 -o json prints the Admin Status response (StatusResponse in proto/kvpb/admin.proto) as a
 stable schema: proto field names, every field present (an unset message is null), 64-bit
 integers as JSON numbers, enums by name; fields are only ever added.`,
@@ -75,9 +79,15 @@ func run(ctx context.Context, o *Options) error {
 	return Print(o.IO, resp)
 }
 
-// Print renders a StatusResponse as the status table: a summary line (ring epoch, replicas,
-// nodes answering), the ring change in flight if any, then one row per node.
+// Print renders a StatusResponse as the status table at the present time (see PrintAt).
 func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
+	return PrintAt(ios, resp, time.Now())
+}
+
+// PrintAt renders a StatusResponse as the status table: a summary line (ring epoch, replicas,
+// nodes answering), the ring change and the repairs in flight if any, then one row per node;
+// how long ago each node was last repaired is counted to now.
+func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error {
 	up := 0
 	for _, n := range resp.GetNodes() {
 		if n.GetError() == "" {
@@ -91,11 +101,16 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 	if l := changeLine(resp.GetChange()); l != "" {
 		fmt.Fprintln(ios.Out, l)
 	}
-	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "BREAKERS", "NOTE")
+	for _, r := range resp.GetRepairs() {
+		if present.RepairInFlight(r) {
+			fmt.Fprintln(ios.Out, present.RepairLine(r))
+		}
+	}
+	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "HINTS", "LAST-REPAIRED", "BREAKERS", "NOTE")
 	for _, n := range resp.GetNodes() {
 		info := n.GetInfo()
 		if info == nil {
-			t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), "-", "-", "-", "-", "-", "-", "-", "-", n.GetError())
+			t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", n.GetError())
 			continue
 		}
 		note := n.GetError()
@@ -110,7 +125,8 @@ func Print(ios *cli.IOStreams, resp *kvpb.StatusResponse) error {
 		}
 		t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), dash(info.GetRaftRole()), info.GetEpoch(),
 			fmt.Sprintf("%.1f", info.GetOpsPerSec()), p99(info.GetP99Ms()), info.GetKeys(),
-			present.Bytes(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), present.Breakers(info.GetBreakers()), note)
+			present.Bytes(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), hints(info), present.Age(info.GetLastRepairedUnix(), now),
+			present.Breakers(info.GetBreakers()), note)
 	}
 	return t.Render()
 }
@@ -159,6 +175,16 @@ func changeLine(c *kvpb.ChangeProgress) string {
 		l += " (" + msg + ")"
 	}
 	return l
+}
+
+// hints is the durable hints a node holds for its peers, and how many it dropped:
+// "120 (15.0 KiB)", "0, 3 dropped".
+func hints(info *kvpb.NodeInfoResponse) string {
+	s := present.Hints(info.GetHints())
+	if d := info.GetHintsDropped(); d > 0 {
+		s += fmt.Sprintf(", %d dropped", d)
+	}
+	return s
 }
 
 func p99(ms float64) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"ringkv/ctl/cli"
 	"ringkv/node"
@@ -58,11 +59,15 @@ func TestStatusOfCluster(t *testing.T) {
 				Nodes []struct {
 					ID, State string
 					Info      struct {
-						Keys          uint64 `json:"keys"`
-						UptimeSeconds int64  `json:"uptime_seconds"`
-						Version       string `json:"version"`
+						Keys             uint64 `json:"keys"`
+						UptimeSeconds    int64  `json:"uptime_seconds"`
+						Version          string `json:"version"`
+						LastRepairedUnix *int64 `json:"last_repaired_unix"`
+						Hints            []any  `json:"hints"`
+						HintsDropped     *int64 `json:"hints_dropped"`
 					} `json:"info"`
 				} `json:"nodes"`
+				Repairs []any `json:"repairs"`
 			}
 			if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
 				t.Fatalf("json: %v\n%s", err, out)
@@ -77,6 +82,10 @@ func TestStatusOfCluster(t *testing.T) {
 			if v := resp.Nodes[0].Info.Version; v == "" {
 				t.Errorf("got no version of n1, want one")
 			}
+			// The repair and hint fields are there on every node, set or not: a stable schema.
+			if i := resp.Nodes[0].Info; i.LastRepairedUnix == nil || i.Hints == nil || i.HintsDropped == nil || resp.Repairs == nil {
+				t.Errorf("got %s\nwant last_repaired_unix, hints, hints_dropped on each node and repairs", out)
+			}
 			continue
 		}
 		for _, l := range strings.Split(out.String(), "\n") {
@@ -84,9 +93,9 @@ func TestStatusOfCluster(t *testing.T) {
 			if f[0] != "n1" && f[0] != "n2" {
 				continue
 			}
-			// NODE ADDR STATE ROLE EPOCH OPS/S P99 KEYS DISK FREE BREAKERS NOTE
-			if len(f) != 12 || f[2] != "UP" || (f[3] != "leader" && f[3] != "follower") || f[10] == "-" {
-				t.Errorf("row %q: want 12 columns, UP, a raft role and a breaker summary", l)
+			// NODE ADDR STATE ROLE EPOCH OPS/S P99 KEYS DISK FREE HINTS LAST-REPAIRED BREAKERS NOTE
+			if len(f) != 14 || f[2] != "UP" || (f[3] != "leader" && f[3] != "follower") || f[10] == "-" || f[11] == "-" || f[12] == "-" {
+				t.Errorf("row %q: want 14 columns, UP, a raft role, hints, last repaired and a breaker summary", l)
 			}
 		}
 		if !strings.Contains(out.String(), "2/3 nodes answering") || !strings.Contains(out.String(), "DOWN") {
@@ -121,27 +130,36 @@ func TestChangeLine(t *testing.T) {
 // TestPrint: piped output is one tab-separated row per node with every column, and the
 // change in flight under the summary line.
 func TestPrint(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
 	resp := &kvpb.StatusResponse{Epoch: 9, Replicas: 3,
 		Change: &kvpb.ChangeProgress{Id: 5, State: kvpb.ChangeState_CHANGE_STATE_STREAMING, Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE}}},
+		Repairs: []*kvpb.RepairProgress{
+			{Id: 2, Coordinator: "n2", State: kvpb.RepairState_REPAIR_STATE_RUNNING, Plan: &kvpb.RepairPlan{Request: &kvpb.RepairRequest{NodeId: "n3"}},
+				RangesDone: 3, RangesTotal: 12, Ranges: []*kvpb.RangeRepair{{State: kvpb.RangeRepairState_RANGE_REPAIR_STATE_COMPARING}}},
+			{Id: 1, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_DONE}, // not in flight: no line
+		},
 		Nodes: []*kvpb.NodeStatus{
 			{Id: "n1", GrpcAddr: "127.0.0.1:9091", State: "UP", Info: &kvpb.NodeInfoResponse{
 				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: "leader", Version: "v1.2.3",
-				Breakers: []*kvpb.BreakerState{{Peer: "n2", State: "closed"}, {Peer: "n3", State: "open"}}}},
-			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: "UP", Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: "follower", Version: "v1.2.4"}},
+				Breakers:         []*kvpb.BreakerState{{Peer: "n2", State: "closed"}, {Peer: "n3", State: "open"}},
+				Hints:            []*kvpb.HintQueue{{Peer: "n3", Hints: 100, Bytes: 10 << 10}, {Peer: "n2", Hints: 20, Bytes: 5 << 10}},
+				LastRepairedUnix: 1_000_000 - 300}},
+			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: "UP", Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: "follower", Version: "v1.2.4", HintsDropped: 3}},
 			{Id: "n3", GrpcAddr: "127.0.0.1:9093", State: "DOWN", Error: "connection refused"},
 		}}
 	ios, _, out, _ := cli.Test()
-	if err := Print(ios, resp); err != nil {
+	if err := PrintAt(ios, resp, now); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"ring epoch 9, replicas 3, 2/3 nodes answering",
 		"kvnode versions differ: n1 v1.2.3, n2 v1.2.4",
 		"change #5 in flight: rebalance, streaming",
-		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tBREAKERS\tNOTE",
-		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\topen: n3\t",
-		"n2\t127.0.0.1:9092\tUP\tfollower\t8\t0.0\t-\t0\t0 B\t-\tok\tepoch behind (8)",
-		"n3\t127.0.0.1:9093\tDOWN\t-\t-\t-\t-\t-\t-\t-\t-\tconnection refused",
+		"repair #2 on n2: n3's ranges, comparing, ranges 3/12 (25%)",
+		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tHINTS\tLAST-REPAIRED\tBREAKERS\tNOTE",
+		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\t120 (15.0 KiB)\t5m ago\topen: n3\t",
+		"n2\t127.0.0.1:9092\tUP\tfollower\t8\t0.0\t-\t0\t0 B\t-\t0, 3 dropped\tnever\tok\tepoch behind (8)",
+		"n3\t127.0.0.1:9093\tDOWN\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tconnection refused",
 	}
 	got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 	if len(got) != len(want) {
