@@ -388,16 +388,28 @@ func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	writes := make([]write, 0, min(len(entries), applyBatchKeys))
+	// One buffer holds a group's store keys and encoded records, reused by the next group:
+	// badger has copied them into its log and memtable by the time commit returns.
+	var buf []byte
 	for len(entries) > 0 {
 		n := min(len(entries), applyBatchKeys)
+		need := 0
+		for _, e := range entries[:n] {
+			need += tokenLen + len(e.Key) + headerLen + len(e.Record.Value)
+		}
+		if cap(buf) < need {
+			buf = make([]byte, 0, need)
+		}
+		buf = buf[:0]
 		writes = writes[:0]
 		for _, e := range entries[:n] {
-			sk := StoreKey(e.Token, e.Key)
-			val, err := e.Record.MarshalBinary()
-			if err != nil {
-				return applied, fmt.Errorf("apply %x: %w", sk, err)
+			at := len(buf)
+			buf = appendStoreKey(buf, e.Token, e.Key)
+			mid := len(buf)
+			if buf, err = e.Record.appendBinary(buf); err != nil {
+				return applied, fmt.Errorf("apply %x: %w", buf[at:mid], err)
 			}
-			writes = append(writes, write{sk: sk, val: val, rec: e.Record})
+			writes = append(writes, write{sk: buf[at:mid:mid], val: buf[mid:len(buf):len(buf)], rec: e.Record})
 		}
 		s.commit(writes)
 		for _, w := range writes {
