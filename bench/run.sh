@@ -11,6 +11,12 @@
 #                                           of kvctl bench --target http --rate 0, generator pinned, ROUNDS rounds
 #   bench/run.sh [options] kvctl -- ARGS    kvctl --addr <node 1> bench ARGS (e.g. --rate 2000 --workload ...)
 #   bench/run.sh [options] shell            start the cluster, print its addresses, wait for Ctrl-C
+#   bench/run.sh [options] compare          issue 13's table: ringkv 3 nodes RF=3, ringkv 1 node, ringkv 3 nodes
+#                                           --sync-writes and etcd 3 members (Debian etcd-server, installed with
+#                                           apt-get when missing) side by side, ROUNDS rounds alternating the order:
+#                                           wrk closed loop -c16/-c64 PUT and GET, then open model at 60% of the
+#                                           3-node closed-loop max with vegeta and kvctl bench --rate at the same
+#                                           rates; prints the ratio table (-c is ignored; -s too)
 #
 # Options:
 #   -n NODES     1 or 3 kvnode processes (default 3; agree always uses 1); --replicas 3 capped by NODES
@@ -23,6 +29,10 @@
 #   -P           do not pin (default: nodes on NODE_CPUS, generator on LOAD_CPUS via taskset)
 # Env: NODE_CPUS (default 0), LOAD_CPUS (default 1), BASE_PORT (default 23000), KEEP=1 keeps the temp dir,
 #      KVCTL_ARGS extra kvctl bench flags in agree (e.g. --spin=50us).
+#      compare: PROFILE=DIR captures kvctl pprof cpu --all --top during round 1's 3-node PUT -c64;
+#      GCTRACE=1 runs the kvnodes with GODEBUG=gctrace=1 and summarizes their GCs; VEGETA=path;
+#      BASELINE=REV adds a 3-node --sync-writes cluster of kvnode built from git REV (git archive),
+#      run beside the others in every round (setup "base").
 set -euo pipefail
 
 nodes=3 script=mixed conns=16 threads=1 duration=10s rounds=3 keys=100000 pin=1
@@ -43,7 +53,7 @@ while getopts "n:s:c:t:d:r:k:Ph" opt; do
 done
 shift $((OPTIND - 1))
 mode=${1:-}
-[[ $mode =~ ^(wrk|ratio|agree|cpu|kvctl|shell)$ ]] || { usage >&2; exit 2; }
+[[ $mode =~ ^(wrk|ratio|agree|cpu|kvctl|shell|compare)$ ]] || { usage >&2; exit 2; }
 shift
 [[ ${1:-} == -- ]] && shift
 [[ $mode == agree || $mode == cpu ]] && nodes=1
@@ -63,6 +73,18 @@ teardown() {
 		fi
 	done
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	# A stopping process may linger (an etcd leader hands over first): 15 s, then KILL.
+	local deadline=$((SECONDS + 15)) left
+	while :; do
+		left=()
+		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && left+=("$p"); done
+		((${#left[@]} == 0 || SECONDS > deadline)) && break
+		sleep 0.2
+	done
+	for p in "${left[@]}"; do
+		echo "run.sh: pid $p still running 15 s after SIGTERM; SIGKILL" >&2
+		kill -KILL "$p" 2>/dev/null || true
+	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	if [[ ${KEEP:-0} == 1 ]]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
@@ -70,24 +92,29 @@ trap teardown EXIT
 trap 'exit 130' INT TERM
 
 # onnode runs in a background subshell (cmd &): exec, so that $! is the kvnode process itself.
-onnode() { if ((pin)); then exec taskset -c "$node_cpus" "$@"; else exec "$@"; fi; }
+onnode() {
+	if [[ ${GCTRACE:-0} == 1 && $1 == "$kvnode" ]]; then export GODEBUG=gctrace=1; fi
+	if ((pin)); then exec taskset -c "$node_cpus" "$@"; else exec "$@"; fi
+}
 onload() { if ((pin)); then taskset -c "$load_cpus" "$@"; else "$@"; fi; }
 
 echo "# build" >&2
 (cd "$root" && go build -o "$tmp/bin/kvnode" ./cmd/kvnode && go build -o "$tmp/bin/kvctl" ./cmd/kvctl)
 kvnode=$tmp/bin/kvnode kvctl=$tmp/bin/kvctl
 
-# start_cluster NAME NODES BASE: NODES founders with ports BASE+11.., BASE+21.., BASE+31..;
-# sets NAME_grpc and NAME_http to node 1's addresses and waits until a write reaches every replica.
+# start_cluster NAME NODES BASE [KVNODE-FLAGS]: NODES founders with ports BASE+11.., BASE+21.., BASE+31..;
+# sets NAME_grpc and NAME_http to node 1's addresses and NAME_pids to their pids, and waits until
+# a write reaches every replica.
 start_cluster() {
-	local name=$1 n=$2 b=$3 peers="" i
+	local name=$1 n=$2 b=$3 extra=${4:-} peers="" i
 	for i in $(seq 1 "$n"); do peers+="${peers:+,}n$i=127.0.0.1:$((b + 10 + i))"; done
 	for i in $(seq 1 "$n"); do
 		onnode "$kvnode" --id "n$i" --data "$tmp/$name/n$i" --replicas 3 --peers "$peers" \
 			--grpc "127.0.0.1:$((b + 10 + i))" --http "127.0.0.1:$((b + 20 + i))" \
-			--admin "127.0.0.1:$((b + 30 + i))" >"$tmp/$name.n$i.log" 2>&1 &
+			--admin "127.0.0.1:$((b + 30 + i))" $extra >"$tmp/$name.n$i.log" 2>&1 &
 		pids+=($!)
 	done
+	printf -v "${name}_pids" '%s' "${pids[*]: -$n}"
 	printf -v "${name}_grpc" '%s' "127.0.0.1:$((b + 11))"
 	printf -v "${name}_http" '%s' "127.0.0.1:$((b + 21))"
 	local deadline=$((SECONDS + 30)) p
@@ -103,9 +130,52 @@ start_cluster() {
 	echo "# $name: $n node(s) up, grpc 127.0.0.1:$((b + 11)) http 127.0.0.1:$((b + 21)); $where" >&2
 }
 
+# start_etcd NAME BASE: 3 etcd members, client ports BASE+11.., peer ports BASE+21..; sets
+# NAME_http to member 1's client URL (host:port) and waits until a put is committed.
+start_etcd() {
+	local name=$1 b=$2 cluster="" i
+	if ! command -v etcd >/dev/null; then
+		echo "# installing Debian's etcd-server" >&2
+		apt-get install -y -qq etcd-server >&2 || { apt-get update -qq >&2 && apt-get install -y -qq etcd-server >&2; }
+	fi
+	for i in 1 2 3; do cluster+="${cluster:+,}e$i=http://127.0.0.1:$((b + 20 + i))"; done
+	for i in 1 2 3; do
+		onnode etcd --name "e$i" --data-dir "$tmp/$name/e$i" \
+			--listen-client-urls "http://127.0.0.1:$((b + 10 + i))" --advertise-client-urls "http://127.0.0.1:$((b + 10 + i))" \
+			--listen-peer-urls "http://127.0.0.1:$((b + 20 + i))" --initial-advertise-peer-urls "http://127.0.0.1:$((b + 20 + i))" \
+			--initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "ringkv-bench-$b" \
+			--log-level error --logger zap >"$tmp/$name.e$i.log" 2>&1 &
+		pids+=($!)
+	done
+	printf -v "${name}_http" '%s' "127.0.0.1:$((b + 11))"
+	printf -v "${name}_pids" '%s' "${pids[*]: -3}"
+	local deadline=$((SECONDS + 30))
+	until curl -fs -o /dev/null -X POST -d '{"key":"c2V0dGxl","value":"eA=="}' "http://127.0.0.1:$((b + 11))/v3/kv/put"; do
+		if ((SECONDS > deadline)); then
+			echo "run.sh: etcd not ready after 30 s; logs:" >&2; tail -n 20 "$tmp/$name".e*.log >&2; exit 1
+		fi
+		sleep 0.2
+	done
+	echo "# $name: etcd $(etcd --version | head -1 | sed 's/.*: //') 3 members up, client http://127.0.0.1:$((b + 11))" >&2
+}
+
 if [[ $mode == ratio ]]; then
 	start_cluster one 1 "$base"
 	start_cluster three 3 "$((base + 100))"
+elif [[ $mode == compare ]]; then
+	start_cluster one 1 "$base"
+	start_cluster three 3 "$((base + 100))"
+	start_cluster sync 3 "$((base + 200))" --sync-writes
+	start_etcd etcd "$((base + 300))"
+	if [[ -n ${BASELINE:-} ]]; then
+		echo "# build kvnode at $BASELINE" >&2
+		mkdir -p "$tmp/baseline"
+		(cd "$root" && git archive "$BASELINE") | tar -x -C "$tmp/baseline"
+		(cd "$tmp/baseline" && go build -o "$tmp/bin/kvnode-base" ./cmd/kvnode)
+		cur=$kvnode kvnode=$tmp/bin/kvnode-base
+		start_cluster base 3 "$((base + 400))" --sync-writes
+		kvnode=$cur
+	fi
 else
 	start_cluster main "$nodes" "$base"
 	grpc=$main_grpc http=$main_http
@@ -122,8 +192,8 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; e
 # field NAME of the RESULT lines in FILE
 field() { grep '^RESULT' "$2" | sed -E "s/.* $1=([^ ]+).*/\1/"; }
 
-run_wrk() { # out-file script duration [http-addr]
-	KEYS=$keys HIST=$1.hist onload wrk -t"$threads" -c"$conns" -d"$3" --latency -s "$root/bench/$2.lua" "http://${4:-$http}" >"$1"
+run_wrk() { # out-file script duration [http-addr [conns]]
+	KEYS=$keys HIST=$1.hist onload wrk -t"$threads" -c"${5:-$conns}" -d"$3" --latency -s "$root/bench/$2.lua" "http://${4:-$http}" >"$1"
 }
 
 run_kvctl_get() { # out-file
@@ -215,6 +285,165 @@ summary() { # label file
 }
 
 case $mode in
+compare)
+	command -v wrk >/dev/null || { echo "# installing wrk" >&2; apt-get install -y -qq wrk >&2; }
+	vegeta=${VEGETA:-$(command -v vegeta || echo "$(go env GOPATH)/bin/vegeta")}
+	if [[ ! -x $vegeta ]]; then
+		echo "# installing vegeta v12.13.0" >&2
+		(cd /tmp && go install github.com/tsenart/vegeta/v12@v12.13.0)
+		vegeta=$(go env GOPATH)/bin/vegeta
+	fi
+	# A few failed fill writes (a starved node) leave a few GETs not found, counted as non-2xx.
+	fill "$one_grpc" || echo "run.sh: fill of the 1-node cluster incomplete" >&2
+	fill "$three_grpc" || echo "run.sh: fill of the 3-node cluster incomplete" >&2
+	hz=$(getconf CLK_TCK)
+	ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+	# runq PIDS: ns their threads have spent runnable but waiting for a CPU (schedstat field 2;
+	# threads that exit within the window are missed), summed over threads: the scheduler's share.
+	runq() { local p; for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $2} END {printf "%.0f", s}'; }
+	# closed SETUP OP CONNS ROUND: wrk closed loop, 2 s warm-up; appends a RESULT line (with the
+	# setup's server CPU per request, all its processes summed) to closed.SETUP.OP.cCONNS.
+	closed() {
+		local c=$1 op=$2 n=$3 r=$4 a=${1}_http pv=${1}_pids script=$2 f t0 t1 prof=""
+		[[ $c == etcd ]] && script=etcd
+		f="$tmp/closed.$c.$op.c$n.$r"
+		echo "# round $r $c $op -c$n: $(uptime)" >&2
+		OP=$op run_wrk "$tmp/warm" "$script" 2s "${!a}" "$n"
+		if [[ -n ${PROFILE:-} && $r == 1 && $c == three && $op == put && $n == 64 ]]; then
+			mkdir -p "$PROFILE"
+			"$kvctl" --addr "${three_grpc}" pprof cpu --all --seconds 3 --top 20 -d "$PROFILE" >"$tmp/pprof.txt" 2>&1 &
+			prof=$!
+		fi
+		t0=$(ticks ${!pv}) q0=$(runq ${!pv})
+		OP=$op run_wrk "$f" "$script" "$duration" "${!a}" "$n"
+		t1=$(ticks ${!pv}) q1=$(runq ${!pv})
+		[[ -z $prof ]] || wait "$prof" || true
+		line="$(grep '^RESULT' "$f") server_cpu_us_per_req=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$(field requests "$f")" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}')"
+		line+=" server_runq_us_per_req=$(awk -v q=$((q1 - q0)) -v n="$(field requests "$f")" 'BEGIN {printf "%.0f", q / 1e3 / n}')"
+		echo "$line" >"$f"
+		echo "$line" >>"$tmp/closed.$c.$op.c$n"
+		echo "round $r $c $op -c$n $line"
+	}
+	setups=(three one sync etcd)
+	[[ -z ${BASELINE:-} ]] || setups+=(base)
+	for r in $(seq 1 "$rounds"); do
+		# Rotate the order every round, so each setup meets the noise at every position.
+		k=$(((r - 1) % ${#setups[@]}))
+		order=("${setups[@]:$k}" "${setups[@]:0:$k}")
+		for c in "${order[@]}"; do
+			for n in 16 64; do
+				closed "$c" put "$n" "$r"
+				if [[ $c == three || $c == one ]]; then closed "$c" get "$n" "$r"; fi
+			done
+		done
+	done
+
+	# Open model on the 3-node cluster at 60% of its closed-loop max (median of -c64), vegeta and
+	# kvctl bench --rate alternating, same rate, 64 connections each.
+	rate_put=$(field rps "$tmp/closed.three.put.c64" | median | awk '{printf "%.0f", $1 * 0.6}')
+	rate_get=$(field rps "$tmp/closed.three.get.c64" | median | awk '{printf "%.0f", $1 * 0.6}')
+	for op in put get; do
+		python3 - "$op" "$three_http" "$keys" "$tmp/targets.$op" <<'EOF2'
+import base64, json, random, sys
+op, addr, keys, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+body = base64.b64encode(b"v" * 100).decode()
+rnd = random.Random(1)
+with open(path, "w") as f:
+    for _ in range(50000):
+        t = {"method": op.upper(), "url": "http://%s/v0/entity?id=key%d" % (addr, rnd.randrange(keys))}
+        if op == "put":
+            t["body"] = body
+        f.write(json.dumps(t) + "\n")
+EOF2
+	done
+	run_vegeta() { # out op rate duration
+		onload "$vegeta" attack -format=json -targets="$tmp/targets.$2" -rate="$3/1s" -duration="$4" \
+			-connections=64 -workers=64 -max-workers=64 | onload "$vegeta" report -type=json >"$1"
+	}
+	vegeta_result() {
+		python3 - "$1" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+l = r["latencies"]
+print("RESULT rps=%.0f requests=%d p50_us=%.0f p90_us=%.0f p99_us=%.0f p999_us=na max_us=%.0f mean_us=%.0f success=%.4f" % (
+    r["rate"], r["requests"], l["50th"] / 1e3, l["90th"] / 1e3, l["99th"] / 1e3, l["max"] / 1e3, l["mean"] / 1e3, r["success"]))
+EOF2
+	}
+	for r in $(seq 1 "$rounds"); do
+		order=(vegeta kvctl)
+		((r % 2)) || order=(kvctl vegeta)
+		for op in put get; do
+			rate=rate_$op
+			for tool in "${order[@]}"; do
+				echo "# round $r open $op $tool at ${!rate}/s: $(uptime)" >&2
+				f="$tmp/open.$tool.$op.$r"
+				if [[ $tool == vegeta ]]; then
+					run_vegeta "$f.warm" "$op" "${!rate}" 2s
+					run_vegeta "$f" "$op" "${!rate}" "$duration"
+					line=$(vegeta_result "$f")
+				else
+					onload "$kvctl" --addr "$three_grpc" bench --target http --http "$three_http" --rate "${!rate}" -c 64 \
+						--workload "$op" --keys "$keys" --key-prefix key --duration "$duration" --warmup 2s --quiet --json \
+						--max-errors 100 --hist "$f.hist" >"$f" || true
+					line=$(kvctl_result "$f")
+				fi
+				echo "$line" >>"$tmp/open.$tool.$op"
+				echo "round $r open $op $tool rate=${!rate} $line"
+			done
+		done
+	done
+
+	# per_round A B FIELD: median over rounds of A's FIELD / B's FIELD, each pair from one round.
+	per_round() {
+		local r
+		for r in $(seq 1 "$rounds"); do
+			awk -v a="$(field "$3" "$tmp/closed.$1.$r")" -v b="$(field "$3" "$tmp/closed.$2.$r")" 'BEGIN {print a / b}'
+		done | median
+	}
+	med() { field "$2" "$tmp/$1" | median; }
+	ms() { awk -v u="$1" 'BEGIN {printf "%.1f ms", u / 1000}'; }
+	echo
+	echo "## issue 13 table: $rounds round(s) of $duration, wrk -t$threads; $(uptime | sed 's/.*load/load/')"
+	echo
+	echo "| figure | measured | target |"
+	echo "| --- | --- | --- |"
+	echo "| 3 nodes RF=3 PUT, closed loop -c16 / -c64 | $(med closed.three.put.c16 rps) / $(med closed.three.put.c64 rps) req/s, p99 $(ms "$(med closed.three.put.c16 p99_us)") / $(ms "$(med closed.three.put.c64 p99_us)") | ≥ 10k/s at -c64 |"
+	echo "| same, GET -c16 / -c64 | $(med closed.three.get.c16 rps) / $(med closed.three.get.c64 rps) req/s, p99 $(ms "$(med closed.three.get.c16 p99_us)") / $(ms "$(med closed.three.get.c64 p99_us)") | ≥ 15k/s |"
+	echo "| 1 node PUT / GET -c64 (reference) | $(med closed.one.put.c64 rps) / $(med closed.one.get.c64 rps) req/s | |"
+	echo "| 3-node PUT / 1-node PUT (-c64, per-round ratio) | $(per_round three.put.c64 one.put.c64 rps | awk '{printf "%.2f", $1}') | ≥ 0.5 |"
+	echo "| open model PUT p99 at 60% of closed max ($rate_put/s): vegeta / kvctl bench | $(ms "$(med open.vegeta.put p99_us)") / $(ms "$(med open.kvctl.put p99_us)") | ≤ 10 ms |"
+	echo "| open model GET p99 at 60% of closed max ($rate_get/s): vegeta / kvctl bench | $(ms "$(med open.vegeta.get p99_us)") / $(ms "$(med open.kvctl.get p99_us)") | ≤ 10 ms |"
+	echo "| --sync-writes 3 nodes PUT / etcd 3 members PUT, -c16 | $(per_round sync.put.c16 etcd.put.c16 rps | awk '{printf "%.2f", $1}')× ($(med closed.sync.put.c16 rps) vs $(med closed.etcd.put.c16 rps) req/s) | ≥ 2× |"
+	echo "| same, -c64 | $(per_round sync.put.c64 etcd.put.c64 rps | awk '{printf "%.2f", $1}')× ($(med closed.sync.put.c64 rps) vs $(med closed.etcd.put.c64 rps) req/s) | ≥ 2× |"
+	if [[ -n ${BASELINE:-} ]]; then
+		echo "| --sync-writes 3 nodes PUT, this tree / $BASELINE, -c16 / -c64 | $(per_round sync.put.c16 base.put.c16 rps | awk '{printf "%.2f", $1}')× / $(per_round sync.put.c64 base.put.c64 rps | awk '{printf "%.2f", $1}')× ($(med closed.base.put.c16 rps) / $(med closed.base.put.c64 rps) req/s before) | |"
+	fi
+	echo "| servers' threads waiting for a CPU (run queue), per request, -c64 PUT: 3 nodes / 1 node / etcd | $(med closed.three.put.c64 server_runq_us_per_req) / $(med closed.one.put.c64 server_runq_us_per_req) / $(med closed.etcd.put.c64 server_runq_us_per_req) µs | |"
+	echo "| node CPU per replicated PUT, 3 nodes summed (-c64) | $(med closed.three.put.c64 server_cpu_us_per_req) core-µs (1 node: $(med closed.one.put.c64 server_cpu_us_per_req); etcd: $(med closed.etcd.put.c64 server_cpu_us_per_req)) | ≤ 120 core-µs |"
+	for op in put get; do
+		for q in p50_us p99_us; do
+			v=$(med "open.vegeta.$op" $q) k=$(med "open.kvctl.$op" $q)
+			echo "| kvctl bench vs vegeta, open $op ${q%_us} | $(ms "$k") vs $(ms "$v") ($(awk -v k="$k" -v v="$v" 'BEGIN {printf "%+.0f%%", (k / v - 1) * 100}')) | within 20% |"
+		done
+	done
+	echo
+	for c in "${setups[@]}"; do
+		for f in "$tmp"/closed.$c.*.c16 "$tmp"/closed.$c.*.c64; do
+			[[ -f $f ]] && summary "$(basename "$f" | sed 's/^closed\.//')" "$f"
+		done
+	done
+	for f in "$tmp"/open.*.put "$tmp"/open.*.get; do summary "$(basename "$f")" "$f"; done
+	for f in "$tmp"/closed.*.c16 "$tmp"/closed.*.c64; do
+		e=$(grep '^RESULT' "$f" | sed -E 's/.* non2xx=([0-9]+) connect=([0-9]+) read=([0-9]+) write=([0-9]+) timeout=([0-9]+).*/\1 \2 \3 \4 \5/' | awk '{s += $1 + $2 + $3 + $4 + $5} END {print s + 0}')
+		((e == 0)) || echo "errors in $(basename "$f"): $e (non-2xx + socket errors, all rounds)"
+	done
+	if [[ -n ${PROFILE:-} ]]; then echo; echo "## kvctl pprof cpu --all --top 20 (round 1, 3-node PUT -c64)"; cat "$tmp/pprof.txt"; fi
+	if [[ ${GCTRACE:-0} == 1 ]]; then
+		echo
+		echo "## GODEBUG=gctrace=1: GCs per node over the whole run, and each node's last gc line"
+		for l in "$tmp"/*.n*.log; do echo "$(basename "$l"): $(grep -c '^gc ' "$l") GCs; $(grep '^gc ' "$l" | tail -1)"; done
+	fi
+	;;
 ratio)
 	if [[ $script != put ]]; then fill "$one_grpc"; fill "$three_grpc"; fi
 	for r in $(seq 1 "$rounds"); do

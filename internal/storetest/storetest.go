@@ -2,6 +2,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 	"ringkv/node/store"
 )
 
-// Open opens a real badger store in a temp dir with small caches, closed at the test's end.
+// Open opens a real badger store in a temp dir with small caches, closed at the test's end
+// unless the test closed it first.
 func Open(tb testing.TB) *store.Store {
 	tb.Helper()
 	cfg := store.DefaultConfig()
@@ -25,7 +27,7 @@ func Open(tb testing.TB) *store.Store {
 		tb.Fatalf("open store: %v", err)
 	}
 	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
+		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 			tb.Errorf("close store: %v", err)
 		}
 	})

@@ -77,3 +77,54 @@ func BenchmarkApplyParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkApply runs Apply of increasing versions over 10,000 keys, from one goroutine and
+// from 16 per GOMAXPROCS (a node's replica handlers), with and without SyncWrites. It reports
+// syncs/op: how many fsyncs (OnSync calls) each Apply cost, so 1/syncs-per-op is how many
+// Applies a group commit gathered on average.
+func BenchmarkApply(b *testing.B) {
+	for _, sync := range []bool{false, true} {
+		for _, parallel := range []bool{false, true} {
+			name := fmt.Sprintf("sync=%v/parallel=%v", sync, parallel)
+			b.Run(name, func(b *testing.B) {
+				var syncs atomic.Int64
+				cfg := DefaultConfig()
+				cfg.Dir = b.TempDir()
+				cfg.SyncWrites = sync
+				cfg.OnSync = func(int) { syncs.Add(1) }
+				s := openTest(b, cfg)
+				const keys = 10_000
+				value := make([]byte, benchValueSize)
+				var clock, next atomic.Uint64
+				apply := func() error {
+					token, key := benchKey(int(next.Add(1) % keys))
+					_, err := s.Apply(token, key, Record{TS: clock.Add(1), Value: value})
+					return err
+				}
+				b.SetBytes(benchValueSize)
+				b.ReportAllocs()
+				b.ResetTimer()
+				if parallel {
+					b.SetParallelism(16)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := apply(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				} else {
+					for range b.N {
+						if err := apply(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if sync {
+					b.ReportMetric(float64(syncs.Load())/float64(b.N), "syncs/op")
+				}
+			})
+		}
+	}
+}

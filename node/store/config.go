@@ -18,6 +18,11 @@ type Config struct {
 	// SyncWrites makes every Apply fsync before it returns (badger's
 	// SyncWrites). See the package comment for what survives a crash without it.
 	SyncWrites bool
+	// OnSync, if set, is called with SyncWrites after each badger commit that an fsync
+	// made durable, with the number of writes (Apply calls or ApplyBatch entries) it
+	// covered, before any of them returns. A hook for tests and benchmarks; it must be
+	// quick and must not call the Store.
+	OnSync func(writes int)
 	// ValueLogGCInterval is how often the background goroutine runs badger's
 	// value-log GC. 0 disables it. Never runs InMemory.
 	ValueLogGCInterval time.Duration

@@ -22,8 +22,11 @@
 // survives a crash of the process: the OS page cache still holds it and
 // writes it out. A power loss or kernel crash loses what was written since
 // the last fsync — badger syncs on memtable flush, value-log rotation and
-// Close. With SyncWrites every Apply fsyncs before it returns, and an
-// acknowledged write survives power loss too, at the cost of write latency.
+// Close. With SyncWrites no Apply returns before an fsync covers its write,
+// and an acknowledged write survives power loss too, at the cost of write
+// latency. Concurrent Applies share one commit and one fsync (group commit,
+// see Apply): under load a sync covers the writes that queued while the
+// previous one ran.
 // (Replication across nodes is the first line of defence; SyncWrites is for
 // deployments that must survive losing every replica's power at once.)
 //

@@ -14,6 +14,11 @@ func StoreKey(token uint64, key []byte) []byte {
 	return append(sk, key...)
 }
 
+// appendStoreKey appends StoreKey(token, key) to b.
+func appendStoreKey(b []byte, token uint64, key []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(b, token), key...)
+}
+
 // SplitStoreKey splits a store key into its token and user key; the key
 // aliases sk. A store key shorter than a token yields (0, nil).
 func SplitStoreKey(sk []byte) (token uint64, key []byte) {

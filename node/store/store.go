@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	bits64 "math/bits"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,9 @@ type Store struct {
 	// locks serialize Apply per key (by a hash of the store key), which makes
 	// its read-compare-write atomic without badger's conflict detection.
 	locks [stripes]sync.Mutex
+
+	// group gathers concurrent Apply calls into one commit (see Apply).
+	group groupCommit
 
 	// keys estimates the number of stored records, tombstones included: an
 	// exact count at Open, then +1 for every Apply that creates a key and -n
@@ -206,69 +210,149 @@ func (s *Store) Get(token uint64, key []byte) (rec Record, found bool, err error
 // equal (Record.Newer); applied reports whether rec was written. The
 // compare-and-write is atomic per key.
 //
-// Concurrency: writers of one key are serialized by a striped mutex (1024
-// stripes by xxhash of the store key), and the read and write happen in one
-// badger transaction under it. The alternative — badger's optimistic
-// conflict detection with a retry on ErrConflict — spins and retries
-// unboundedly when many replicas' writes to one hot key arrive together,
-// and costs conflict bookkeeping on every commit; the lock makes contenders
-// queue instead and lets badger run with DetectConflicts off. Distinct keys
-// sharing a stripe wait for each other only for one transaction.
+// Group commit: concurrent Apply calls are gathered into one badger
+// transaction (see groupCommit): the caller that finds no commit running
+// leads, the others queue behind the running commit and the next group is
+// whatever queued meanwhile, so nobody waits for a timer and a lone Apply
+// commits at once. With SyncWrites one fsync covers the group, and no Apply
+// returns before the commit (and its fsync) that wrote it.
+//
+// Concurrency: a group reads, compares and writes its keys in one
+// transaction under the keys' stripe locks (1024 stripes by xxhash of the
+// store key, taken in stripe order), and only one group commits at a time,
+// so no other writer of a key (another group, ApplyBatch) interleaves
+// between the read and the write. A key twice in a group is compared with
+// the group's earlier write (the transaction reads its own pending writes).
+// Badger's optimistic conflict detection was rejected: it retries unboundedly
+// when many replicas' writes to one hot key arrive together, and costs
+// bookkeeping on every commit; the locks let badger run with DetectConflicts off.
 func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
+	// One allocation holds the store key and the encoded record; badger keeps both.
 	sk := StoreKey(token, key)
-	val, err := rec.MarshalBinary()
+	buf := make([]byte, 0, len(sk)+headerLen+len(rec.Value))
+	buf = append(buf, sk...)
+	buf, err = rec.appendBinary(buf)
 	if err != nil {
 		return false, fmt.Errorf("apply %x: %w", sk, err)
 	}
+	sk, val := buf[:len(sk):len(sk)], buf[len(sk):]
 	if err := s.writable(len(sk) + len(val)); err != nil {
 		return false, err
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	mu := &s.locks[xxhash.Sum64(sk)&(stripes-1)]
-	mu.Lock()
-	defer mu.Unlock()
-
-	created := false
-	err = s.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(sk)
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
-			created = true
-		case err != nil:
-			return err
-		default:
-			newer := false
-			if err := item.Value(func(v []byte) error {
-				var cur Record
-				if err := cur.decode(v); err != nil {
-					return err
-				}
-				newer = rec.Newer(cur)
-				return nil
-			}); err != nil {
-				return err
-			}
-			if !newer {
-				return nil
-			}
-		}
-		applied = true
-		return txn.Set(sk, val)
-	})
+	c := callPool.Get().(*applyCall)
+	c.w = write{sk: sk, val: val, rec: rec}
+	s.group.run(s, c)
+	applied, err = c.w.applied, c.w.err
+	c.w = write{}
+	callPool.Put(c)
 	if err != nil {
 		return false, fmt.Errorf("apply %x: %w", sk, err)
 	}
-	if created {
-		s.keys.Add(1)
-	}
-	if applied {
-		s.raiseTS(rec.TS)
-	}
 	return applied, nil
+}
+
+// maxGroup bounds how many Apply calls one group commit takes: badger refuses a
+// transaction larger than a share of its memtable (ErrTxnTooBig), and a bounded
+// group bounds the stripe locks it holds.
+const maxGroup = 1024
+
+// write is one record of a commit: its store key and encoding, and the outcome.
+type write struct {
+	sk, val []byte
+	rec     Record
+	applied bool
+	err     error
+}
+
+// applyCall is one Apply waiting in a group commit.
+type applyCall struct {
+	w    write
+	done chan struct{} // cap 1: one send per wait (the outcome, or the lead)
+	lead bool          // set before done when the call is to lead the next group
+}
+
+var callPool = sync.Pool{New: func() any { return &applyCall{done: make(chan struct{}, 1)} }}
+
+// groupCommit gathers concurrent Apply calls into one badger commit each
+// (leader/follower, as in PostgreSQL's and LevelDB's write queues). A call
+// queues; if no commit is running it leads: it takes the queue (up to
+// maxGroup), commits it, wakes the group's calls with their outcomes and
+// hands the lead to the first call still queued. So a group is exactly what
+// queued while the previous commit ran, and a call waits only for the commit
+// ahead of it. Its fields are guarded by mu; calls and writes belong to the
+// leader.
+type groupCommit struct {
+	mu    sync.Mutex
+	queue []*applyCall
+	busy  bool // a leader is committing or handing over; false only with an empty queue
+
+	calls  []*applyCall
+	writes []write
+}
+
+// run queues c and returns once the commit that covers it is done, with c.w's
+// outcome set.
+func (g *groupCommit) run(s *Store, c *applyCall) {
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	lead := !g.busy
+	g.busy = true
+	g.mu.Unlock()
+	if !lead {
+		<-c.done
+		if !c.lead {
+			return
+		}
+		c.lead = false
+	}
+	g.commitNext(s)
+}
+
+// commitNext is the leader's turn: c (the leader) is queue[0], so it is in the
+// group it commits.
+func (g *groupCommit) commitNext(s *Store) {
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	calls := append(g.calls[:0], g.queue[:n]...)
+	clear(g.queue[copy(g.queue, g.queue[n:]):])
+	g.queue = g.queue[:len(g.queue)-n]
+	g.mu.Unlock()
+
+	writes := g.writes[:0]
+	for _, c := range calls {
+		writes = append(writes, c.w)
+	}
+	s.commit(writes)
+	for i, c := range calls {
+		c.w.applied, c.w.err = writes[i].applied, writes[i].err
+	}
+	clear(writes) // drop the group's keys and values
+	g.writes = writes[:0]
+	// calls[0] is the leader itself; wake the others with their outcomes before
+	// handing over, since the next leader reuses calls and writes.
+	for _, c := range calls[1:] {
+		c.done <- struct{}{}
+	}
+	clear(calls)
+	g.calls = calls[:0]
+
+	g.mu.Lock()
+	var next *applyCall
+	if len(g.queue) == 0 {
+		g.busy = false
+	} else {
+		next = g.queue[0]
+	}
+	g.mu.Unlock()
+	if next != nil {
+		next.lead = true
+		next.done <- struct{}{}
+	}
 }
 
 // applyBatchKeys bounds how many keys ApplyBatch reads and writes in one badger
@@ -303,94 +387,146 @@ func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
+	writes := make([]write, 0, min(len(entries), applyBatchKeys))
+	// One buffer holds a group's store keys and encoded records, reused by the next group:
+	// badger has copied them into its log and memtable by the time commit returns.
+	var buf []byte
 	for len(entries) > 0 {
 		n := min(len(entries), applyBatchKeys)
-		a, err := s.applyGroup(entries[:n])
-		applied += a
-		if err != nil {
-			return applied, err
+		need := 0
+		for _, e := range entries[:n] {
+			need += tokenLen + len(e.Key) + headerLen + len(e.Record.Value)
+		}
+		if cap(buf) < need {
+			buf = make([]byte, 0, need)
+		}
+		buf = buf[:0]
+		writes = writes[:0]
+		for _, e := range entries[:n] {
+			at := len(buf)
+			buf = appendStoreKey(buf, e.Token, e.Key)
+			mid := len(buf)
+			if buf, err = e.Record.appendBinary(buf); err != nil {
+				return applied, fmt.Errorf("apply %x: %w", buf[at:mid], err)
+			}
+			writes = append(writes, write{sk: buf[at:mid:mid], val: buf[mid:len(buf):len(buf)], rec: e.Record})
+		}
+		s.commit(writes)
+		for _, w := range writes {
+			if w.err != nil {
+				return applied, fmt.Errorf("apply %x: %w", w.sk, w.err)
+			}
+			if w.applied {
+				applied++
+			}
 		}
 		entries = entries[n:]
 	}
 	return applied, nil
 }
 
-// applyGroup is one transaction of ApplyBatch.
-func (s *Store) applyGroup(entries []Entry) (applied int, err error) {
-	keys := make([][]byte, len(entries))
-	vals := make([][]byte, len(entries))
+// commit reads, compares and writes ws in one badger transaction (more if
+// badger finds it too big) under their keys' stripe locks, and sets each
+// write's applied and err: a write whose read fails fails alone; a failed
+// commit fails every write of its transaction. The caller holds dbMu shared.
+func (s *Store) commit(ws []write) {
 	var held [stripes / 64]uint64 // bitmap of the stripes to lock
-	for i, e := range entries {
-		keys[i] = StoreKey(e.Token, e.Key)
-		if vals[i], err = e.Record.MarshalBinary(); err != nil {
-			return 0, fmt.Errorf("apply %x: %w", keys[i], err)
-		}
-		st := xxhash.Sum64(keys[i]) & (stripes - 1)
+	for i := range ws {
+		st := xxhash.Sum64(ws[i].sk) & (stripes - 1)
 		held[st/64] |= 1 << (st % 64)
 	}
-	// Lock in stripe order, so two batches never wait for each other in a cycle.
+	// Lock in stripe order, so two commits never wait for each other in a cycle.
 	for w, bits := range held {
-		for b := range 64 {
-			if bits&(1<<b) != 0 {
-				s.locks[w*64+b].Lock()
-			}
+		for bits != 0 {
+			b := bits64.TrailingZeros64(bits)
+			bits &^= 1 << b
+			s.locks[w*64+b].Lock()
 		}
 	}
 	defer func() {
 		for w, bits := range held {
-			for b := range 64 {
-				if bits&(1<<b) != 0 {
-					s.locks[w*64+b].Unlock()
-				}
+			for bits != 0 {
+				b := bits64.TrailingZeros64(bits)
+				bits &^= 1 << b
+				s.locks[w*64+b].Unlock()
 			}
 		}
 	}()
 
-	created := 0
 	txn := s.db.NewTransaction(true)
-	defer txn.Discard()
-	pending := map[string]Record{} // written earlier in this transaction
-	for i, e := range entries {
-		newer := true
-		if cur, ok := pending[string(keys[i])]; ok {
-			newer = e.Record.Newer(cur)
-		} else {
-			item, err := txn.Get(keys[i])
+	from, created := 0, 0 // the writes of txn are ws[from:]
+	flush := func(to int) {
+		err := txn.Commit()
+		if err == nil && s.cfg.SyncWrites && s.cfg.OnSync != nil {
+			s.cfg.OnSync(to - from)
+		}
+		for i := from; i < to; i++ {
 			switch {
-			case errors.Is(err, badger.ErrKeyNotFound):
-				created++
-			case err != nil:
-				return 0, fmt.Errorf("apply %x: %w", keys[i], err)
-			default:
-				if err := item.Value(func(v []byte) error {
-					var cur Record
-					if err := cur.decode(v); err != nil {
-						return err
-					}
-					newer = e.Record.Newer(cur)
-					return nil
-				}); err != nil {
-					return 0, fmt.Errorf("apply %x: %w", keys[i], err)
-				}
+			case err != nil && ws[i].err == nil:
+				ws[i].applied, ws[i].err = false, err
+			case ws[i].applied:
+				s.raiseTS(ws[i].rec.TS)
 			}
+		}
+		if err == nil {
+			s.keys.Add(int64(created))
+		}
+		from, created = to, 0
+	}
+	for i := range ws {
+		w := &ws[i]
+		newer, isNew, err := s.newer(txn, w)
+		if err != nil {
+			w.err = err
+			continue
 		}
 		if !newer {
 			continue
 		}
-		if err := txn.Set(keys[i], vals[i]); err != nil {
-			return 0, fmt.Errorf("apply %x: %w", keys[i], err)
+		err = txn.Set(w.sk, w.val)
+		if errors.Is(err, badger.ErrTxnTooBig) && i > from {
+			flush(i)
+			txn = s.db.NewTransaction(true)
+			// The key was read in the committed transaction: read it again in this one.
+			if newer, isNew, err = s.newer(txn, w); err == nil && newer {
+				err = txn.Set(w.sk, w.val)
+			}
+			if err == nil && !newer {
+				continue
+			}
 		}
-		pending[string(keys[i])] = e.Record
-		applied++
+		if err != nil {
+			w.err = err
+			continue
+		}
+		w.applied = true
+		if isNew {
+			created++
+		}
 	}
-	if err := txn.Commit(); err != nil {
-		return 0, fmt.Errorf("apply batch of %d: %w", len(entries), err)
+	flush(len(ws))
+	txn.Discard()
+}
+
+// newer reads w's key in txn (its own pending writes included) and reports
+// whether w's record wins over the stored one, and whether the key is new.
+func (s *Store) newer(txn *badger.Txn, w *write) (newer, isNew bool, err error) {
+	item, err := txn.Get(w.sk)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return true, true, nil
+	case err != nil:
+		return false, false, err
 	}
-	s.keys.Add(int64(created))
-	for _, e := range entries {
-		s.raiseTS(e.Record.TS)
-	}
-	return applied, nil
+	err = item.Value(func(v []byte) error {
+		var cur Record
+		if err := cur.decode(v); err != nil {
+			return err
+		}
+		newer = w.rec.Newer(cur)
+		return nil
+	})
+	return newer, false, err
 }
 
 // Scan calls fn for every record with a token in (start, end], in ring order
