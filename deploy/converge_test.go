@@ -50,6 +50,8 @@ type watcher struct {
 	drops     uint64
 	peak      uint64                          // most hints queued cluster-wide at one sample
 	sessions  map[string]*kvpb.RepairProgress // "coordinator/id" -> latest sample
+	// emptied is the first sample since the last queued hint that found every queue empty.
+	emptied time.Time
 }
 
 // watch starts sampling every 500ms until the watcher's stop.
@@ -101,14 +103,12 @@ func (w *watcher) sample(ctx context.Context) {
 		}
 		w.mu.Lock()
 		holder := info.GetId()
-		var total uint64
 		for _, q := range info.GetHints() {
 			k := holder + ">" + q.GetPeer()
 			if prev := w.queued[k]; q.GetHints() < prev {
 				w.delivered += prev - q.GetHints()
 			}
 			w.queued[k] = q.GetHints()
-			total += q.GetHints()
 		}
 		// A peer whose queue emptied may be absent from the list.
 		for k, prev := range w.queued {
@@ -123,11 +123,23 @@ func (w *watcher) sample(ctx context.Context) {
 		} else {
 			w.dropped[holder] = d // restarted: counts from zero again
 		}
-		w.peak = max(w.peak, total)
 		if p := info.GetRepair(); p != nil && p.GetId() != 0 {
 			w.sessions[fmt.Sprintf("%s/%d", p.GetCoordinator(), p.GetId())] = p
 		}
 		w.mu.Unlock()
+	}
+	// Hints queued anywhere (a node that did not answer counts with its last sample).
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var total uint64
+	for _, n := range w.queued {
+		total += n
+	}
+	w.peak = max(w.peak, total)
+	if total > 0 {
+		w.emptied = time.Time{}
+	} else if w.emptied.IsZero() && w.peak > 0 {
+		w.emptied = time.Now()
 	}
 }
 
@@ -145,12 +157,15 @@ func hasPeer(info *kvpb.NodeInfoResponse, peer string) bool {
 type closedBy struct {
 	hintsPeak, hintsDelivered, hintsDropped, hintsQueued uint64
 	sessions, keysRepaired, leavesMismatched             uint64
+	// emptied is when the watcher found every hint queue empty for good (zero: no hint
+	// was queued, or some still are).
+	emptied time.Time
 }
 
 func (w *watcher) closedBy(since time.Time) closedBy {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cb := closedBy{hintsPeak: w.peak, hintsDropped: w.drops}
+	cb := closedBy{hintsPeak: w.peak, hintsDropped: w.drops, emptied: w.emptied}
 	if w.delivered > w.drops {
 		cb.hintsDelivered = w.delivered - w.drops
 	}
@@ -333,10 +348,16 @@ func (b *bench) converge(t *testing.T, c *composeCluster) {
 			}
 		}
 	}
+	first := true
 	held, ok := poll("every acknowledged key on every replica", func() error {
 		miss, err := c.missing(ctx, ack)
 		if err != nil {
 			return err
+		}
+		if first {
+			first = false
+			t.Logf("%s: first check %.1fs after the heal: acknowledged keys missing on n1, n2, n3: %v of %d",
+				b.name, time.Since(healed).Seconds(), miss, len(ack))
 		}
 		if miss != [3]int{} {
 			return fmt.Errorf("acknowledged keys missing on n1, n2, n3: %v of %d", miss, len(ack))
@@ -359,7 +380,11 @@ func (b *bench) converge(t *testing.T, c *composeCluster) {
 	})
 	cb := b.watch.closedBy(b.t0.Add(b.marks["inject"]))
 	b.watch.close()
-	t.Logf("%s: converged %.1fs after the heal (%d acknowledged keys on n1, n2, n3, by a local scan of each); replicas agree %.1fs after it (dry run: 0 of %d leaves differ); hints: %d queued at most, %d handed over, %d dropped, %d still queued; repair: %d sessions since the fault, %d keys repaired over %d differing leaves",
-		b.name, held.Seconds(), len(ack), agreed.Seconds(), compared, cb.hintsPeak, cb.hintsDelivered, cb.hintsDropped, cb.hintsQueued,
+	drained := "none queued"
+	if !cb.emptied.IsZero() {
+		drained = fmt.Sprintf("queues empty %.1fs after the heal", cb.emptied.Sub(healed).Seconds())
+	}
+	t.Logf("%s: converged %.1fs after the heal (%d acknowledged keys on n1, n2, n3, by a local scan of each); replicas agree %.1fs after it (dry run: 0 of %d leaves differ); hints: %d queued at most, %d handed over, %d dropped, %d still queued, %s; repair: %d sessions since the fault, %d keys repaired over %d differing leaves",
+		b.name, held.Seconds(), len(ack), agreed.Seconds(), compared, cb.hintsPeak, cb.hintsDelivered, cb.hintsDropped, cb.hintsQueued, drained,
 		cb.sessions, cb.keysRepaired, cb.leavesMismatched)
 }
