@@ -328,6 +328,9 @@ func (b *bench) converge(t *testing.T, c *composeCluster) {
 	if err != nil {
 		t.Fatalf("%s: %v", b.name, err)
 	}
+	if len(ack) == 0 {
+		t.Fatalf("%s: the bench acknowledged no write: nothing to check", b.name)
+	}
 	healed := b.t0.Add(b.marks["healed"])
 	deadline := healed.Add(convergeTimeout)
 	ctx := t.Context()
@@ -384,7 +387,11 @@ func (b *bench) converge(t *testing.T, c *composeCluster) {
 	if !cb.emptied.IsZero() {
 		drained = fmt.Sprintf("queues empty %.1fs after the heal", cb.emptied.Sub(healed).Seconds())
 	}
-	t.Logf("%s: converged %.1fs after the heal (%d acknowledged keys on n1, n2, n3, by a local scan of each); replicas agree %.1fs after it (dry run: 0 of %d leaves differ); hints: %d queued at most, %d handed over, %d dropped, %d still queued, %s; repair: %d sessions since the fault, %d keys repaired over %d differing leaves",
-		b.name, held.Seconds(), len(ack), agreed.Seconds(), compared, cb.hintsPeak, cb.hintsDelivered, cb.hintsDropped, cb.hintsQueued, drained,
+	agree := "replicas do not agree"
+	if ok {
+		agree = fmt.Sprintf("replicas agree %.1fs after it (dry run: 0 of %d leaves differ)", agreed.Seconds(), compared)
+	}
+	t.Logf("%s: converged %.1fs after the heal (%d acknowledged keys on n1, n2, n3, by a local scan of each); %s; hints: %d queued at most, %d handed over, %d dropped, %d still queued, %s; repair: %d sessions since the fault, %d keys repaired over %d differing leaves",
+		b.name, held.Seconds(), len(ack), agree, cb.hintsPeak, cb.hintsDelivered, cb.hintsDropped, cb.hintsQueued, drained,
 		cb.sessions, cb.keysRepaired, cb.leavesMismatched)
 }
