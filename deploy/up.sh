@@ -58,10 +58,12 @@ Node i: HTTPS API on 127.0.0.1:1808i, gRPC on 127.0.0.1:1909i (n1: $http1, $grpc
 
   kvctl --addr 127.0.0.1:$grpc1 --certs-dir $certs status
   kvctl --addr 127.0.0.1:$grpc1 --certs-dir $certs put user:1 alice
+  kvctl --addr 127.0.0.1:$grpc1 --certs-dir $certs repair
   curl --cacert $certs/ca.crt 'https://127.0.0.1:$http1/v0/entity?id=user:1'
   curl --cacert $certs/ca.crt -X PUT --data-binary bob 'https://127.0.0.1:$http1/v0/entity?id=user:2'
 
 (kvctl: go install ./cmd/kvctl, or: docker run --rm --network host -v $certs:/certs --entrypoint /kvctl $image --certs-dir /certs ...)
 Spare node: deploy/up.sh --spare, then kvctl ... ring add n4=n4:9090 --yes
+Replicas converge by themselves too: each node repairs its primary ranges every \$RINGKV_REPAIR_INTERVAL (default 1h).
 Stop and remove everything: deploy/down.sh
 MSG
