@@ -88,6 +88,7 @@ func (n *Node) Run(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
 	}
 	stopped := make(chan struct{})
+	close(n.stopping) // Batch streams from peers end, or GracefulStop would wait for them
 	go func() { n.grpcSrv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
@@ -102,6 +103,9 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Wait()
 	errs = append(errs, n.coord.Close())
 	n.connsMu.Lock()
+	for _, r := range n.remotes {
+		r.Close()
+	}
 	for _, c := range n.conns {
 		c.Close()
 	}

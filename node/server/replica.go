@@ -72,6 +72,10 @@ type ReplicaDeps struct {
 	// source's for all of its streams: with several receivers pulling from it at once they
 	// get at most one receiver's rate together.
 	Rate func() uint64
+	// Stopping, when set, is closed when the gRPC server begins its graceful stop: Batch
+	// streams then answer the requests they have begun and end with Unavailable, since
+	// GracefulStop waits for every stream and peers keep theirs open.
+	Stopping <-chan struct{}
 }
 
 // Replica implements the internal node-to-node API over the local store.

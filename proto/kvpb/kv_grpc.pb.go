@@ -212,6 +212,7 @@ const (
 	Replica_Read_FullMethodName        = "/ringkv.Replica/Read"
 	Replica_Write_FullMethodName       = "/ringkv.Replica/Write"
 	Replica_StreamRange_FullMethodName = "/ringkv.Replica/StreamRange"
+	Replica_Batch_FullMethodName       = "/ringkv.Replica/Batch"
 )
 
 // ReplicaClient is the client API for Replica service.
@@ -232,6 +233,13 @@ type ReplicaClient interface {
 	// (wrapping when start >= end), in token order, in chunks. Pulled by a receiver during a
 	// ring change; resumable from resume_after (the last store key received).
 	StreamRange(ctx context.Context, in *StreamRangeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeChunk], error)
+	// Batch carries Reads and Writes over one long-lived stream between two nodes, many to a
+	// message (TiKV's BatchCommands): the sender sends whatever queued while its previous
+	// message was on the wire; the receiver serves a message's requests concurrently and
+	// answers each by its id as soon as it is done, possibly in another message and out of
+	// order. Each request keeps its own deadline and its own outcome. A node whose peer
+	// answers UNIMPLEMENTED uses Read and Write instead.
+	Batch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchRequest, BatchResponse], error)
 }
 
 type replicaClient struct {
@@ -281,6 +289,19 @@ func (c *replicaClient) StreamRange(ctx context.Context, in *StreamRangeRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replica_StreamRangeClient = grpc.ServerStreamingClient[RangeChunk]
 
+func (c *replicaClient) Batch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchRequest, BatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Replica_ServiceDesc.Streams[1], Replica_Batch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BatchRequest, BatchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replica_BatchClient = grpc.BidiStreamingClient[BatchRequest, BatchResponse]
+
 // ReplicaServer is the server API for Replica service.
 // All implementations must embed UnimplementedReplicaServer
 // for forward compatibility.
@@ -299,6 +320,13 @@ type ReplicaServer interface {
 	// (wrapping when start >= end), in token order, in chunks. Pulled by a receiver during a
 	// ring change; resumable from resume_after (the last store key received).
 	StreamRange(*StreamRangeRequest, grpc.ServerStreamingServer[RangeChunk]) error
+	// Batch carries Reads and Writes over one long-lived stream between two nodes, many to a
+	// message (TiKV's BatchCommands): the sender sends whatever queued while its previous
+	// message was on the wire; the receiver serves a message's requests concurrently and
+	// answers each by its id as soon as it is done, possibly in another message and out of
+	// order. Each request keeps its own deadline and its own outcome. A node whose peer
+	// answers UNIMPLEMENTED uses Read and Write instead.
+	Batch(grpc.BidiStreamingServer[BatchRequest, BatchResponse]) error
 	mustEmbedUnimplementedReplicaServer()
 }
 
@@ -317,6 +345,9 @@ func (UnimplementedReplicaServer) Write(context.Context, *WriteRequest) (*WriteR
 }
 func (UnimplementedReplicaServer) StreamRange(*StreamRangeRequest, grpc.ServerStreamingServer[RangeChunk]) error {
 	return status.Error(codes.Unimplemented, "method StreamRange not implemented")
+}
+func (UnimplementedReplicaServer) Batch(grpc.BidiStreamingServer[BatchRequest, BatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Batch not implemented")
 }
 func (UnimplementedReplicaServer) mustEmbedUnimplementedReplicaServer() {}
 func (UnimplementedReplicaServer) testEmbeddedByValue()                 {}
@@ -386,6 +417,13 @@ func _Replica_StreamRange_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replica_StreamRangeServer = grpc.ServerStreamingServer[RangeChunk]
 
+func _Replica_Batch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReplicaServer).Batch(&grpc.GenericServerStream[BatchRequest, BatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replica_BatchServer = grpc.BidiStreamingServer[BatchRequest, BatchResponse]
+
 // Replica_ServiceDesc is the grpc.ServiceDesc for Replica service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -407,6 +445,12 @@ var Replica_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "StreamRange",
 			Handler:       _Replica_StreamRange_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Batch",
+			Handler:       _Replica_Batch_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "kvpb/kv.proto",
