@@ -48,9 +48,12 @@ type batcher struct {
 
 	mu      sync.Mutex
 	queue   []*call
-	spare   []*call
 	wake    chan struct{} // something was queued; capacity 1
 	running bool          // the sender goroutine is running
+	st      *bstream      // the open stream; nil when none
+	sending bool          // a Send on st is under way; its sender owns req and items
+	req     kvpb.BatchRequest
+	items   []*kvpb.BatchItem
 	nextID  uint64
 	noBatch time.Time // when the peer last answered Unimplemented
 	closed  bool
@@ -126,7 +129,12 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 		return status.Error(codes.ResourceExhausted, "replica batch: queue full")
 	}
 	b.queue = append(b.queue, c)
-	if !b.running {
+	if st := b.st; st != nil && !st.broken && !b.sending {
+		// Nothing on the wire: the caller sends (its request and whatever else queued)
+		// itself, without waking the sender goroutine: no hop at low load.
+		b.send(st)
+	}
+	if len(b.queue) > 0 && !b.running {
 		b.running = true
 		b.wg.Add(1)
 		go b.run()
@@ -148,24 +156,26 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	}
 }
 
-// run is the sender goroutine (see batcher).
+// run is the sender goroutine (see batcher): it opens the stream, and sends what queued
+// while a Send was under way.
 func (b *batcher) run() {
 	defer b.wg.Done()
-	var st *bstream
-	var items []*kvpb.BatchItem
-	req := &kvpb.BatchRequest{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for {
-		b.mu.Lock()
-		for len(b.queue) == 0 && !b.closed {
-			if st == nil || st.broken {
+		for (len(b.queue) == 0 || b.sending) && !b.closed {
+			if len(b.queue) == 0 && (b.st == nil || b.st.broken) {
 				b.running = false
-				b.mu.Unlock()
 				return
+			}
+			var broken <-chan struct{}
+			if b.st != nil {
+				broken = b.st.done
 			}
 			b.mu.Unlock()
 			select {
 			case <-b.wake:
-			case <-st.done:
+			case <-broken:
 			case <-b.base.Done():
 			}
 			b.mu.Lock()
@@ -173,14 +183,12 @@ func (b *batcher) run() {
 		if b.closed {
 			b.failQueue(status.Error(codes.Unavailable, "replica batch: closed"))
 			b.running = false
-			b.mu.Unlock()
 			return
 		}
-		if st == nil || st.broken {
-			st = nil
+		if b.st == nil || b.st.broken {
+			b.st = nil
 			if !b.noBatch.IsZero() && time.Since(b.noBatch) < noBatchRetry {
 				b.failQueue(errNoBatch)
-				b.mu.Unlock()
 				continue
 			}
 			b.mu.Unlock()
@@ -188,53 +196,65 @@ func (b *batcher) run() {
 			b.mu.Lock()
 			if err != nil {
 				b.failQueue(status.Convert(err).Err())
-				b.mu.Unlock()
 				continue
 			}
 			if s.broken {
 				// Refused before a request went out (a wrong secret, a stopping peer): the
 				// queue fails with its error rather than reopening in a loop.
 				b.failQueue(s.fail)
-				b.mu.Unlock()
 				continue
 			}
-			st = s
+			b.st = s
 		}
-		now := time.Now()
-		batch := b.queue
-		b.queue = b.spare[:0]
-		for _, c := range batch {
-			if c.abandoned {
-				continue
-			}
-			if !c.deadline.IsZero() {
-				left := c.deadline.Sub(now)
-				if left <= 0 {
-					continue // its caller is returning DeadlineExceeded
-				}
-				c.item.TimeoutNanos = int64(left)
-			} else {
-				c.item.TimeoutNanos = 0
-			}
-			b.nextID++
-			c.item.Id = b.nextID
-			c.sent = now
-			st.pending[c.item.Id] = c
-			items = append(items, &c.item)
-		}
-		clear(batch)
-		b.spare = batch[:0]
-		b.mu.Unlock()
-		if len(items) == 0 {
+		b.send(b.st)
+	}
+}
+
+// send sends everything queued on st as one BatchRequest. b.mu is held, and no Send is under
+// way; it is released during the Send and held again on return. When more queued meanwhile,
+// the sender goroutine is woken for it.
+func (b *batcher) send(st *bstream) {
+	now := time.Now()
+	for _, c := range b.queue {
+		if c.abandoned {
 			continue
 		}
-		req.Items = items
-		if err := st.cs.Send(req); err != nil {
-			// The stream is broken; its receiver fails the calls in flight on it.
-			st.cancel()
+		if !c.deadline.IsZero() {
+			left := c.deadline.Sub(now)
+			if left <= 0 {
+				continue // its caller is returning DeadlineExceeded
+			}
+			c.item.TimeoutNanos = int64(left)
+		} else {
+			c.item.TimeoutNanos = 0
 		}
-		clear(items)
-		items = items[:0]
+		b.nextID++
+		c.item.Id = b.nextID
+		c.sent = now
+		st.pending[c.item.Id] = c
+		b.items = append(b.items, &c.item)
+	}
+	clear(b.queue)
+	b.queue = b.queue[:0]
+	if len(b.items) == 0 {
+		return
+	}
+	b.sending = true
+	b.req.Items = b.items
+	b.mu.Unlock()
+	if err := st.cs.Send(&b.req); err != nil {
+		// The stream is broken; its receiver fails the calls in flight on it.
+		st.cancel()
+	}
+	b.mu.Lock()
+	clear(b.items)
+	b.items = b.items[:0]
+	b.sending = false
+	if len(b.queue) > 0 {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -308,6 +328,9 @@ func (b *batcher) broke(st *bstream, err error) {
 		fail = errNoBatch
 	}
 	st.broken, st.fail = true, fail
+	if b.st == st {
+		b.st = nil
+	}
 	for id, c := range st.pending {
 		delete(st.pending, id)
 		if !c.abandoned {
