@@ -29,9 +29,9 @@ func (s *Replica) Batch(srv kvpb.Replica_BatchServer) error {
 	default:
 	}
 	ctx := srv.Context()
-	out := &results{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	out := &results{srv: srv, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	sent := make(chan error, 1)
-	go func() { sent <- out.run(srv) }()
+	go func() { sent <- out.run() }()
 
 	// The receiver: it ends when the stream does, at the latest when this handler returns.
 	var (
@@ -131,54 +131,84 @@ func statusResult(err error) *kvpb.BatchResult_Status {
 	return &kvpb.BatchResult_Status{Status: b}
 }
 
-// results gathers a Batch stream's finished items and sends them: whatever finished while the
-// previous response was on the wire goes in the next one.
+// results gathers a Batch stream's finished items and sends them. An item that finishes while
+// nothing is on the wire sends itself (with whatever else finished), in its own goroutine: no
+// hop at low load; what finishes while a Send is under way goes in the next one, sent by the
+// run goroutine.
 type results struct {
-	mu    sync.Mutex
-	queue []*kvpb.BatchResult
-	wake  chan struct{} // a result is queued
-	done  chan struct{} // closed once no more results will be pushed
+	srv  kvpb.Replica_BatchServer
+	wake chan struct{} // a result is queued; capacity 1
+	done chan struct{} // closed once no more results will be pushed
+
+	mu      sync.Mutex
+	queue   []*kvpb.BatchResult
+	spare   []*kvpb.BatchResult
+	sending bool // a Send is under way; its sender owns resp
+	resp    kvpb.BatchResponse
+	err     error // of the first failed Send: the stream is broken, results are dropped
 }
 
 func (r *results) push(res *kvpb.BatchResult) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return // the items still running end with the stream
+	}
 	r.queue = append(r.queue, res)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	if !r.sending {
+		r.send()
 	}
 }
 
-// run sends until done is closed and the queue is empty, or a send fails (the stream is
-// broken: the items still running end with the stream's context).
-func (r *results) run(srv kvpb.Replica_BatchServer) error {
-	var spare []*kvpb.BatchResult
-	resp := &kvpb.BatchResponse{}
-	for {
+// send sends the queue. r.mu is held and no Send is under way; it is released during the Send.
+func (r *results) send() {
+	batch := r.queue
+	r.queue, r.spare = r.spare[:0], nil // spare is batch's again once it is sent
+	r.sending = true
+	r.resp.Results = batch
+	r.mu.Unlock()
+	err := r.srv.Send(&r.resp)
+	r.mu.Lock()
+	clear(batch)
+	r.spare = batch[:0]
+	r.sending = false
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	if len(r.queue) > 0 {
 		select {
-		case <-r.wake:
-		case <-r.done:
+		case r.wake <- struct{}{}:
+		default:
 		}
-		r.mu.Lock()
-		batch := r.queue
-		r.queue, spare = spare[:0], nil // spare is batch's again only once it is sent
-		r.mu.Unlock()
-		if len(batch) == 0 {
-			spare = batch
+	}
+}
+
+// run sends what queued while a Send was under way, until done is closed and nothing is left;
+// it returns the error of the first failed Send.
+func (r *results) run() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		for len(r.queue) == 0 || r.sending {
 			select {
 			case <-r.done:
-				return nil
+				if len(r.queue) == 0 && !r.sending {
+					return r.err
+				}
 			default:
-				continue
 			}
+			r.mu.Unlock()
+			select {
+			case <-r.wake:
+			case <-r.done:
+			}
+			r.mu.Lock()
 		}
-		resp.Results = batch
-		err := srv.Send(resp)
-		clear(batch)
-		spare = batch
-		if err != nil {
-			return err // push never blocks; the items still running end with the stream
+		if r.err != nil {
+			clear(r.queue)
+			r.queue = r.queue[:0]
+			continue
 		}
+		r.send()
 	}
 }
