@@ -70,6 +70,23 @@ func BenchmarkClusterKV(b *testing.B) {
 			i++
 		}
 	})
+	// put-c64: 64 clients writing at once, the load where replica messages can share a
+	// batch (issue 13's wrk -c64 row).
+	b.Run("put-c64", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(32) // × GOMAXPROCS(2) = 64 clients
+		var goroutines atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(goroutines.Add(1)) * 613
+			for pb.Next() {
+				if _, err := kv.Put(ctx, &kvpb.PutRequest{Key: keys[i%len(keys)], Value: value}); err != nil {
+					b.Errorf("Put: %v", err)
+					return
+				}
+				i += 7
+			}
+		})
+	})
 	b.Run("get", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0

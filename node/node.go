@@ -101,6 +101,7 @@ type Node struct {
 	warm     atomic.Bool   // connected has found every peer tried once
 	members  *memberIPs    // who internal RPCs are accepted from without a secret or TLS
 	drainc   chan struct{} // closed when draining starts
+	stopping chan struct{} // closed when the gRPC server begins its graceful stop
 
 	// Start/Close.
 	stop   context.CancelFunc
@@ -139,6 +140,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		offsets:     hlc.NewMonitor(cfg.MaxClockOffset, nil),
 		clockWarned: map[string]time.Time{},
 		drainc:      make(chan struct{}),
+		stopping:    make(chan struct{}),
 		conns:       map[string]*grpc.ClientConn{},
 		remotes:     map[string]*replica.Remote{},
 	}
@@ -307,7 +309,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	kvpb.RegisterKVServer(n.grpcSrv, server.NewKV(data))
 	rdeps := server.ReplicaDeps{
 		Local: n.local, Store: n.st, Clock: n.clock, View: n.cl.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
-		Repair: n.repairR,
+		Repair:   n.repairR,
+		Stopping: n.stopping,
 	}
 	if cfg.MoveLatencyTarget > 0 {
 		// The ranges this node serves as a source back off by its own latency too: its

@@ -93,6 +93,7 @@ func (n *Node) Run(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
 	}
 	stopped := make(chan struct{})
+	close(n.stopping) // Batch streams from peers end, or GracefulStop would wait for them
 	go func() { n.grpcSrv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
@@ -110,6 +111,9 @@ func (n *Node) Run(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("close hints: %w", e))
 	}
 	n.connsMu.Lock()
+	for _, r := range n.remotes {
+		r.Close()
+	}
 	for _, c := range n.conns {
 		c.Close()
 	}

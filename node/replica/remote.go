@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,8 @@ type Remote struct {
 	epoch   func() uint64
 	onEpoch func(uint64)
 	onClock func(sent, received, remote time.Time)
+	batch   *batcher // nil: unary calls only (Unary)
+	unary   bool
 }
 
 var _ Replica = (*Remote)(nil)
@@ -47,7 +50,14 @@ func OnEpoch(fn func(uint64)) RemoteOption {
 	return func(r *Remote) { r.onEpoch = fn }
 }
 
-// NewRemote returns the Replica service behind conn. epoch returns this
+// Unary makes a Remote send every request by its own unary call instead of a batch stream.
+func Unary() RemoteOption {
+	return func(r *Remote) { r.unary = true }
+}
+
+// NewRemote returns the Replica service behind conn. Its reads and writes travel in batches
+// over one Replica.Batch stream (see batcher), or by the unary calls with Unary or while the
+// peer does not serve Batch. Close stops the stream. epoch returns this
 // node's current ring epoch; nil sends 0.
 func NewRemote(conn grpc.ClientConnInterface, epoch func() uint64, opts ...RemoteOption) *Remote {
 	r := &Remote{client: kvpb.NewReplicaClient(conn), epoch: epoch}
@@ -55,7 +65,18 @@ func NewRemote(conn grpc.ClientConnInterface, epoch func() uint64, opts ...Remot
 	for _, o := range opts {
 		o(r)
 	}
+	if !r.unary {
+		r.batch = newBatcher(r.client)
+	}
 	return r
+}
+
+// Close ends r's batch stream: requests queued or in flight on it fail with Unavailable, later
+// ones go by the unary calls. The connection stays open (its owner closes it).
+func (r *Remote) Close() {
+	if r.batch != nil {
+		r.batch.close()
+	}
 }
 
 func (r *Remote) myEpoch() uint64 {
@@ -77,9 +98,15 @@ func (r *Remote) sawEpoch(e uint64) {
 	}
 }
 
-// Read calls Replica.Read.
+// Read calls Replica.Read, in a batch when the peer serves Batch.
 func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, error) {
 	r.await(ctx)
+	if r.batch != nil {
+		rec, found, err := r.batchRead(ctx, key)
+		if !errors.Is(err, errNoBatch) {
+			return rec, found, err
+		}
+	}
 	sent := time.Now()
 	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()})
 	if err != nil {
@@ -93,9 +120,15 @@ func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 	return RecordFromProto(resp.GetRecord()), true, nil
 }
 
-// Write calls Replica.Write.
+// Write calls Replica.Write, in a batch when the peer serves Batch.
 func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
 	r.await(ctx)
+	if r.batch != nil {
+		applied, err := r.batchWrite(ctx, key, rec, vid)
+		if !errors.Is(err, errNoBatch) {
+			return applied, err
+		}
+	}
 	sent := time.Now()
 	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight})
 	if err != nil {
@@ -103,6 +136,59 @@ func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ri
 	}
 	r.sawEpoch(resp.GetEpoch())
 	r.sawClock(sent, resp.GetWallNanos())
+	return resp.GetApplied(), nil
+}
+
+func (r *Remote) batchRead(ctx context.Context, key []byte) (store.Record, bool, error) {
+	c := r.batch.get(ctx)
+	c.rreq.Key, c.rreq.Epoch = key, r.myEpoch()
+	c.read.Read = &c.rreq
+	c.item.Op = &c.read
+	if err := r.batch.do(ctx, c); err != nil {
+		if errors.Is(err, errNoBatch) {
+			return store.Record{}, false, err
+		}
+		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
+	}
+	defer r.batch.put(c)
+	if err := resultError(c.res); err != nil {
+		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
+	}
+	resp := c.res.GetRead()
+	if resp == nil {
+		return store.Record{}, false, fmt.Errorf("remote read: %w", status.Error(codes.Internal, "batch result without a read response"))
+	}
+	r.sawEpoch(resp.GetEpoch())
+	r.sawClock(c.sent, resp.GetWallNanos())
+	if !resp.GetFound() {
+		return store.Record{}, false, nil
+	}
+	return RecordFromProto(resp.GetRecord()), true, nil
+}
+
+func (r *Remote) batchWrite(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
+	c := r.batch.get(ctx)
+	c.rec.Timestamp, c.rec.Tombstone, c.rec.Value = rec.TS, rec.Tombstone, rec.Value
+	c.wreq.Key, c.wreq.Record = key, &c.rec
+	c.wreq.Epoch, c.wreq.ChangeId, c.wreq.ChangeInFlight = vid.Epoch, vid.Change, vid.InFlight
+	c.write.Write = &c.wreq
+	c.item.Op = &c.write
+	if err := r.batch.do(ctx, c); err != nil {
+		if errors.Is(err, errNoBatch) {
+			return false, err
+		}
+		return false, fmt.Errorf("remote write: %w", FromStatus(err))
+	}
+	defer r.batch.put(c)
+	if err := resultError(c.res); err != nil {
+		return false, fmt.Errorf("remote write: %w", FromStatus(err))
+	}
+	resp := c.res.GetWrite()
+	if resp == nil {
+		return false, fmt.Errorf("remote write: %w", status.Error(codes.Internal, "batch result without a write response"))
+	}
+	r.sawEpoch(resp.GetEpoch())
+	r.sawClock(c.sent, resp.GetWallNanos())
 	return resp.GetApplied(), nil
 }
 

@@ -157,3 +157,27 @@ func TestCoordinatorOverGRPC(t *testing.T) {
 		t.Fatalf("Get = %q found %v err %v, want %q", rec.Value, found, err, "v")
 	}
 }
+
+// A peer that does not serve Batch (an older node: Unimplemented) is served by the unary
+// calls, every request, with the same results; the stream is not retried before
+// noBatchRetry.
+func TestRemoteFallsBackToUnary(t *testing.T) {
+	ctx := testCtx(t)
+	srv := &replicaServer{local: NewLocal(openStore(t), nil), epoch: 3}
+	conn := startReplicaServer(t, srv)
+	r := NewRemote(conn, nil)
+	t.Cleanup(r.Close)
+	for i := range 20 {
+		key := []byte{'k', byte('a' + i)}
+		if applied, err := r.Write(ctx, key, store.Record{TS: uint64(10 + i), Value: key}, ring.ViewID{}); err != nil || !applied {
+			t.Fatalf("write %s: applied %v err %v", key, applied, err)
+		}
+		rec, found, err := r.Read(ctx, key)
+		if err != nil || !found || rec.TS != uint64(10+i) {
+			t.Fatalf("read %s: %+v found %v err %v", key, rec, found, err)
+		}
+	}
+	if got := srv.calls.Load(); got != 40 {
+		t.Errorf("got %d unary calls, want 40 (every request, none lost to the refused stream)", got)
+	}
+}

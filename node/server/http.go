@@ -139,6 +139,15 @@ func (h *httpAPI) readValue(w http.ResponseWriter, r *http.Request) ([]byte, err
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: body is %d bytes, limit %d", replica.ErrValueTooLarge, r.ContentLength, limit)
 	}
+	if r.ContentLength >= 0 {
+		// The length is known (and checked above): one buffer of exactly that size rather
+		// than io.ReadAll's doubling from 512 bytes. net/http ends the body at ContentLength.
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {

@@ -1,11 +1,17 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"ringkv/node/replica"
+	"ringkv/node/ring"
+	"ringkv/node/store"
 )
 
 func TestParseEntityQuery(t *testing.T) {
@@ -87,4 +93,49 @@ func FuzzParseEntityQuery(f *testing.F) {
 			t.Fatalf("ParseEntityQuery(%q) = ack %d from %d, want neither negative", q, e.Ack, e.From)
 		}
 	})
+}
+
+// BenchmarkParseEntityQuery: the query of every /v0/entity request.
+func BenchmarkParseEntityQuery(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseEntityQuery("id=key-12345&ack=2&from=3"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHTTPPut: one PUT /v0/entity through the HTTP handler (httptest, no socket) to a
+// coordinator that takes the value and answers at once: the handler's own cost.
+func BenchmarkHTTPPut(b *testing.B) {
+	h := NewHTTP(Data{Coordinator: nopCoordinator{}, View: func() *ring.View { return readyView(b) }, MaxValueSize: 1 << 20})
+	body := bytes.Repeat([]byte("v"), 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPut, "/v0/entity?id=key-12345", bytes.NewReader(body))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusCreated {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
+
+type nopCoordinator struct{}
+
+func (nopCoordinator) Get(context.Context, []byte, int, int) (store.Record, bool, error) {
+	return store.Record{}, false, nil
+}
+func (nopCoordinator) Put(context.Context, []byte, []byte, int, int) (uint64, error) { return 1, nil }
+func (nopCoordinator) Delete(context.Context, []byte, int, int) (uint64, error)      { return 1, nil }
+
+// readyView is a one-node ring, so that the HTTP handler serves.
+func readyView(tb testing.TB) *ring.View {
+	tb.Helper()
+	tokens := ring.FounderTokens([]string{"n0"}, 4)
+	r, err := ring.New(1, 1, []ring.Member{{ID: "n0", Addr: "n0", Tokens: tokens["n0"]}})
+	if err != nil {
+		tb.Fatalf("ring.New: %v", err)
+	}
+	return &ring.View{Current: r}
 }

@@ -75,6 +75,10 @@ type ReplicaDeps struct {
 	// Repair serves RangeTree, PullRanges and MarkRepaired (repair.Replica); nil leaves them
 	// Unimplemented.
 	Repair RepairReplica
+	// Stopping, when set, is closed when the gRPC server begins its graceful stop: Batch
+	// streams then answer the requests they have begun and end with Unavailable, since
+	// GracefulStop waits for every stream and peers keep theirs open.
+	Stopping <-chan struct{}
 }
 
 // Replica implements the internal node-to-node API over the local store.

@@ -1421,6 +1421,307 @@ func (x *MarkRepairedResponse) GetEpoch() uint64 {
 	return 0
 }
 
+type BatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*BatchItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchRequest) Reset() {
+	*x = BatchRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchRequest) ProtoMessage() {}
+
+func (x *BatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
+func (*BatchRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BatchRequest) GetItems() []*BatchItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// BatchItem is one Read or Write of a BatchRequest.
+type BatchItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the sender, unique among the requests in flight on its stream; the result
+	// carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Time left to the request's deadline when it was sent, in nanoseconds; 0 = none. The
+	// receiver gives up at that deadline (DEADLINE_EXCEEDED).
+	TimeoutNanos int64 `protobuf:"varint,2,opt,name=timeout_nanos,json=timeoutNanos,proto3" json:"timeout_nanos,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*BatchItem_Read
+	//	*BatchItem_Write
+	Op            isBatchItem_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchItem) Reset() {
+	*x = BatchItem{}
+	mi := &file_kvpb_kv_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchItem) ProtoMessage() {}
+
+func (x *BatchItem) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchItem.ProtoReflect.Descriptor instead.
+func (*BatchItem) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BatchItem) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BatchItem) GetTimeoutNanos() int64 {
+	if x != nil {
+		return x.TimeoutNanos
+	}
+	return 0
+}
+
+func (x *BatchItem) GetOp() isBatchItem_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *BatchItem) GetRead() *ReadRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchItem_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *BatchItem) GetWrite() *WriteRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchItem_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+type isBatchItem_Op interface {
+	isBatchItem_Op()
+}
+
+type BatchItem_Read struct {
+	Read *ReadRequest `protobuf:"bytes,3,opt,name=read,proto3,oneof"`
+}
+
+type BatchItem_Write struct {
+	Write *WriteRequest `protobuf:"bytes,4,opt,name=write,proto3,oneof"`
+}
+
+func (*BatchItem_Read) isBatchItem_Op() {}
+
+func (*BatchItem_Write) isBatchItem_Op() {}
+
+type BatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*BatchResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResponse) Reset() {
+	*x = BatchResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResponse) ProtoMessage() {}
+
+func (x *BatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
+func (*BatchResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BatchResponse) GetResults() []*BatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BatchResult is the outcome of one BatchItem: the response its unary call would return, or
+// the status it would fail with.
+type BatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchResult_Read
+	//	*BatchResult_Write
+	//	*BatchResult_Status
+	Result        isBatchResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_kvpb_kv_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *BatchResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BatchResult) GetResult() isBatchResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchResult) GetRead() *ReadResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetWrite() *WriteResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetStatus() []byte {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+type isBatchResult_Result interface {
+	isBatchResult_Result()
+}
+
+type BatchResult_Read struct {
+	Read *ReadResponse `protobuf:"bytes,2,opt,name=read,proto3,oneof"`
+}
+
+type BatchResult_Write struct {
+	Write *WriteResponse `protobuf:"bytes,3,opt,name=write,proto3,oneof"`
+}
+
+type BatchResult_Status struct {
+	// A google.rpc.Status, serialized: the code, message and details (the ErrorInfo reason)
+	// the unary call would fail with.
+	Status []byte `protobuf:"bytes,4,opt,name=status,proto3,oneof"`
+}
+
+func (*BatchResult_Read) isBatchResult_Result() {}
+
+func (*BatchResult_Write) isBatchResult_Result() {}
+
+func (*BatchResult_Status) isBatchResult_Result() {}
+
 var File_kvpb_kv_proto protoreflect.FileDescriptor
 
 const file_kvpb_kv_proto_rawDesc = "" +
@@ -1531,11 +1832,27 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"Y\n" +
 	"\x14MarkRepairedResponse\x12+\n" +
 	"\x11tombstones_purged\x18\x01 \x01(\x04R\x10tombstonesPurged\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch2\x9d\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"7\n" +
+	"\fBatchRequest\x12'\n" +
+	"\x05items\x18\x01 \x03(\v2\x11.ringkv.BatchItemR\x05items\"\x9f\x01\n" +
+	"\tBatchItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12#\n" +
+	"\rtimeout_nanos\x18\x02 \x01(\x03R\ftimeoutNanos\x12)\n" +
+	"\x04read\x18\x03 \x01(\v2\x13.ringkv.ReadRequestH\x00R\x04read\x12,\n" +
+	"\x05write\x18\x04 \x01(\v2\x14.ringkv.WriteRequestH\x00R\x05writeB\x04\n" +
+	"\x02op\">\n" +
+	"\rBatchResponse\x12-\n" +
+	"\aresults\x18\x01 \x03(\v2\x13.ringkv.BatchResultR\aresults\"\x9c\x01\n" +
+	"\vBatchResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
+	"\x04read\x18\x02 \x01(\v2\x14.ringkv.ReadResponseH\x00R\x04read\x12-\n" +
+	"\x05write\x18\x03 \x01(\v2\x15.ringkv.WriteResponseH\x00R\x05write\x12\x18\n" +
+	"\x06status\x18\x04 \x01(\fH\x00R\x06statusB\b\n" +
+	"\x06result2\x9d\x01\n" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.ringkv.GetRequest\x1a\x13.ringkv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.ringkv.PutRequest\x1a\x13.ringkv.PutResponse\x127\n" +
-	"\x06Delete\x12\x15.ringkv.DeleteRequest\x1a\x16.ringkv.DeleteResponse2\x85\x03\n" +
+	"\x06Delete\x12\x15.ringkv.DeleteRequest\x1a\x16.ringkv.DeleteResponse2\xbf\x03\n" +
 	"\aReplica\x121\n" +
 	"\x04Read\x12\x13.ringkv.ReadRequest\x1a\x14.ringkv.ReadResponse\x124\n" +
 	"\x05Write\x12\x14.ringkv.WriteRequest\x1a\x15.ringkv.WriteResponse\x12?\n" +
@@ -1543,7 +1860,8 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\tRangeTree\x12\x18.ringkv.RangeTreeRequest\x1a\x19.ringkv.RangeTreeResponse\x12C\n" +
 	"\n" +
 	"PullRanges\x12\x19.ringkv.PullRangesRequest\x1a\x1a.ringkv.PullRangesResponse\x12I\n" +
-	"\fMarkRepaired\x12\x1b.ringkv.MarkRepairedRequest\x1a\x1c.ringkv.MarkRepairedResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\fMarkRepaired\x12\x1b.ringkv.MarkRepairedRequest\x1a\x1c.ringkv.MarkRepairedResponse\x128\n" +
+	"\x05Batch\x12\x14.ringkv.BatchRequest\x1a\x15.ringkv.BatchResponse(\x010\x01B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_kv_proto_rawDescOnce sync.Once
@@ -1557,7 +1875,7 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kvpb_kv_proto_rawDescData
 }
 
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_kvpb_kv_proto_goTypes = []any{
 	(*GetRequest)(nil),           // 0: ringkv.GetRequest
 	(*GetResponse)(nil),          // 1: ringkv.GetResponse
@@ -1580,6 +1898,10 @@ var file_kvpb_kv_proto_goTypes = []any{
 	(*PullRangesResponse)(nil),   // 18: ringkv.PullRangesResponse
 	(*MarkRepairedRequest)(nil),  // 19: ringkv.MarkRepairedRequest
 	(*MarkRepairedResponse)(nil), // 20: ringkv.MarkRepairedResponse
+	(*BatchRequest)(nil),         // 21: ringkv.BatchRequest
+	(*BatchItem)(nil),            // 22: ringkv.BatchItem
+	(*BatchResponse)(nil),        // 23: ringkv.BatchResponse
+	(*BatchResult)(nil),          // 24: ringkv.BatchResult
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
 	6,  // 0: ringkv.ReadResponse.record:type_name -> ringkv.Record
@@ -1588,29 +1910,37 @@ var file_kvpb_kv_proto_depIdxs = []int32{
 	12, // 3: ringkv.RangeChunk.records:type_name -> ringkv.KeyRecord
 	14, // 4: ringkv.PullRangesRequest.spans:type_name -> ringkv.KeySpan
 	14, // 5: ringkv.MarkRepairedRequest.ranges:type_name -> ringkv.KeySpan
-	0,  // 6: ringkv.KV.Get:input_type -> ringkv.GetRequest
-	2,  // 7: ringkv.KV.Put:input_type -> ringkv.PutRequest
-	4,  // 8: ringkv.KV.Delete:input_type -> ringkv.DeleteRequest
-	7,  // 9: ringkv.Replica.Read:input_type -> ringkv.ReadRequest
-	9,  // 10: ringkv.Replica.Write:input_type -> ringkv.WriteRequest
-	11, // 11: ringkv.Replica.StreamRange:input_type -> ringkv.StreamRangeRequest
-	15, // 12: ringkv.Replica.RangeTree:input_type -> ringkv.RangeTreeRequest
-	17, // 13: ringkv.Replica.PullRanges:input_type -> ringkv.PullRangesRequest
-	19, // 14: ringkv.Replica.MarkRepaired:input_type -> ringkv.MarkRepairedRequest
-	1,  // 15: ringkv.KV.Get:output_type -> ringkv.GetResponse
-	3,  // 16: ringkv.KV.Put:output_type -> ringkv.PutResponse
-	5,  // 17: ringkv.KV.Delete:output_type -> ringkv.DeleteResponse
-	8,  // 18: ringkv.Replica.Read:output_type -> ringkv.ReadResponse
-	10, // 19: ringkv.Replica.Write:output_type -> ringkv.WriteResponse
-	13, // 20: ringkv.Replica.StreamRange:output_type -> ringkv.RangeChunk
-	16, // 21: ringkv.Replica.RangeTree:output_type -> ringkv.RangeTreeResponse
-	18, // 22: ringkv.Replica.PullRanges:output_type -> ringkv.PullRangesResponse
-	20, // 23: ringkv.Replica.MarkRepaired:output_type -> ringkv.MarkRepairedResponse
-	15, // [15:24] is the sub-list for method output_type
-	6,  // [6:15] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	22, // 6: ringkv.BatchRequest.items:type_name -> ringkv.BatchItem
+	7,  // 7: ringkv.BatchItem.read:type_name -> ringkv.ReadRequest
+	9,  // 8: ringkv.BatchItem.write:type_name -> ringkv.WriteRequest
+	24, // 9: ringkv.BatchResponse.results:type_name -> ringkv.BatchResult
+	8,  // 10: ringkv.BatchResult.read:type_name -> ringkv.ReadResponse
+	10, // 11: ringkv.BatchResult.write:type_name -> ringkv.WriteResponse
+	0,  // 12: ringkv.KV.Get:input_type -> ringkv.GetRequest
+	2,  // 13: ringkv.KV.Put:input_type -> ringkv.PutRequest
+	4,  // 14: ringkv.KV.Delete:input_type -> ringkv.DeleteRequest
+	7,  // 15: ringkv.Replica.Read:input_type -> ringkv.ReadRequest
+	9,  // 16: ringkv.Replica.Write:input_type -> ringkv.WriteRequest
+	11, // 17: ringkv.Replica.StreamRange:input_type -> ringkv.StreamRangeRequest
+	15, // 18: ringkv.Replica.RangeTree:input_type -> ringkv.RangeTreeRequest
+	17, // 19: ringkv.Replica.PullRanges:input_type -> ringkv.PullRangesRequest
+	19, // 20: ringkv.Replica.MarkRepaired:input_type -> ringkv.MarkRepairedRequest
+	21, // 21: ringkv.Replica.Batch:input_type -> ringkv.BatchRequest
+	1,  // 22: ringkv.KV.Get:output_type -> ringkv.GetResponse
+	3,  // 23: ringkv.KV.Put:output_type -> ringkv.PutResponse
+	5,  // 24: ringkv.KV.Delete:output_type -> ringkv.DeleteResponse
+	8,  // 25: ringkv.Replica.Read:output_type -> ringkv.ReadResponse
+	10, // 26: ringkv.Replica.Write:output_type -> ringkv.WriteResponse
+	13, // 27: ringkv.Replica.StreamRange:output_type -> ringkv.RangeChunk
+	16, // 28: ringkv.Replica.RangeTree:output_type -> ringkv.RangeTreeResponse
+	18, // 29: ringkv.Replica.PullRanges:output_type -> ringkv.PullRangesResponse
+	20, // 30: ringkv.Replica.MarkRepaired:output_type -> ringkv.MarkRepairedResponse
+	23, // 31: ringkv.Replica.Batch:output_type -> ringkv.BatchResponse
+	22, // [22:32] is the sub-list for method output_type
+	12, // [12:22] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -1618,13 +1948,22 @@ func file_kvpb_kv_proto_init() {
 	if File_kvpb_kv_proto != nil {
 		return
 	}
+	file_kvpb_kv_proto_msgTypes[22].OneofWrappers = []any{
+		(*BatchItem_Read)(nil),
+		(*BatchItem_Write)(nil),
+	}
+	file_kvpb_kv_proto_msgTypes[24].OneofWrappers = []any{
+		(*BatchResult_Read)(nil),
+		(*BatchResult_Write)(nil),
+		(*BatchResult_Status)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -215,6 +215,7 @@ const (
 	Replica_RangeTree_FullMethodName    = "/ringkv.Replica/RangeTree"
 	Replica_PullRanges_FullMethodName   = "/ringkv.Replica/PullRanges"
 	Replica_MarkRepaired_FullMethodName = "/ringkv.Replica/MarkRepaired"
+	Replica_Batch_FullMethodName        = "/ringkv.Replica/Batch"
 )
 
 // ReplicaClient is the client API for Replica service.
@@ -246,6 +247,13 @@ type ReplicaClient interface {
 	// purges the tombstones that are now safe to drop (older than its --tombstone-grace and
 	// than started_unix_nanos).
 	MarkRepaired(ctx context.Context, in *MarkRepairedRequest, opts ...grpc.CallOption) (*MarkRepairedResponse, error)
+	// Batch carries Reads and Writes over one long-lived stream between two nodes, many to a
+	// message (TiKV's BatchCommands): the sender sends whatever queued while its previous
+	// message was on the wire; the receiver serves a message's requests concurrently and
+	// answers each by its id as soon as it is done, possibly in another message and out of
+	// order. Each request keeps its own deadline and its own outcome. A node whose peer
+	// answers UNIMPLEMENTED uses Read and Write instead.
+	Batch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchRequest, BatchResponse], error)
 }
 
 type replicaClient struct {
@@ -325,6 +333,19 @@ func (c *replicaClient) MarkRepaired(ctx context.Context, in *MarkRepairedReques
 	return out, nil
 }
 
+func (c *replicaClient) Batch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchRequest, BatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Replica_ServiceDesc.Streams[1], Replica_Batch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BatchRequest, BatchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replica_BatchClient = grpc.BidiStreamingClient[BatchRequest, BatchResponse]
+
 // ReplicaServer is the server API for Replica service.
 // All implementations must embed UnimplementedReplicaServer
 // for forward compatibility.
@@ -354,6 +375,13 @@ type ReplicaServer interface {
 	// purges the tombstones that are now safe to drop (older than its --tombstone-grace and
 	// than started_unix_nanos).
 	MarkRepaired(context.Context, *MarkRepairedRequest) (*MarkRepairedResponse, error)
+	// Batch carries Reads and Writes over one long-lived stream between two nodes, many to a
+	// message (TiKV's BatchCommands): the sender sends whatever queued while its previous
+	// message was on the wire; the receiver serves a message's requests concurrently and
+	// answers each by its id as soon as it is done, possibly in another message and out of
+	// order. Each request keeps its own deadline and its own outcome. A node whose peer
+	// answers UNIMPLEMENTED uses Read and Write instead.
+	Batch(grpc.BidiStreamingServer[BatchRequest, BatchResponse]) error
 	mustEmbedUnimplementedReplicaServer()
 }
 
@@ -381,6 +409,9 @@ func (UnimplementedReplicaServer) PullRanges(context.Context, *PullRangesRequest
 }
 func (UnimplementedReplicaServer) MarkRepaired(context.Context, *MarkRepairedRequest) (*MarkRepairedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkRepaired not implemented")
+}
+func (UnimplementedReplicaServer) Batch(grpc.BidiStreamingServer[BatchRequest, BatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Batch not implemented")
 }
 func (UnimplementedReplicaServer) mustEmbedUnimplementedReplicaServer() {}
 func (UnimplementedReplicaServer) testEmbeddedByValue()                 {}
@@ -504,6 +535,13 @@ func _Replica_MarkRepaired_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Replica_Batch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReplicaServer).Batch(&grpc.GenericServerStream[BatchRequest, BatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replica_BatchServer = grpc.BidiStreamingServer[BatchRequest, BatchResponse]
+
 // Replica_ServiceDesc is the grpc.ServiceDesc for Replica service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -537,6 +575,12 @@ var Replica_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "StreamRange",
 			Handler:       _Replica_StreamRange_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Batch",
+			Handler:       _Replica_Batch_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "kvpb/kv.proto",
