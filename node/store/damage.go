@@ -228,20 +228,20 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		}
 	}
 	if !cfg.InMemory && !opts.ReadOnly {
-		bad, unopenable := verifyTables(cfg.Dir, opts)
-		if bad != "" {
+		if bad := verifyTables(cfg.Dir, opts); bad != "" {
 			if !cfg.Recover {
 				return nil, 0, m, "", refuse(bad)
 			}
 			damage = join(damage, bad)
-			if unopenable {
-				// badger would panic opening it, in a goroutine of its own: start afresh.
-				dst, qerr := quarantine(cfg.Dir)
-				if qerr != nil {
-					return nil, 0, m, "", fmt.Errorf("%w: move damaged files aside: %v", ErrDamaged, qerr)
-				}
-				damage = join(damage, "files moved to "+dst)
+			// An unopenable table: badger would panic opening it, in a goroutine of its own.
+			// A table with a bad block: its reads, and so every scan and repair tree of its
+			// ranges, would fail until it is gone. Either way start afresh: every token is
+			// marked damaged and repaired from the peers.
+			dst, qerr := quarantine(cfg.Dir)
+			if qerr != nil {
+				return nil, 0, m, "", fmt.Errorf("%w: move damaged files aside: %v", ErrDamaged, qerr)
 			}
+			damage = join(damage, "files moved to "+dst)
 		}
 	}
 	db, err = openBadger(opts)
@@ -290,22 +290,21 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 }
 
 // verifyTables checks every table in dir as badger would open it, and every block's
-// checksum: bad names the first damaged table and why ("" when all are whole); unopenable
-// says badger could not even open it (its index is unreadable: it would panic).
-func verifyTables(dir string, opts badger.Options) (bad string, unopenable bool) {
+// checksum: bad names the first damaged table and why ("" when all are whole).
+func verifyTables(dir string, opts badger.Options) (bad string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 	sort.Strings(files)
 	topts := table.Options{BlockSize: opts.BlockSize, Compression: opts.Compression, BloomFalsePositive: opts.BloomFalsePositive}
 	for _, f := range files {
 		if err := openTable(f, topts, options.NoVerification); err != nil {
-			return fmt.Sprintf("table %s unreadable (truncated or malformed): %v", filepath.Base(f), err), true
+			return fmt.Sprintf("table %s unreadable (truncated or malformed): %v", filepath.Base(f), err)
 		}
 		// badger's check panics on a mismatch (see badgerOptions): any failure is one.
 		if err := openTable(f, topts, options.OnTableRead); err != nil {
-			return fmt.Sprintf("table %s: a block's checksum does not match its data", filepath.Base(f)), false
+			return fmt.Sprintf("table %s: a block's checksum does not match its data", filepath.Base(f))
 		}
 	}
-	return "", false
+	return ""
 }
 
 // openTable opens one table read-only with chk and closes it; a panic is an error.
