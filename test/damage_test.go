@@ -196,10 +196,11 @@ var damageKinds = []struct {
 //     only); n3 stopped, its store damaged (each kind), restarted with --recover while n2 is
 //     still down: NodeInfo, /readyz and kvctl status say its ranges are damaged, awaiting
 //     repair, and they stay marked across a restart (the repair cannot run without n2);
-//   - quorum reads (ack=2) through n3, n1 and n2 never report an acknowledged key missing
-//     or stale, from then on: n3's damaged copy does not count, although with n2 back (it
-//     missed the 500) n3 + n2 would answer "not found" for them;
-//   - n2 back, n3 repairs its ranges from the peers by itself: the marks clear within a
+//   - quorum reads (ack=2) through every node never report an acknowledged key missing or
+//     stale, from then on: n3's damaged copy does not count;
+//   - n1 stopped and n2 back: reads of those 500 through n3 and n2 are 504s, never "not
+//     found" (without the rule, n3 + n2 answer "not found");
+//   - n1 back, n3 repairs its ranges from the peers by itself: the marks clear within a
 //     bounded time, and then n3's and n2's own stores hold every acknowledged key (a scan of
 //     each store, no client reads).
 func TestDamagedRangesRepairedFromPeers(t *testing.T) {
@@ -300,9 +301,28 @@ func TestDamagedRangesRepairedFromPeers(t *testing.T) {
 				}
 			}
 
-			// n2 back: n3 repairs by itself; reads never miss meanwhile.
+			// n1 down, n2 back: only n2, which missed the "b" keys, and n3's damaged copy
+			// are up. A read of a "b" key is a 504, never "not found" (were n3's copy
+			// counted, n3 + n2 would answer "not found"). The repair cannot run without n1.
+			stop(c, n1)
 			c.restart(n2)
 			c.waitUp(n2)
+			onlyB := map[string]string{}
+			for k, v := range acked {
+				if strings.HasPrefix(k, "b") && len(onlyB) < 50 {
+					onlyB[k] = v
+				}
+			}
+			if m := quorumReads(c, []*proc{n3, n2}, onlyB, 0); m != "" {
+				t.Fatalf("n1 down, n2 back: %s", m)
+			}
+			if got := damaged(); got == 0 {
+				t.Fatalf("n1 down: n3's damaged ranges cleared without a repair")
+			}
+
+			// n1 back: n3 repairs by itself; reads never miss meanwhile.
+			c.restart(n1)
+			c.waitUp(n1)
 			back := time.Now()
 			done := make(chan struct{})
 			readErr := make(chan string, 1)
@@ -332,7 +352,7 @@ func TestDamagedRangesRepairedFromPeers(t *testing.T) {
 				}
 				return nil
 			})
-			t.Logf("n3's damaged ranges repaired %s after n2 was back", time.Since(back).Round(100*time.Millisecond))
+			t.Logf("n3's damaged ranges repaired %s after n1 was back", time.Since(back).Round(100*time.Millisecond))
 			close(done)
 			if m := <-readErr; m != "" {
 				t.Fatalf("n2 back, while n3 repaired: %s", m)
