@@ -9,6 +9,7 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"ringkv/node/repair"
 	"ringkv/node/replica"
 )
 
@@ -43,6 +44,9 @@ func (n *Node) problems() []string {
 	}
 	if err := n.offsets.Check(); err != nil {
 		out = append(out, err.Error())
+	}
+	if d := n.repairs.DamagedRanges(n.st); d > 0 {
+		out = append(out, repair.DamagedLine(d))
 	}
 	return out
 }

@@ -472,6 +472,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		info.DiskFull = err.Error()
 	}
 	info.DataDamage = n.st.Damage()
+	info.DamagedRanges = uint32(n.repairs.DamagedRanges(n.st))
 	if s := n.metrics.Snapshot(false); s != nil {
 		info.OpsPerSec, info.P99Ms = s.GetOpsPerSec(), s.GetP99Ms()
 	}

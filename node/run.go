@@ -45,6 +45,10 @@ func (n *Node) Run(ctx context.Context) error {
 			n.logger.Warn("repair", "err", err)
 		}
 	})
+	if len(n.st.DamagedSpans()) > 0 {
+		// Started with --recover (now or before): repair the marked ranges from the peers.
+		cwg.Go(func() { n.repairs.HealDamaged(cctx, n.st, n.ready) })
+	}
 	a := n.Addrs()
 	n.logger.Info("node serving", "grpc", a.GRPC, "http", a.HTTP, "admin", a.Admin, "epoch", n.epoch(), "data", n.cfg.DataDir)
 	switch {
@@ -61,7 +65,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.logger.Warn("no --certs-dir: every port speaks plaintext; use kvctl cert and --certs-dir on a network others can reach")
 	}
 	if d := n.st.Damage(); d != "" {
-		n.logger.Error("started with --recover on damaged data: it may miss acknowledged writes until they are repaired from the peers", "damage", d)
+		n.logger.Error("started on damaged data (--recover): its damaged ranges answer no reads until they are repaired from the peers", "damage", d)
 	}
 	if n.View() == nil {
 		n.logger.Info("awaiting admission: add this node with kvctl ring add " + n.cfg.ID + "=" + a.GRPC)

@@ -1,6 +1,9 @@
 package present
 
-import "ringkv/proto/kvpb"
+import (
+	"ringkv/node/repair"
+	"ringkv/proto/kvpb"
+)
 
 // DiskFull is how kvctl and the console name a node whose data volume is below its reserve.
 const DiskFull = "DISK FULL"
@@ -12,18 +15,26 @@ const DiskFullShort = "FULL"
 // damaged data.
 const DataDamaged = "DATA DAMAGED"
 
-// Faults is the note of a node's faults in kvctl status: "DISK FULL", "DATA DAMAGED (…)",
-// or both; "" when it has none.
+// Faults is the note of a node's faults in kvctl status: "DISK FULL", "DATA DAMAGED: 12
+// ranges damaged, awaiting repair (…)", or both; "" when it has none.
 func Faults(info *kvpb.NodeInfoResponse) string {
 	var s string
 	if info.GetDiskFull() != "" {
 		s = DiskFull
 	}
-	if d := info.GetDataDamage(); d != "" {
-		if s != "" {
-			s += "; "
-		}
-		s += DataDamaged + " (" + d + ")"
+	d, n := info.GetDataDamage(), info.GetDamagedRanges()
+	if d == "" && n == 0 {
+		return s
+	}
+	if s != "" {
+		s += "; "
+	}
+	s += DataDamaged
+	if n > 0 {
+		s += ": " + repair.DamagedLine(int(n))
+	}
+	if d != "" {
+		s += " (" + d + ")"
 	}
 	return s
 }

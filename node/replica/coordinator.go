@@ -488,7 +488,8 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 		}
 	case c.base.Err() != nil:
 		// cancelled by Close: says nothing about the peer
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView), errors.Is(err, hlc.ErrClockOffset), errors.Is(err, store.ErrDiskFull):
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView), errors.Is(err, hlc.ErrClockOffset), errors.Is(err, store.ErrDiskFull),
+		errors.Is(err, ErrRangeDamaged):
 		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
 		// on a ring change): it is alive, and its breaker must not open on a healthy node.
 		t.p.br.success()
@@ -850,6 +851,11 @@ func (c *Coordinator) take(op *readOp, r readReply) {
 	op.inflight--
 	if r.err != nil {
 		op.errs = append(op.errs, r.err)
+		if errors.Is(r.err, ErrRangeDamaged) {
+			// Not an answer, but a replica that takes writes: read repair gives it the
+			// newest version.
+			op.got[r.i] = &readReply{i: r.i}
+		}
 		return
 	}
 	op.ok++

@@ -36,6 +36,13 @@ var (
 	// ErrConnecting is a node's readiness while it is still making its first
 	// connection to a peer of its ring (see Coordinator.Unreached). HTTP 503.
 	ErrConnecting = errors.New("connecting to peers")
+	// ErrRangeDamaged is a replica's refusal to answer a read of a key in a token range
+	// its store marked damaged (started with --recover, not yet repaired from the peers):
+	// its copy may miss acknowledged writes, so it must not count toward a read's R. The
+	// coordinator asks another replica instead. gRPC FailedPrecondition with the
+	// ErrorInfo reason ReasonRangeDamaged; a refusal, so it does not count against the
+	// peer's breaker. Writes to the range are still applied.
+	ErrRangeDamaged = errors.New("range damaged, awaiting repair")
 	// ErrClosed is returned by a Coordinator after Close.
 	ErrClosed = errors.New("coordinator closed")
 )
@@ -55,3 +62,6 @@ const ReasonClockOffset = "CLOCK_OFFSET"
 // ReasonDiskFull is the ErrorInfo reason of store.ErrDiskFull: a replica that refused a write
 // because its disk is below its reserve (alive, so not a failure for its breaker).
 const ReasonDiskFull = "DISK_FULL"
+
+// ReasonRangeDamaged is the ErrorInfo reason of ErrRangeDamaged.
+const ReasonRangeDamaged = "RANGE_DAMAGED"

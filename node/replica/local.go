@@ -65,12 +65,17 @@ func NewLocal(st *store.Store, obs VnodeObserver, opts ...LocalOption) *Local {
 	return l
 }
 
-// Read returns the stored version of key.
+// Read returns the stored version of key, or refuses with ErrRangeDamaged while the key's
+// token lies in a range the store marked damaged: a copy that may miss acknowledged writes
+// is not a replica's answer until it is repaired from the peers.
 func (l *Local) Read(ctx context.Context, key []byte) (store.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, false, err
 	}
 	token := ring.Token(key)
+	if l.st.Damaged(token) {
+		return store.Record{}, false, fmt.Errorf("local read: %w", ErrRangeDamaged)
+	}
 	rec, found, err := l.st.Get(token, key)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("local read: %w", err)

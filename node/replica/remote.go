@@ -213,7 +213,7 @@ func RecordFromProto(p *kvpb.Record) store.Record {
 // PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
 // to the context errors, InvalidArgument to ErrInvalidArgument,
 // FailedPrecondition with the ErrorInfo reason ReasonStaleView to
-// ErrStaleView, ResourceExhausted with ReasonDiskFull to store.ErrDiskFull. Other codes, and FailedPrecondition for any other reason (a
+// ErrStaleView, ReasonRangeDamaged to ErrRangeDamaged, ResourceExhausted with ReasonDiskFull to store.ErrDiskFull. Other codes, and FailedPrecondition for any other reason (a
 // refused ring change, a busy capture), keep the status error. The status
 // message is kept in the text.
 func FromStatus(err error) error {
@@ -242,6 +242,8 @@ func FromStatus(err error) error {
 			sentinel = ErrStaleView
 		case ReasonClockOffset:
 			sentinel = hlc.ErrClockOffset
+		case ReasonRangeDamaged:
+			sentinel = ErrRangeDamaged
 		default:
 			return err
 		}

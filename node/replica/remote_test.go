@@ -117,6 +117,7 @@ func TestRemote(t *testing.T) {
 		{codes.DeadlineExceeded, "", context.DeadlineExceeded},
 		{codes.InvalidArgument, "", ErrInvalidArgument},
 		{codes.FailedPrecondition, ReasonStaleView, ErrStaleView},
+		{codes.FailedPrecondition, ReasonRangeDamaged, ErrRangeDamaged},
 		{codes.FailedPrecondition, "REFUSED", nil},
 		{codes.FailedPrecondition, "", nil},
 	}

@@ -82,6 +82,8 @@ var errorTable = []errorCode{
 	{cluster.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "CLUSTER_CLOSED"},
 	{metrics.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict, "CAPTURE_BUSY"},
 	{metrics.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_KIND"},
+	// After ErrNotEnoughReplicas: a read that failed because a damaged replica refused stays a 504.
+	{replica.ErrRangeDamaged, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonRangeDamaged},
 	// After ErrNotEnoughReplicas: a 504 whose replicas refused a timestamp stays a 504.
 	{hlc.ErrClockOffset, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonClockOffset},
 }

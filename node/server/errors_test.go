@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -78,5 +79,36 @@ func TestRefusalIsNotRetriedAsStaleView(t *testing.T) {
 				t.Errorf("CatchUp called %d times, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestDamagedRangeRefusalOverGRPC: a peer's refusal to read a range it marked damaged reaches
+// a coordinator over real gRPC as replica.ErrRangeDamaged (FailedPrecondition with its
+// reason), a refusal that keeps the peer's breaker closed; a read that then lacks replicas
+// stays a 504.
+func TestDamagedRangeRefusalOverGRPC(t *testing.T) {
+	names := []string{"n0", "n1"}
+	tokens := ring.FounderTokens(names, 16)
+	r, err := ring.New(1, 2, []ring.Member{{ID: "n0", Addr: "n0", Tokens: tokens["n0"]}, {ID: "n1", Addr: "n1", Tokens: tokens["n1"]}})
+	if err != nil {
+		t.Fatalf("ring.New: %v", err)
+	}
+	view := &ring.View{Current: r}
+	_, conn := serveReplicaDeps(t, ReplicaDeps{Local: refusing{fmt.Errorf("local read: %w", replica.ErrRangeDamaged)}})
+	peer := replica.NewRemote(conn, func() uint64 { return 1 })
+	local := replica.NewLocal(storetest.Open(t), nil)
+	co := replica.New(replica.DefaultConfig(), "n0", func() *ring.View { return view }, local,
+		func(ring.Member) replica.Replica { return peer }, hlc.New(nil), nil)
+	t.Cleanup(func() { co.Close() })
+	for range 2 * replica.DefaultConfig().BreakerFailures {
+		_, _, err := co.Get(context.Background(), []byte("k"), 2, 2)
+		if !errors.Is(err, replica.ErrRangeDamaged) || !errors.Is(err, replica.ErrNotEnoughReplicas) || HTTPStatus(err) != 504 {
+			t.Fatalf("Get with ack=2 and the peer's range damaged: got %v (HTTP %d), want ErrNotEnoughReplicas wrapping ErrRangeDamaged, 504", err, HTTPStatus(err))
+		}
+	}
+	for _, b := range co.Breakers() {
+		if b.State != replica.BreakerClosed {
+			t.Fatalf("breaker of %s after refusals: got %s, want closed", b.Peer, b.State)
+		}
 	}
 }

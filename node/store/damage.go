@@ -47,6 +47,11 @@ type marks struct {
 	Keys int64 `json:"keys"`
 	// MaxTS is the newest record timestamp applied (an HLC).
 	MaxTS uint64 `json:"max_ts"`
+	// Damaged are the token spans marked damaged (see marked.go), Damage what was found,
+	// Unrepairable the ranges cleared with no other replica to repair them from.
+	Damaged      []TokenSpan `json:"damaged,omitempty"`
+	Damage       string      `json:"damage,omitempty"`
+	Unrepairable int         `json:"unrepairable,omitempty"`
 }
 
 // keysSlack is the shortfall of keys at Open tolerated against the sidecar: the store's key
@@ -138,30 +143,39 @@ func quarantine(dir string) (string, error) {
 type marker struct {
 	dir string
 
-	mu      sync.Mutex
-	m       marks
-	written marks
+	mu    sync.Mutex
+	m     marks
+	dirty bool // m changed since it was last written (true at first: always written once)
 }
 
 // set records keys and maxTS as the new marks (keys may also go down: after a DeleteRange).
 func (k *marker) set(keys int64, maxTS uint64) {
 	k.mu.Lock()
-	k.m.Keys = keys
-	k.m.MaxTS = max(k.m.MaxTS, maxTS)
-	k.mu.Unlock()
+	defer k.mu.Unlock()
+	ts := max(k.m.MaxTS, maxTS)
+	if keys != k.m.Keys || ts != k.m.MaxTS {
+		k.m.Keys, k.m.MaxTS, k.dirty = keys, ts, true
+	}
+}
+
+// setDamaged records the damaged spans, the damage and the unrepairable ranges' count.
+func (k *marker) setDamaged(spans []TokenSpan, damage string, unrepairable int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.m.Damaged, k.m.Damage, k.m.Unrepairable, k.dirty = spans, damage, unrepairable, true
 }
 
 // flush writes the marks when they changed since the last write.
 func (k *marker) flush() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.m == k.written {
+	if !k.dirty {
 		return nil
 	}
 	if err := writeMarks(k.dir, k.m); err != nil {
 		return fmt.Errorf("write %s: %w", marksFile, err)
 	}
-	k.written = k.m
+	k.dirty = false
 	return nil
 }
 
@@ -214,20 +228,20 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		}
 	}
 	if !cfg.InMemory && !opts.ReadOnly {
-		bad, unopenable := verifyTables(cfg.Dir, opts)
-		if bad != "" {
+		if bad := verifyTables(cfg.Dir, opts); bad != "" {
 			if !cfg.Recover {
 				return nil, 0, m, "", refuse(bad)
 			}
 			damage = join(damage, bad)
-			if unopenable {
-				// badger would panic opening it, in a goroutine of its own: start afresh.
-				dst, qerr := quarantine(cfg.Dir)
-				if qerr != nil {
-					return nil, 0, m, "", fmt.Errorf("%w: move damaged files aside: %v", ErrDamaged, qerr)
-				}
-				damage = join(damage, "files moved to "+dst)
+			// An unopenable table: badger would panic opening it, in a goroutine of its own.
+			// A table with a bad block: its reads, and so every scan and repair tree of its
+			// ranges, would fail until it is gone. Either way start afresh: every token is
+			// marked damaged and repaired from the peers.
+			dst, qerr := quarantine(cfg.Dir)
+			if qerr != nil {
+				return nil, 0, m, "", fmt.Errorf("%w: move damaged files aside: %v", ErrDamaged, qerr)
 			}
+			damage = join(damage, "files moved to "+dst)
 		}
 	}
 	db, err = openBadger(opts)
@@ -266,27 +280,31 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 	}
 	if damage != "" {
 		logger.Error("store opened with --recover on damaged data: acknowledged writes may be missing until repaired", "damage", damage)
+		// Nothing found says which keys went: every token is marked until repaired.
+		m.Damaged = union(m.Damaged, allTokens)
+		m.Damage = join(m.Damage, damage)
+	} else if len(m.Damaged) > 0 {
+		logger.Warn("store holds ranges marked damaged at an earlier start, not yet repaired from the peers", "spans", len(m.Damaged), "damage", m.Damage)
 	}
-	return db, n, m, damage, nil
+	return db, n, m, m.Damage, nil
 }
 
 // verifyTables checks every table in dir as badger would open it, and every block's
-// checksum: bad names the first damaged table and why ("" when all are whole); unopenable
-// says badger could not even open it (its index is unreadable: it would panic).
-func verifyTables(dir string, opts badger.Options) (bad string, unopenable bool) {
+// checksum: bad names the first damaged table and why ("" when all are whole).
+func verifyTables(dir string, opts badger.Options) (bad string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 	sort.Strings(files)
 	topts := table.Options{BlockSize: opts.BlockSize, Compression: opts.Compression, BloomFalsePositive: opts.BloomFalsePositive}
 	for _, f := range files {
 		if err := openTable(f, topts, options.NoVerification); err != nil {
-			return fmt.Sprintf("table %s unreadable (truncated or malformed): %v", filepath.Base(f), err), true
+			return fmt.Sprintf("table %s unreadable (truncated or malformed): %v", filepath.Base(f), err)
 		}
 		// badger's check panics on a mismatch (see badgerOptions): any failure is one.
 		if err := openTable(f, topts, options.OnTableRead); err != nil {
-			return fmt.Sprintf("table %s: a block's checksum does not match its data", filepath.Base(f)), false
+			return fmt.Sprintf("table %s: a block's checksum does not match its data", filepath.Base(f))
 		}
 	}
-	return "", false
+	return ""
 }
 
 // openTable opens one table read-only with chk and closes it; a panic is an error.
@@ -378,6 +396,11 @@ func (s *Store) raiseTS(ts uint64) {
 	}
 }
 
-// Damage says what Open found damaged when the store was opened with Config.Recover; ""
-// when the data was whole. A damaged store may miss acknowledged writes until repaired.
-func (s *Store) Damage() string { return s.damage }
+// Damage says what Open found damaged when the store was opened with Config.Recover (at this
+// start or an earlier one), while spans are marked damaged (see ClearDamaged); "" when the
+// data is whole. A damaged store may miss acknowledged writes until repaired.
+func (s *Store) Damage() string {
+	s.dmg.mu.RLock()
+	defer s.dmg.mu.RUnlock()
+	return s.dmg.reason
+}

@@ -53,15 +53,12 @@ func TestDamageDetected(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, dir string)
-		// persists: the damaged table stays (its whole blocks are served, the damaged ones
-		// fail their reads), so an Open without Recover still refuses.
-		persists bool
 	}{
 		{"manifest deleted", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
 				t.Fatal(err)
 			}
-		}, false},
+		}},
 		{"manifest truncated", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, "MANIFEST")
 			fi, err := os.Stat(p)
@@ -71,7 +68,7 @@ func TestDamageDetected(t *testing.T) {
 			if err := os.Truncate(p, fi.Size()/3); err != nil {
 				t.Fatal(err)
 			}
-		}, false},
+		}},
 		{"sst bytes flipped", func(t *testing.T, dir string) {
 			p := largestFile(t, dir, ".sst")
 			b, err := os.ReadFile(p)
@@ -84,7 +81,7 @@ func TestDamageDetected(t *testing.T) {
 			if err := os.WriteFile(p, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, true},
+		}},
 		{"sst truncated to half", func(t *testing.T, dir string) {
 			p := largestFile(t, dir, ".sst")
 			fi, err := os.Stat(p)
@@ -94,7 +91,7 @@ func TestDamageDetected(t *testing.T) {
 			if err := os.Truncate(p, fi.Size()/2); err != nil {
 				t.Fatal(err)
 			}
-		}, false},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -122,17 +119,11 @@ func TestDamageDetected(t *testing.T) {
 				t.Fatalf("Apply after recovering: %v", err)
 			}
 			s.Close()
-
-			if tc.persists {
-				if _, err := Open(testConfig(dir)); !errors.Is(err, ErrDamaged) {
-					t.Fatalf("Open after recovering, the damaged table still there: got %v, want ErrDamaged", err)
-				}
-				return
-			}
-			// Recovered: the next Open finds the store as it was left, whole.
+			// Recovered: the next Open finds the store as it was left, its marks kept until
+			// the ranges are repaired.
 			s = openTest(t, testConfig(dir))
-			if d := s.Damage(); d != "" {
-				t.Fatalf("Damage after a recovered store reopened: got %q, want \"\"", d)
+			if d := s.Damage(); d == "" || !s.Damaged(0) || !s.Damaged(^uint64(0)) {
+				t.Fatalf("a recovered store reopened before repair: got Damage %q, marked %v, want what was found and every token marked", d, s.DamagedSpans())
 			}
 		})
 	}
@@ -151,5 +142,81 @@ func TestUndamagedReopens(t *testing.T) {
 	s = openTest(t, testConfig(dir))
 	if got := s.KeyCount(); got != 0 {
 		t.Fatalf("keys after DeleteRange of the whole ring: got %d, want 0", got)
+	}
+}
+
+// TestDamagedMarksPersist: the spans a recovered store marks damaged survive a restart, are
+// cleared range by range (a wrapping range included), and once none is left the damage is
+// gone, also after the next restart; a range cleared without a repair keeps the damage said.
+func TestDamagedMarksPersist(t *testing.T) {
+	for _, repaired := range []bool{true, false} {
+		t.Run(fmt.Sprintf("repaired=%v", repaired), func(t *testing.T) {
+			dir := t.TempDir()
+			filled(t, dir, 300)
+			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(dir)
+			cfg.Recover = true
+			s := openTest(t, cfg)
+			s.Close()
+
+			s = openTest(t, testConfig(dir))
+			const q = 1 << 62 // a quarter of the token space
+			for _, tok := range []uint64{0, q, 3 * q, ^uint64(0)} {
+				if !s.Damaged(tok) {
+					t.Fatalf("token %x after a restart: got unmarked, want marked", tok)
+				}
+			}
+			// (q, 3q] repaired: its tokens unmarked, the rest still marked.
+			if err := s.ClearDamaged(q, 3*q, true); err != nil {
+				t.Fatal(err)
+			}
+			if s.Damaged(q+1) || s.Damaged(3*q) || !s.Damaged(q) || !s.Damaged(3*q+1) {
+				t.Fatalf("after clearing (q, 3q]: got %v, want [0, q] and (3q, max] marked", s.DamagedSpans())
+			}
+			if !s.DamagedIn(3*q, q) || s.DamagedIn(q, 3*q) {
+				t.Fatalf("DamagedIn after clearing (q, 3q]: got %v", s.DamagedSpans())
+			}
+			s.Close()
+			s = openTest(t, testConfig(dir))
+			if got := s.DamagedSpans(); len(got) != 2 || s.Damage() == "" {
+				t.Fatalf("after a restart: got spans %v damage %q, want two spans and the damage", got, s.Damage())
+			}
+			// The wrapping range (3q, q] is the rest.
+			if err := s.ClearDamaged(3*q, q, repaired); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s = openTest(t, testConfig(dir))
+			defer s.Close()
+			if got := s.DamagedSpans(); len(got) != 0 || s.Damaged(0) {
+				t.Fatalf("after clearing every range and a restart: got spans %v, want none", got)
+			}
+			if d := s.Damage(); (d == "") != repaired {
+				t.Fatalf("Damage after every range cleared (repaired %v): got %q", repaired, d)
+			}
+		})
+	}
+}
+
+func TestTokenSpans(t *testing.T) {
+	const m = ^uint64(0)
+	for _, tc := range []struct {
+		name string
+		got  []TokenSpan
+		want []TokenSpan
+	}{
+		{"subtract middle", subtract(allTokens, 10, 20), []TokenSpan{{0, 9}, {21, m}}},
+		{"subtract top", subtract(allTokens, 10, m), []TokenSpan{{0, 9}}},
+		{"subtract all", subtract(allTokens, 0, m), []TokenSpan{}},
+		{"subtract outside", subtract([]TokenSpan{{5, 9}}, 10, 20), []TokenSpan{{5, 9}}},
+		{"union adjacent", union([]TokenSpan{{0, 9}}, []TokenSpan{{10, 20}}), []TokenSpan{{0, 20}}},
+		{"union apart", union([]TokenSpan{{30, m}}, []TokenSpan{{0, 9}}), []TokenSpan{{0, 9}, {30, m}}},
+		{"union top", union([]TokenSpan{{0, m}}, []TokenSpan{{0, m}}), []TokenSpan{{0, m}}},
+	} {
+		if fmt.Sprint(tc.got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)
+		}
 	}
 }

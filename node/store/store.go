@@ -56,8 +56,8 @@ type Store struct {
 	gcDone   chan struct{}
 	diskDone chan struct{}
 
-	// damage says what Open found damaged (Config.Recover); "" when the data was whole.
-	damage string
+	// dmg is the set of token spans marked damaged and why (see marked.go).
+	dmg damaged
 	// marks keeps the sidecar of high-water marks (see damage.go); nil in memory.
 	marks     *marker
 	maxTS     atomic.Uint64
@@ -103,7 +103,6 @@ func Open(cfg Config) (*Store, error) {
 		cfg:       cfg,
 		logger:    logger,
 		disk:      d,
-		damage:    damage,
 		stopGC:    make(chan struct{}),
 		gcDone:    make(chan struct{}),
 		diskDone:  make(chan struct{}),
@@ -111,8 +110,9 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.readOnly.Store(opts.ReadOnly)
 	s.keys.Store(n)
+	s.dmg.init(mk.Damaged, damage, mk.Unrepairable)
 	if !cfg.InMemory {
-		s.marks = &marker{dir: cfg.Dir, m: mk}
+		s.marks = &marker{dir: cfg.Dir, m: mk, dirty: true}
 		s.marks.set(n, 0)
 		if err := s.marks.flush(); err != nil {
 			logger.Warn("store marks", "err", err)

@@ -580,7 +580,11 @@ type NodeInfoResponse struct {
 	// repair covers the writes they carried.
 	HintsDropped uint64 `protobuf:"varint,23,opt,name=hints_dropped,json=hintsDropped,proto3" json:"hints_dropped,omitempty"`
 	// A repair session this node coordinates: in flight, else the last one (absent: none).
-	Repair        *RepairProgress `protobuf:"bytes,24,opt,name=repair,proto3" json:"repair,omitempty"`
+	Repair *RepairProgress `protobuf:"bytes,24,opt,name=repair,proto3" json:"repair,omitempty"`
+	// Ranges of the current ring this node replicates that its store marks damaged (started
+	// with --recover): its copy of them does not answer reads until they are repaired from
+	// the peers, which the node does by itself. 0: none.
+	DamagedRanges uint32 `protobuf:"varint,25,opt,name=damaged_ranges,json=damagedRanges,proto3" json:"damaged_ranges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -767,6 +771,13 @@ func (x *NodeInfoResponse) GetRepair() *RepairProgress {
 		return x.Repair
 	}
 	return nil
+}
+
+func (x *NodeInfoResponse) GetDamagedRanges() uint32 {
+	if x != nil {
+		return x.DamagedRanges
+	}
+	return 0
 }
 
 type HintQueue struct {
@@ -3601,7 +3612,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xd3\x05\n" +
+	"\x0fNodeInfoRequest\"\xfa\x05\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -3628,7 +3639,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12last_repaired_unix\x18\x15 \x01(\x03R\x10lastRepairedUnix\x12'\n" +
 	"\x05hints\x18\x16 \x03(\v2\x11.ringkv.HintQueueR\x05hints\x12#\n" +
 	"\rhints_dropped\x18\x17 \x01(\x04R\fhintsDropped\x12.\n" +
-	"\x06repair\x18\x18 \x01(\v2\x16.ringkv.RepairProgressR\x06repair\"l\n" +
+	"\x06repair\x18\x18 \x01(\v2\x16.ringkv.RepairProgressR\x06repair\x12%\n" +
+	"\x0edamaged_ranges\x18\x19 \x01(\rR\rdamagedRanges\"l\n" +
 	"\tHintQueue\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05hints\x18\x02 \x01(\x04R\x05hints\x12\x14\n" +
