@@ -268,6 +268,15 @@ func runRepair(ctx context.Context, o *Options) error {
 	started, err := c.StartRepair(cctx, req)
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while the start was on the wire: the session may have begun anyway.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Timeout)
+			p, serr := c.RepairStatus(sctx, &kvpb.RepairStatusRequest{})
+			cancel()
+			if serr == nil && p.GetState().InFlight() {
+				return (&watcher{Deps: o.Deps}).interrupted(o.Addr(), p.GetId())
+			}
+		}
 		return rpcError(o.Addr(), err)
 	}
 	if refusals := started.GetRefusals(); len(refusals) > 0 {
