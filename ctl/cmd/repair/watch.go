@@ -85,7 +85,7 @@ func (w *watcher) follow(ctx context.Context, c kvpb.AdminClient, addr string, i
 		if lostAt.IsZero() {
 			lostAt = time.Now()
 			fmt.Fprintf(w.IO.ErrOut, "lost the watch on %s (%s); retrying for %s\n", addr, present.RPC(err), w.Reconnect)
-			r.drawn = 0
+			r.Forget()
 		}
 		if time.Since(lostAt) > w.Reconnect {
 			return last, fmt.Errorf("lost contact with %s: %s; if it still runs, the repair goes on: kvctl repair status --watch --addr %s", addr, present.RPC(err), addr)

@@ -93,7 +93,7 @@ func (w *watcher) follow(ctx context.Context, id, toEpoch uint64) (*kvpb.ChangeP
 		if lostAt.IsZero() {
 			lostAt = time.Now()
 			fmt.Fprintf(w.IO.ErrOut, "lost the watch on %s (%s); retrying for %s\n", w.Addr(), present.RPC(err), w.Reconnect)
-			r.drawn = 0
+			r.Forget()
 		}
 		if time.Since(lostAt) > w.Reconnect {
 			return last, fmt.Errorf("lost contact with %s: %s; the change goes on: kvctl ring status --addr ANY-NODE", w.Addr(), present.RPC(err))
