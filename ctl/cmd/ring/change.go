@@ -3,7 +3,6 @@ package ring
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -468,8 +467,6 @@ func epochAfter(p *kvpb.ChangeProgress) uint64 {
 	}
 	return p.GetPlan().GetFromEpoch()
 }
-
-var errGone = errors.New("change no longer in flight")
 
 // opsRate formats a load in operations per second.
 func opsRate(x float64) string { return fmt.Sprintf("%.0f op/s", x) }
