@@ -74,7 +74,7 @@ type StatusOptions struct {
 
 // NewCmdStatus returns `kvctl repair status`. runF replaces the run step in tests.
 func NewCmdStatus(f *cli.Factory, runF func(*StatusOptions) error) *cobra.Command {
-	o := &StatusOptions{Deps: newDeps(f)}
+	o := &StatusOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the repair in flight (or the last one): progress, per node and per replica pair",
@@ -135,7 +135,7 @@ type AbortOptions struct {
 
 // NewCmdAbort returns `kvctl repair abort`. runF replaces the run step in tests.
 func NewCmdAbort(f *cli.Factory, runF func(*AbortOptions) error) *cobra.Command {
-	o := &AbortOptions{Deps: newDeps(f)}
+	o := &AbortOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "abort",
 		Short: "Stop the repair in flight; what it streamed stays",

@@ -17,26 +17,8 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// Deps is what every repair command needs from the factory; tests replace Admin with a fake.
-type Deps struct {
-	IO *cli.IOStreams
-	// Admin returns an Admin client of addr ("" = --addr).
-	Admin func(addr string) (kvpb.AdminClient, error)
-	JSON  func() bool
-	Addr  func() string
-	// Timeout bounds each unary call.
-	Timeout time.Duration
-}
-
-func newDeps(f *cli.Factory) Deps {
-	return Deps{
-		IO:      f.IO,
-		Admin:   f.Admin,
-		JSON:    f.JSON,
-		Addr:    func() string { return f.Addr },
-		Timeout: 10 * time.Second,
-	}
-}
+// Deps is what every repair command needs from the factory.
+type Deps = cli.AdminDeps
 
 // Options are the flags of `kvctl repair` and `kvctl repair plan`.
 type Options struct {
@@ -118,7 +100,7 @@ const examples = `  # what would be compared, without touching data
 
 // NewCmdRepair returns `kvctl repair` with its subcommands. runF replaces the run step in tests.
 func NewCmdRepair(f *cli.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{Deps: newDeps(f)}
+	o := &Options{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:     "repair",
 		Short:   "Make replicas agree: compare Merkle trees per token range, stream only what differs",
@@ -140,7 +122,7 @@ func NewCmdRepair(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 
 // NewCmdPlan returns `kvctl repair plan`. runF replaces the run step in tests.
 func NewCmdPlan(f *cli.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{Deps: newDeps(f), PlanOnly: true}
+	o := &Options{Deps: f.AdminDeps(), PlanOnly: true}
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Print a repair's plan (ranges, replica pairs, estimates) and start nothing",

@@ -42,7 +42,7 @@ type ChangeOptions struct {
 
 // NewCmdAdd returns `kvctl ring add ID=ADDR`. runF replaces the run step in tests.
 func NewCmdAdd(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
-	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_ADD}
+	o := &ChangeOptions{Deps: f.AdminDeps(), Kind: kvpb.ChangeRequest_ADD}
 	cmd := &cobra.Command{
 		Use:   "add ID=ADDR",
 		Short: "Admit a started, empty node: plan, confirm, stream its ranges in, show progress",
@@ -81,7 +81,7 @@ exits with code 3 unless --force.`,
 
 // NewCmdRebalance returns `kvctl ring rebalance`. runF replaces the run step in tests.
 func NewCmdRebalance(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
-	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_REBALANCE}
+	o := &ChangeOptions{Deps: f.AdminDeps(), Kind: kvpb.ChangeRequest_REBALANCE}
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Move vnodes away from hot nodes by measured load: plan, confirm, stream, show progress",
@@ -116,7 +116,7 @@ crashes. With nothing worth moving it says so and exits 0.`,
 
 // NewCmdRemove returns `kvctl ring remove ID` (alias drain). runF replaces the run step in tests.
 func NewCmdRemove(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
-	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_REMOVE}
+	o := &ChangeOptions{Deps: f.AdminDeps(), Kind: kvpb.ChangeRequest_REMOVE}
 	cmd := &cobra.Command{
 		Use:     "remove ID",
 		Aliases: []string{"drain"},

@@ -26,7 +26,7 @@ type StatusOptions struct {
 
 // NewCmdStatus returns `kvctl ring status`. runF replaces the run step in tests.
 func NewCmdStatus(f *cli.Factory, runF func(*StatusOptions) error) *cobra.Command {
-	o := &StatusOptions{Deps: newDeps(f)}
+	o := &StatusOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Follow the ring change in flight: bytes and keys done per node, rate, ETA",
@@ -90,7 +90,7 @@ type AbortOptions struct {
 
 // NewCmdAbort returns `kvctl ring abort`. runF replaces the run step in tests.
 func NewCmdAbort(f *cli.Factory, runF func(*AbortOptions) error) *cobra.Command {
-	o := &AbortOptions{Deps: newDeps(f)}
+	o := &AbortOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "abort",
 		Short: "Cancel the ring change in flight; the cluster stays on the old ring",
@@ -172,7 +172,7 @@ type RateOptions struct {
 
 // NewCmdRate returns `kvctl ring rate MB/s`. runF replaces the run step in tests.
 func NewCmdRate(f *cli.Factory, runF func(*RateOptions) error) *cobra.Command {
-	o := &RateOptions{Deps: newDeps(f)}
+	o := &RateOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "rate MB/s",
 		Short: "Change the streaming throttle of the ring change in flight",
