@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -99,9 +100,8 @@ result; --ranges lists every range. -o json prints the RepairProgress message.`,
 	fl := cmd.Flags()
 	fl.BoolVarP(&o.Watch, "watch", "w", false, "follow the repair in flight until it ends")
 	fl.BoolVar(&o.Ranges, "ranges", false, "list every range")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"ringkv/ctl/cli"
 	ringcmd "ringkv/ctl/cmd/ring"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -156,8 +157,7 @@ func (o *Options) flags(cmd *cobra.Command, f *cli.Factory, run bool) {
 	fl.BoolVar(&o.DryRun, "dry-run", false, "compare the replicas and report what differs; stream nothing")
 	fl.StringVar(&o.rate, "rate", "", "streaming throttle per receiving node in MB/s (unset or 0: the nodes' default)")
 	fl.BoolVar(&o.Detach, "detach", false, "return once the repair has started; follow it with kvctl repair status --watch")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 }
 
 // ParseToken parses a vnode token as kvctl prints it: 16 hex digits, "0x" allowed.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -154,9 +155,8 @@ func (o *ChangeOptions) flags(cmd *cobra.Command) {
 	fl.BoolVar(&o.Force, "force", false, "go ahead despite refusals that forcing can override")
 	fl.BoolVar(&o.NoWait, "no-wait", false, "return once the change has started")
 	fl.BoolVar(&o.AllMoves, "moves", false, "list every range move instead of a summary")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 }
 
 func (o *ChangeOptions) complete(cmd *cobra.Command, runF func(*ChangeOptions) error) error {

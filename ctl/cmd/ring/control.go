@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -52,9 +53,8 @@ one line per second when piped. Ctrl-C stops watching; the change goes on.
 	fl := cmd.Flags()
 	fl.BoolVar(&o.Once, "once", false, "print one snapshot and exit")
 	fl.BoolVar(&o.Ranges, "ranges", false, "with --once: list every range")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 	return cmd
 }
 
