@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/replicatest"
 	"ringkv/node/certs"
 	"ringkv/proto/kvpb"
 )
@@ -225,30 +224,7 @@ func (c *composeCluster) heldBy(ctx context.Context, i int) (map[string]string, 
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s, err := kvpb.NewReplicaClient(conn).StreamRange(ctx, &kvpb.StreamRangeRequest{})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for {
-		chunk, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, kr := range chunk.GetRecords() {
-			v := string(kr.GetRecord().GetValue())
-			if kr.GetRecord().GetTombstone() {
-				v = ""
-			}
-			out[string(kr.GetKey())] = v
-		}
-		if chunk.GetLast() {
-			return out, nil
-		}
-	}
+	return replicatest.Held(ctx, conn)
 }
 
 // missing counts, per node, the acknowledged keys it does not hold with one of their

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
 
+	"ringkv/internal/replicatest"
 	"ringkv/proto/kvpb"
 )
 
@@ -21,30 +21,7 @@ import (
 func (c *tcluster) heldBy(p *proc) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := kvpb.NewReplicaClient(c.conn(p)).StreamRange(ctx, &kvpb.StreamRangeRequest{Start: 0, End: 0})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for {
-		chunk, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, kr := range chunk.GetRecords() {
-			v := string(kr.GetRecord().GetValue())
-			if kr.GetRecord().GetTombstone() {
-				v = ""
-			}
-			out[string(kr.GetKey())] = v
-		}
-		if chunk.GetLast() {
-			return out, nil
-		}
-	}
+	return replicatest.Held(ctx, c.conn(p))
 }
 
 // missingOn counts the acknowledged keys p does not hold with their value.

@@ -46,14 +46,8 @@ func TestFlags(t *testing.T) {
 			in.WriteString(tt.stdin)
 			f := cli.NewFactory(ios)
 			var got *Options
-			root := &cobra.Command{Use: "kvctl", SilenceUsage: true, SilenceErrors: true}
-			root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageErrorf("%s", err) })
 			cmd := tt.cmd(f, func(o *Options) error { got = o; return nil })
-			root.AddCommand(cmd)
-			root.SetArgs(append([]string{cmd.Name()}, tt.args...))
-			root.SetOut(ios.Out)
-			root.SetErr(ios.ErrOut)
-			err := root.Execute()
+			err := cli.ExecuteTest(cmd, ios, tt.args...)
 			if tt.wantUsage {
 				if err == nil {
 					t.Fatalf("got no error, want a usage error")

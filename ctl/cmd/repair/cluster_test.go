@@ -49,6 +49,20 @@ func missing(c *node.LocalCluster, acked map[string]string) map[string]int {
 	return out
 }
 
+// startCluster starts a local three-node cluster (RF 3, 8 vnodes a node), closed at the
+// test's end, and returns it with its nodes' gRPC addresses.
+func startCluster(t *testing.T) (*node.LocalCluster, func(i int) string) {
+	t.Helper()
+	base := node.DefaultConfig()
+	base.VNodes = 8
+	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, func(i int) string { return c.Node(i).Addrs().GRPC }
+}
+
 // TestRepairOfCluster runs kvctl repair against a real three-node cluster (RF 3) whose
 // replicas differ: keys written with from=1 live on their primary replica alone, and keys
 // written while n3 was down miss on n3 (once the hints that would bring them are gone). After
@@ -56,15 +70,8 @@ func missing(c *node.LocalCluster, acked map[string]string) map[string]int {
 // run finds the trees equal; with a replica down it refuses (exit 3). Until the node implements the repair RPCs it skips, after
 // checking that kvctl says so in one line.
 func TestRepairOfCluster(t *testing.T) {
-	base := node.DefaultConfig()
-	base.VNodes = 8
 	ctx := context.Background()
-	c, err := node.StartLocalCluster(ctx, 3, base, t.TempDir(), nil)
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	defer c.Close()
-	addr := func(i int) string { return c.Node(i).Addrs().GRPC }
+	c, addr := startCluster(t)
 	dial := func(i int) *grpc.ClientConn {
 		conn, err := grpc.NewClient(addr(i), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -75,7 +82,7 @@ func TestRepairOfCluster(t *testing.T) {
 	}
 
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = kvpb.NewAdminClient(dial(0)).PlanRepair(pctx, &kvpb.RepairRequest{})
+	_, err := kvpb.NewAdminClient(dial(0)).PlanRepair(pctx, &kvpb.RepairRequest{})
 	cancel()
 	if status.Code(err) == codes.Unimplemented {
 		code, _, errOut := kvctl(t, "--addr", addr(0), "repair")
@@ -233,15 +240,8 @@ func TestRepairOfCluster(t *testing.T) {
 // from another node; kvctl repair abort stops it; and a watch whose coordinator restarts (the
 // session dies with it) ends with exit 1 saying to run the repair again.
 func TestRepairInterruptedAndAborted(t *testing.T) {
-	base := node.DefaultConfig()
-	base.VNodes = 8
 	ctx := context.Background()
-	c, err := node.StartLocalCluster(ctx, 3, base, t.TempDir(), nil)
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	defer c.Close()
-	addr := func(i int) string { return c.Node(i).Addrs().GRPC }
+	c, addr := startCluster(t)
 	conn, err := grpc.NewClient(addr(0), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -74,7 +75,7 @@ type StatusOptions struct {
 
 // NewCmdStatus returns `kvctl repair status`. runF replaces the run step in tests.
 func NewCmdStatus(f *cli.Factory, runF func(*StatusOptions) error) *cobra.Command {
-	o := &StatusOptions{Deps: newDeps(f)}
+	o := &StatusOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the repair in flight (or the last one): progress, per node and per replica pair",
@@ -99,9 +100,8 @@ result; --ranges lists every range. -o json prints the RepairProgress message.`,
 	fl := cmd.Flags()
 	fl.BoolVarP(&o.Watch, "watch", "w", false, "follow the repair in flight until it ends")
 	fl.BoolVar(&o.Ranges, "ranges", false, "list every range")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 	return cmd
 }
 
@@ -135,7 +135,7 @@ type AbortOptions struct {
 
 // NewCmdAbort returns `kvctl repair abort`. runF replaces the run step in tests.
 func NewCmdAbort(f *cli.Factory, runF func(*AbortOptions) error) *cobra.Command {
-	o := &AbortOptions{Deps: newDeps(f)}
+	o := &AbortOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "abort",
 		Short: "Stop the repair in flight; what it streamed stays",

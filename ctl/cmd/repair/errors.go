@@ -18,8 +18,6 @@ var (
 	errInterrupted = errors.New("stopped watching")
 	// errNoRepair: abort found no repair in flight on any member.
 	errNoRepair = errors.New("no repair in flight")
-	// errGone: the session watched is no longer the coordinator's session.
-	errGone = errors.New("repair no longer reported")
 )
 
 // rpcError is cli.RPCError, except that Unimplemented (a node from before repair) reads as

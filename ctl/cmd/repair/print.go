@@ -81,19 +81,8 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.RepairPlan, allRanges bool) error {
 func PrintResult(ios *cli.IOStreams, p *kvpb.RepairProgress, allRanges bool) error {
 	w := ios.Out
 	fmt.Fprintln(w, present.RepairOutcome(p))
-	if len(p.GetPairs()) > 0 {
-		t := cli.NewTable(ios, present.RepairPairHeader()...)
-		for _, pr := range p.GetPairs() {
-			cells := present.RepairPairRow(pr)
-			row := make([]any, len(cells))
-			for i, c := range cells {
-				row[i] = c
-			}
-			t.Row(row...)
-		}
-		if err := t.Render(); err != nil {
-			return err
-		}
+	if err := pairTable(ios, p.GetPairs()); err != nil {
+		return err
 	}
 	var failed, differ []*kvpb.RangeRepair
 	for _, r := range p.GetRanges() {
@@ -212,19 +201,8 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.RepairProgress, allRanges bool) e
 			return err
 		}
 	}
-	if len(p.GetPairs()) > 0 {
-		t := cli.NewTable(ios, present.RepairPairHeader()...)
-		for _, pr := range p.GetPairs() {
-			cells := present.RepairPairRow(pr)
-			row := make([]any, len(cells))
-			for i, c := range cells {
-				row[i] = c
-			}
-			t.Row(row...)
-		}
-		if err := t.Render(); err != nil {
-			return err
-		}
+	if err := pairTable(ios, p.GetPairs()); err != nil {
+		return err
 	}
 	if allRanges && len(p.GetRanges()) > 0 {
 		return rangeTable(ios, p.GetRanges(), true)
@@ -237,4 +215,21 @@ func limit(b uint64) string {
 		return "the nodes' default"
 	}
 	return ringcmd.FormatRate(float64(b)) + " per receiving node"
+}
+
+// pairTable renders the table per replica pair (nothing without pairs).
+func pairTable(ios *cli.IOStreams, pairs []*kvpb.PairRepair) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	t := cli.NewTable(ios, present.RepairPairHeader()...)
+	for _, pr := range pairs {
+		cells := present.RepairPairRow(pr)
+		row := make([]any, len(cells))
+		for i, c := range cells {
+			row[i] = c
+		}
+		t.Row(row...)
+	}
+	return t.Render()
 }

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
-
-	"github.com/charmbracelet/x/ansi"
 
 	"ringkv/ctl/cli"
 	ringcmd "ringkv/ctl/cmd/ring"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -85,8 +83,7 @@ type Renderer struct {
 	prevAt    time.Time
 	prevBytes uint64
 	rate      float64
-	drawn     int
-	lastPrint time.Time
+	drawing   follow.Drawing
 }
 
 // NewRenderer returns a renderer on ios.ErrOut.
@@ -163,54 +160,17 @@ func (r *Renderer) Update(p *kvpb.RepairProgress, force bool) {
 	now := r.Now()
 	r.measure(now, p.GetBytesStreamed())
 	head := r.Line(p, now)
-	nodes := perNode(p)
-	if !r.TTY {
-		if !force && !r.lastPrint.IsZero() && now.Sub(r.lastPrint) < r.Every {
-			return
-		}
-		r.lastPrint = now
-		var parts []string
-		for _, n := range nodes {
-			parts = append(parts, fmt.Sprintf("%s %d/%d ranges, %d keys in", n.ID, n.RangesDone, n.Ranges, n.KeysIn))
-		}
-		line := head
-		if len(parts) > 0 {
-			line += "; " + strings.Join(parts, "; ")
-		}
-		fmt.Fprintf(r.W, "%s %s\n", now.Format("15:04:05"), line)
-		return
-	}
-	lines := []string{head}
-	for _, n := range nodes {
+	var parts, lines []string
+	for _, n := range perNode(p) {
+		parts = append(parts, fmt.Sprintf("%s %d/%d ranges, %d keys in", n.ID, n.RangesDone, n.Ranges, n.KeysIn))
 		l := fmt.Sprintf("  %-10s ranges %d/%d  keys in %d", n.ID, n.RangesDone, n.Ranges, n.KeysIn)
 		if n.Failed > 0 {
 			l += fmt.Sprintf("  %d failed: %s", n.Failed, n.LastErr)
 		}
 		lines = append(lines, l)
 	}
-	w := 80
-	if r.Width != nil && r.Width() > 0 {
-		w = r.Width()
-	}
-	for i, l := range lines {
-		// One column short of the width: a line that fills it wraps on some terminals.
-		lines[i] = ansi.Truncate(l, w-1, "…")
-	}
-	var b strings.Builder
-	if r.drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", r.drawn)
-	}
-	for _, l := range lines {
-		b.WriteString("\r\x1b[2K")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	for i := len(lines); i < r.drawn; i++ {
-		b.WriteString("\r\x1b[2K\n")
-	}
-	if extra := r.drawn - len(lines); extra > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", extra)
-	}
-	r.drawn = len(lines)
-	io.WriteString(r.W, b.String())
+	r.drawing.Draw(follow.Screen{W: r.W, TTY: r.TTY, Width: r.Width, Every: r.Every}, now, force, head, parts, lines)
 }
+
+// Forget makes the next Update draw below what is on the terminal.
+func (r *Renderer) Forget() { r.drawing.Forget() }

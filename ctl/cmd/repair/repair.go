@@ -13,30 +13,13 @@ import (
 
 	"ringkv/ctl/cli"
 	ringcmd "ringkv/ctl/cmd/ring"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
-// Deps is what every repair command needs from the factory; tests replace Admin with a fake.
-type Deps struct {
-	IO *cli.IOStreams
-	// Admin returns an Admin client of addr ("" = --addr).
-	Admin func(addr string) (kvpb.AdminClient, error)
-	JSON  func() bool
-	Addr  func() string
-	// Timeout bounds each unary call.
-	Timeout time.Duration
-}
-
-func newDeps(f *cli.Factory) Deps {
-	return Deps{
-		IO:      f.IO,
-		Admin:   f.Admin,
-		JSON:    f.JSON,
-		Addr:    func() string { return f.Addr },
-		Timeout: 10 * time.Second,
-	}
-}
+// Deps is what every repair command needs from the factory.
+type Deps = cli.AdminDeps
 
 // Options are the flags of `kvctl repair` and `kvctl repair plan`.
 type Options struct {
@@ -118,7 +101,7 @@ const examples = `  # what would be compared, without touching data
 
 // NewCmdRepair returns `kvctl repair` with its subcommands. runF replaces the run step in tests.
 func NewCmdRepair(f *cli.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{Deps: newDeps(f)}
+	o := &Options{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:     "repair",
 		Short:   "Make replicas agree: compare Merkle trees per token range, stream only what differs",
@@ -140,7 +123,7 @@ func NewCmdRepair(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 
 // NewCmdPlan returns `kvctl repair plan`. runF replaces the run step in tests.
 func NewCmdPlan(f *cli.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{Deps: newDeps(f), PlanOnly: true}
+	o := &Options{Deps: f.AdminDeps(), PlanOnly: true}
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Print a repair's plan (ranges, replica pairs, estimates) and start nothing",
@@ -174,8 +157,7 @@ func (o *Options) flags(cmd *cobra.Command, f *cli.Factory, run bool) {
 	fl.BoolVar(&o.DryRun, "dry-run", false, "compare the replicas and report what differs; stream nothing")
 	fl.StringVar(&o.rate, "rate", "", "streaming throttle per receiving node in MB/s (unset or 0: the nodes' default)")
 	fl.BoolVar(&o.Detach, "detach", false, "return once the repair has started; follow it with kvctl repair status --watch")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 }
 
 // ParseToken parses a vnode token as kvctl prints it: 16 hex digits, "0x" allowed.

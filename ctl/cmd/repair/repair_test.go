@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,18 +22,6 @@ import (
 	"ringkv/ctl/cli"
 	"ringkv/proto/kvpb"
 )
-
-// execute runs cmd under a root that maps flag errors to usage errors, as kvctl's does.
-func execute(t *testing.T, cmd *cobra.Command, ios *cli.IOStreams, args ...string) error {
-	t.Helper()
-	root := &cobra.Command{Use: "kvctl", SilenceUsage: true, SilenceErrors: true}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageErrorf("%s", err) })
-	root.AddCommand(cmd)
-	root.SetArgs(append([]string{cmd.Name()}, args...))
-	root.SetOut(ios.Out)
-	root.SetErr(ios.ErrOut)
-	return root.ExecuteContext(context.Background())
-}
 
 func TestFlags(t *testing.T) {
 	tests := []struct {
@@ -62,7 +49,7 @@ func TestFlags(t *testing.T) {
 			ios, _, _, _ := cli.Test()
 			var got *Options
 			cmd := NewCmdRepair(cli.NewFactory(ios), func(o *Options) error { got = o; return nil })
-			err := execute(t, cmd, ios, tt.args...)
+			err := cli.ExecuteTest(cmd, ios, tt.args...)
 			if code := cli.ExitCode(err); code != tt.wantCode {
 				// cobra's own argument errors are plain errors; they still fail the command.
 				if !(tt.wantCode == cli.ExitUsage && err != nil) {
@@ -171,18 +158,12 @@ func (s *fakeStream) Recv() (*kvpb.RepairProgress, error) {
 }
 
 func fakeDeps(ios *cli.IOStreams, fa *fakeAdmin, jsonOut bool) Deps {
-	return Deps{
-		IO: ios,
-		Admin: func(addr string) (kvpb.AdminClient, error) {
-			if o := fa.others[addr]; o != nil {
-				return o, nil
-			}
-			return fa, nil
-		},
-		JSON:    func() bool { return jsonOut },
-		Addr:    func() string { return "127.0.0.1:9091" },
-		Timeout: time.Second,
-	}
+	return cli.TestAdminDeps(ios, func(addr string) (kvpb.AdminClient, error) {
+		if o := fa.others[addr]; o != nil {
+			return o, nil
+		}
+		return fa, nil
+	}, jsonOut)
 }
 
 // repairPlan is a plan over n ranges of n1..n3 (RF 3), each est 100 keys / 10 KiB.

@@ -2,15 +2,10 @@ package repair
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"ringkv/ctl/present"
+	"ringkv/ctl/follow"
 	"ringkv/proto/kvpb"
 )
 
@@ -41,61 +36,28 @@ func (w *watcher) fill(p *kvpb.RepairProgress) {
 func (w *watcher) follow(ctx context.Context, c kvpb.AdminClient, addr string, id uint64) (*kvpb.RepairProgress, error) {
 	r := NewRenderer(w.IO)
 	r.Every = max(w.Interval, time.Second)
-	interval := w.Interval
-	if !w.IO.ErrTTY {
-		interval = max(interval, time.Second)
-	}
-	var last *kvpb.RepairProgress
-	var lostAt time.Time
-	for {
-		err := func() error {
-			stream, err := c.WatchRepair(ctx, &kvpb.RepairStatusRequest{IntervalMs: uint32(interval / time.Millisecond)})
-			if err != nil {
-				return err
+	interval := follow.Interval(w.Interval, w.IO.ErrTTY)
+	f := &follow.Watch[*kvpb.RepairProgress]{
+		ErrOut: w.IO.ErrOut, Addr: addr, Reconnect: w.Reconnect, Render: r,
+		Open: func(ctx context.Context) (follow.Stream[*kvpb.RepairProgress], error) {
+			return c.WatchRepair(ctx, &kvpb.RepairStatusRequest{IntervalMs: uint32(interval / time.Millisecond)})
+		},
+		Next: func(p *kvpb.RepairProgress) bool {
+			if p.GetId() != id {
+				return false
 			}
-			for {
-				p, err := stream.Recv()
-				if err != nil {
-					return err
-				}
-				lostAt = time.Time{}
-				if p.GetId() != id {
-					return errGone
-				}
-				w.fill(p)
-				last = p
-				if p.GetState().Finished() {
-					r.Update(p, true)
-					return nil
-				}
-				r.Update(p, false)
-			}
-		}()
-		switch {
-		case err == nil:
-			return last, nil
-		case ctx.Err() != nil:
-			return last, w.interrupted(addr, id)
-		case errors.Is(err, errGone) || errors.Is(err, io.EOF):
+			w.fill(p)
+			return true
+		},
+		Finished: func(p *kvpb.RepairProgress) bool { return p.GetState().Finished() },
+		Resolve: func(ctx context.Context, _ *kvpb.RepairProgress) (*kvpb.RepairProgress, error) {
 			return w.resolve(ctx, c, addr, id)
-		}
-		if s, ok := status.FromError(err); ok && (s.Code() == codes.Unimplemented || s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
-			return last, rpcError(addr, err)
-		}
-		if lostAt.IsZero() {
-			lostAt = time.Now()
-			fmt.Fprintf(w.IO.ErrOut, "lost the watch on %s (%s); retrying for %s\n", addr, present.RPC(err), w.Reconnect)
-			r.drawn = 0
-		}
-		if time.Since(lostAt) > w.Reconnect {
-			return last, fmt.Errorf("lost contact with %s: %s; if it still runs, the repair goes on: kvctl repair status --watch --addr %s", addr, present.RPC(err), addr)
-		}
-		select {
-		case <-ctx.Done():
-			return last, w.interrupted(addr, id)
-		case <-time.After(500 * time.Millisecond):
-		}
+		},
+		RPCError:    func(err error) error { return rpcError(addr, err) },
+		LostHint:    "if it still runs, the repair goes on: kvctl repair status --watch --addr " + addr,
+		Interrupted: func() error { return w.interrupted(addr, id) },
 	}
+	return f.Run(ctx)
 }
 
 // resolve finds out how session id ended once the watch no longer reports it.

@@ -3,7 +3,6 @@ package ring
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -43,7 +43,7 @@ type ChangeOptions struct {
 
 // NewCmdAdd returns `kvctl ring add ID=ADDR`. runF replaces the run step in tests.
 func NewCmdAdd(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
-	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_ADD}
+	o := &ChangeOptions{Deps: f.AdminDeps(), Kind: kvpb.ChangeRequest_ADD}
 	cmd := &cobra.Command{
 		Use:   "add ID=ADDR",
 		Short: "Admit a started, empty node: plan, confirm, stream its ranges in, show progress",
@@ -82,7 +82,7 @@ exits with code 3 unless --force.`,
 
 // NewCmdRebalance returns `kvctl ring rebalance`. runF replaces the run step in tests.
 func NewCmdRebalance(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
-	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_REBALANCE}
+	o := &ChangeOptions{Deps: f.AdminDeps(), Kind: kvpb.ChangeRequest_REBALANCE}
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Move vnodes away from hot nodes by measured load: plan, confirm, stream, show progress",
@@ -117,7 +117,7 @@ crashes. With nothing worth moving it says so and exits 0.`,
 
 // NewCmdRemove returns `kvctl ring remove ID` (alias drain). runF replaces the run step in tests.
 func NewCmdRemove(f *cli.Factory, runF func(*ChangeOptions) error) *cobra.Command {
-	o := &ChangeOptions{Deps: newDeps(f), Kind: kvpb.ChangeRequest_REMOVE}
+	o := &ChangeOptions{Deps: f.AdminDeps(), Kind: kvpb.ChangeRequest_REMOVE}
 	cmd := &cobra.Command{
 		Use:     "remove ID",
 		Aliases: []string{"drain"},
@@ -155,9 +155,8 @@ func (o *ChangeOptions) flags(cmd *cobra.Command) {
 	fl.BoolVar(&o.Force, "force", false, "go ahead despite refusals that forcing can override")
 	fl.BoolVar(&o.NoWait, "no-wait", false, "return once the change has started")
 	fl.BoolVar(&o.AllMoves, "moves", false, "list every range move instead of a summary")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 }
 
 func (o *ChangeOptions) complete(cmd *cobra.Command, runF func(*ChangeOptions) error) error {
@@ -468,8 +467,6 @@ func epochAfter(p *kvpb.ChangeProgress) uint64 {
 	}
 	return p.GetPlan().GetFromEpoch()
 }
-
-var errGone = errors.New("change no longer in flight")
 
 // opsRate formats a load in operations per second.
 func opsRate(x float64) string { return fmt.Sprintf("%.0f op/s", x) }

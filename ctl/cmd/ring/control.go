@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -26,7 +27,7 @@ type StatusOptions struct {
 
 // NewCmdStatus returns `kvctl ring status`. runF replaces the run step in tests.
 func NewCmdStatus(f *cli.Factory, runF func(*StatusOptions) error) *cobra.Command {
-	o := &StatusOptions{Deps: newDeps(f)}
+	o := &StatusOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Follow the ring change in flight: bytes and keys done per node, rate, ETA",
@@ -52,9 +53,8 @@ one line per second when piped. Ctrl-C stops watching; the change goes on.
 	fl := cmd.Flags()
 	fl.BoolVar(&o.Once, "once", false, "print one snapshot and exit")
 	fl.BoolVar(&o.Ranges, "ranges", false, "with --once: list every range")
-	fl.DurationVar(&o.Interval, "interval", time.Second, "how often progress is refreshed")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "deadline of each request")
-	fl.DurationVar(&o.Reconnect, "reconnect", 30*time.Second, "how long to retry a lost watch")
+	follow.AddFlags(cmd, &o.Interval, &o.Reconnect)
 	return cmd
 }
 
@@ -90,7 +90,7 @@ type AbortOptions struct {
 
 // NewCmdAbort returns `kvctl ring abort`. runF replaces the run step in tests.
 func NewCmdAbort(f *cli.Factory, runF func(*AbortOptions) error) *cobra.Command {
-	o := &AbortOptions{Deps: newDeps(f)}
+	o := &AbortOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "abort",
 		Short: "Cancel the ring change in flight; the cluster stays on the old ring",
@@ -172,7 +172,7 @@ type RateOptions struct {
 
 // NewCmdRate returns `kvctl ring rate MB/s`. runF replaces the run step in tests.
 func NewCmdRate(f *cli.Factory, runF func(*RateOptions) error) *cobra.Command {
-	o := &RateOptions{Deps: newDeps(f)}
+	o := &RateOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "rate MB/s",
 		Short: "Change the streaming throttle of the ring change in flight",

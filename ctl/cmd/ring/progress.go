@@ -5,12 +5,10 @@ import (
 	"io"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -158,9 +156,8 @@ type Renderer struct {
 	Every time.Duration
 	Now   func() time.Time
 
-	last      map[string]sample
-	drawn     int
-	lastPrint time.Time
+	last    map[string]sample
+	drawing follow.Drawing
 }
 
 // NewRenderer returns a renderer on ios.ErrOut.
@@ -216,24 +213,9 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 	head := fmt.Sprintf("change %d %s: %s%s, %s, ETA %s, ranges %d/%d, bytes %s, keys %s, limit %s",
 		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), percent(bd, bt), FormatRate(rate), eta(left),
 		rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count), formatLimit(p.GetRateLimitBytes()))
-	if !r.TTY {
-		if !force && !r.lastPrint.IsZero() && now.Sub(r.lastPrint) < r.Every {
-			return
-		}
-		r.lastPrint = now
-		var parts []string
-		for _, n := range nodes {
-			parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, present.Bytes(n.BytesDone), humanOrQ(n.BytesTotal), FormatRate(n.Rate)))
-		}
-		line := head
-		if len(parts) > 0 {
-			line += "; " + strings.Join(parts, "; ")
-		}
-		fmt.Fprintf(r.W, "%s %s\n", now.Format("15:04:05"), line)
-		return
-	}
-	lines := []string{head}
+	var parts, lines []string
 	for _, n := range nodes {
+		parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, present.Bytes(n.BytesDone), humanOrQ(n.BytesTotal), FormatRate(n.Rate)))
 		l := fmt.Sprintf("  -> %-10s%5s %10s  ETA %-6s ranges %d/%d  bytes %-28s keys %s",
 			n.ID, percent(n.BytesDone, n.BytesTotal), FormatRate(n.Rate), eta(n.ETA), n.RangesDone, n.Ranges,
 			of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count))
@@ -242,32 +224,11 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 		}
 		lines = append(lines, l)
 	}
-	w := 80
-	if r.Width != nil && r.Width() > 0 {
-		w = r.Width()
-	}
-	for i, l := range lines {
-		// One column short of the width: a line that fills it wraps on some terminals.
-		lines[i] = ansi.Truncate(l, w-1, "…")
-	}
-	var b strings.Builder
-	if r.drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", r.drawn)
-	}
-	for _, l := range lines {
-		b.WriteString("\r\x1b[2K")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	for i := len(lines); i < r.drawn; i++ {
-		b.WriteString("\r\x1b[2K\n")
-	}
-	if extra := r.drawn - len(lines); extra > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", extra)
-	}
-	r.drawn = len(lines)
-	io.WriteString(r.W, b.String())
+	r.drawing.Draw(follow.Screen{W: r.W, TTY: r.TTY, Width: r.Width, Every: r.Every}, now, force, head, parts, lines)
 }
+
+// Forget makes the next Update draw below what is on the terminal.
+func (r *Renderer) Forget() { r.drawing.Forget() }
 
 func humanOrQ(n uint64) string {
 	if n == 0 {

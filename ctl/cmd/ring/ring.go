@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,26 +21,8 @@ const MiB = 1 << 20
 // errInterrupted: the operator stopped watching (Ctrl-C); the change goes on.
 var errInterrupted = errors.New("stopped watching")
 
-// Deps is what every ring command needs from the factory; tests replace Admin with a fake.
-type Deps struct {
-	IO *cli.IOStreams
-	// Admin returns an Admin client of addr ("" = --addr).
-	Admin func(addr string) (kvpb.AdminClient, error)
-	JSON  func() bool
-	Addr  func() string
-	// Timeout bounds each unary call.
-	Timeout time.Duration
-}
-
-func newDeps(f *cli.Factory) Deps {
-	return Deps{
-		IO:      f.IO,
-		Admin:   f.Admin,
-		JSON:    f.JSON,
-		Addr:    func() string { return f.Addr },
-		Timeout: 10 * time.Second,
-	}
-}
+// Deps is what every ring command needs from the factory.
+type Deps = cli.AdminDeps
 
 // NewCmdRing returns `kvctl ring` with its subcommands.
 func NewCmdRing(f *cli.Factory) *cobra.Command {

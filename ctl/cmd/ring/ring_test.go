@@ -21,18 +21,6 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// execute runs cmd under a root that maps flag errors to usage errors, as kvctl's does.
-func execute(t *testing.T, cmd *cobra.Command, ios *cli.IOStreams, args ...string) error {
-	t.Helper()
-	root := &cobra.Command{Use: "kvctl", SilenceUsage: true, SilenceErrors: true}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageErrorf("%s", err) })
-	root.AddCommand(cmd)
-	root.SetArgs(append([]string{cmd.Name()}, args...))
-	root.SetOut(ios.Out)
-	root.SetErr(ios.ErrOut)
-	return root.ExecuteContext(context.Background())
-}
-
 func TestChangeFlags(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -63,7 +51,7 @@ func TestChangeFlags(t *testing.T) {
 			ios.InTTY = tt.tty
 			var got *ChangeOptions
 			cmd := tt.cmd(cli.NewFactory(ios), func(o *ChangeOptions) error { got = o; return nil })
-			err := execute(t, cmd, ios, tt.args...)
+			err := cli.ExecuteTest(cmd, ios, tt.args...)
 			if code := cli.ExitCode(err); code != tt.wantCode {
 				// cobra's own argument-count errors are plain errors; they still fail the command.
 				if !(tt.wantCode == cli.ExitUsage && err != nil && strings.Contains(err.Error(), "arg")) {
@@ -127,14 +115,14 @@ func TestRateFlags(t *testing.T) {
 	ios, _, _, _ := cli.Test()
 	var got *RateOptions
 	cmd := NewCmdRate(cli.NewFactory(ios), func(o *RateOptions) error { got = o; return nil })
-	if err := execute(t, cmd, ios, "20"); err != nil {
+	if err := cli.ExecuteTest(cmd, ios, "20"); err != nil {
 		t.Fatalf("rate 20: %v", err)
 	}
 	if got.RateBytes != 20*MiB {
 		t.Errorf("got %d bytes/s, want %d", got.RateBytes, 20*MiB)
 	}
 	cmd = NewCmdRate(cli.NewFactory(ios), func(*RateOptions) error { return nil })
-	if code := cli.ExitCode(execute(t, cmd, ios, "slow")); code != cli.ExitUsage {
+	if code := cli.ExitCode(cli.ExecuteTest(cmd, ios, "slow")); code != cli.ExitUsage {
 		t.Errorf("rate slow: got exit %d, want %d", code, cli.ExitUsage)
 	}
 }
@@ -243,13 +231,7 @@ func progressOf(p *kvpb.ChangePlan, state kvpb.ChangeState, frac float64) *kvpb.
 }
 
 func fakeDeps(ios *cli.IOStreams, fa *fakeAdmin, jsonOut bool) Deps {
-	return Deps{
-		IO:      ios,
-		Admin:   func(string) (kvpb.AdminClient, error) { return fa, nil },
-		JSON:    func() bool { return jsonOut },
-		Addr:    func() string { return "127.0.0.1:9091" },
-		Timeout: time.Second,
-	}
+	return cli.TestAdminDeps(ios, func(string) (kvpb.AdminClient, error) { return fa, nil }, jsonOut)
 }
 
 func TestAddFollowsTheChange(t *testing.T) {
@@ -464,7 +446,7 @@ func TestRebalance(t *testing.T) {
 		ios, _, _, _ := cli.Test()
 		var got *ChangeOptions
 		cmd := NewCmdRebalance(cli.NewFactory(ios), func(o *ChangeOptions) error { got = o; return nil })
-		err := execute(t, cmd, ios, tt.args...)
+		err := cli.ExecuteTest(cmd, ios, tt.args...)
 		if code := cli.ExitCode(err); code != tt.wantCode && !(tt.wantCode == cli.ExitUsage && err != nil) {
 			t.Errorf("rebalance %v: exit %d (%v), want %d", tt.args, code, err, tt.wantCode)
 			continue

@@ -20,7 +20,7 @@ type ShowOptions struct {
 
 // NewCmdShow returns `kvctl ring show`. runF replaces the run step in tests.
 func NewCmdShow(f *cli.Factory, runF func(*ShowOptions) error) *cobra.Command {
-	o := &ShowOptions{Deps: newDeps(f)}
+	o := &ShowOptions{Deps: f.AdminDeps()}
 	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Per node: vnodes, share of the token space, replica share, keys, bytes, state",

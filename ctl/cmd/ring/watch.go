@@ -2,16 +2,13 @@ package ring
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -46,64 +43,28 @@ func (w *watcher) follow(ctx context.Context, id, toEpoch uint64) (*kvpb.ChangeP
 	}
 	r := NewRenderer(w.IO)
 	r.Every = max(w.Interval, time.Second)
-	interval := w.Interval
-	if !w.IO.ErrTTY {
-		interval = max(interval, time.Second)
-	}
-	var last *kvpb.ChangeProgress
-	var lostAt time.Time
-	for {
-		err := func() error {
-			stream, err := c.WatchChange(ctx, &kvpb.ChangeStatusRequest{IntervalMs: uint32(interval / time.Millisecond)})
-			if err != nil {
-				return err
+	interval := follow.Interval(w.Interval, w.IO.ErrTTY)
+	f := &follow.Watch[*kvpb.ChangeProgress]{
+		ErrOut: w.IO.ErrOut, Addr: w.Addr(), Reconnect: w.Reconnect, Render: r,
+		Open: func(ctx context.Context) (follow.Stream[*kvpb.ChangeProgress], error) {
+			return c.WatchChange(ctx, &kvpb.ChangeStatusRequest{IntervalMs: uint32(interval / time.Millisecond)})
+		},
+		Next: func(p *kvpb.ChangeProgress) bool {
+			w.fill(p)
+			if id == 0 && inFlight(p) {
+				id, toEpoch = p.GetId(), p.GetPlan().GetToEpoch()
 			}
-			for {
-				p, err := stream.Recv()
-				if err != nil {
-					return err
-				}
-				lostAt = time.Time{}
-				w.fill(p)
-				if id == 0 && inFlight(p) {
-					id, toEpoch = p.GetId(), p.GetPlan().GetToEpoch()
-				}
-				if p.GetId() != id || present.NoChange(p) {
-					return errGone
-				}
-				last = p
-				if p.GetState().Finished() {
-					r.Update(p, true)
-					return nil
-				}
-				r.Update(p, false)
-			}
-		}()
-		switch {
-		case err == nil:
-			return last, nil
-		case ctx.Err() != nil:
-			return last, w.interrupted(id)
-		case errors.Is(err, errGone) || errors.Is(err, io.EOF):
+			return p.GetId() == id && !present.NoChange(p)
+		},
+		Finished: func(p *kvpb.ChangeProgress) bool { return p.GetState().Finished() },
+		Resolve: func(ctx context.Context, last *kvpb.ChangeProgress) (*kvpb.ChangeProgress, error) {
 			return w.resolve(ctx, c, id, toEpoch, last)
-		}
-		if s, ok := status.FromError(err); ok && (s.Code() == codes.Unimplemented || s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
-			return last, cli.RPCError(w.Addr(), err)
-		}
-		if lostAt.IsZero() {
-			lostAt = time.Now()
-			fmt.Fprintf(w.IO.ErrOut, "lost the watch on %s (%s); retrying for %s\n", w.Addr(), present.RPC(err), w.Reconnect)
-			r.drawn = 0
-		}
-		if time.Since(lostAt) > w.Reconnect {
-			return last, fmt.Errorf("lost contact with %s: %s; the change goes on: kvctl ring status --addr ANY-NODE", w.Addr(), present.RPC(err))
-		}
-		select {
-		case <-ctx.Done():
-			return last, w.interrupted(id)
-		case <-time.After(500 * time.Millisecond):
-		}
+		},
+		RPCError:    func(err error) error { return cli.RPCError(w.Addr(), err) },
+		LostHint:    "the change goes on: kvctl ring status --addr ANY-NODE",
+		Interrupted: func() error { return w.interrupted(id) },
 	}
+	return f.Run(ctx)
 }
 
 // resolve finds out how change id ended once it no longer shows as in flight: from
