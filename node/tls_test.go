@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,34 +16,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/certtest"
 	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/node/certs"
 	"ringkv/proto/kvpb"
 )
 
-// tlsDir creates a CA, a node certificate for 127.0.0.1 and a client certificate.
-func tlsDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "certs")
-	if _, err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.CreateClient(dir, "root", certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // TestTLSCluster: three founders with --certs-dir elect a leader and replicate over mutual
 // TLS (a write with ack=3 needs every peer); the HTTP API serves HTTPS to a client that
 // presents no certificate and answers plaintext with 400; gRPC answers a client with the
 // client certificate and refuses plaintext and certificate-less clients.
 func TestTLSCluster(t *testing.T) {
-	dir := tlsDir(t)
+	dir := certtest.Dir(t)
 	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
 	pool, err := certs.CAPool(dir)
 	if err != nil {
@@ -123,7 +107,7 @@ func TestTLSCluster(t *testing.T) {
 // PermissionDenied and not stored (a read with the node certificate still finds the
 // acknowledged PUT's value).
 func TestTLSCertRoles(t *testing.T) {
-	dir := tlsDir(t)
+	dir := certtest.Dir(t)
 	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
 	dial := func(certFile, keyFile string) *grpc.ClientConn {
 		t.Helper()
@@ -171,7 +155,7 @@ func TestTLSCertRoles(t *testing.T) {
 // the next handshake on, on its gRPC and HTTPS ports, with no restart; its peers still
 // accept it (a write with ack=3 through it succeeds over the new connections).
 func TestTLSRotation(t *testing.T) {
-	dir := tlsDir(t)
+	dir := certtest.Dir(t)
 	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.CertsDir = dir })
 	pool, err := certs.CAPool(dir)
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/certtest"
 	"ringkv/loadgen"
 	"ringkv/node"
-	"ringkv/node/certs"
 	"ringkv/proto/kvpb"
 )
 
@@ -27,16 +27,7 @@ func TestBenchRecordCheckOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	dir := filepath.Join(t.TempDir(), "certs")
-	if _, err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.CreateClient(dir, "root", certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := certtest.Dir(t)
 	base := node.DefaultConfig()
 	base.InMemory, base.Replicas, base.VNodes, base.CertsDir = true, 3, 16, dir
 	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), slog.New(slog.DiscardHandler))

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/certtest"
 	"ringkv/node"
-	"ringkv/node/certs"
 )
 
 func TestMain(m *testing.M) {
@@ -173,16 +173,7 @@ func TestZipOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
-	dir := filepath.Join(t.TempDir(), "certs")
-	if _, err := certs.CreateCA(dir, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.CreateNode(dir, []string{"127.0.0.1"}, certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.CreateClient(dir, "root", certs.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dir := certtest.Dir(t)
 	base := node.DefaultConfig()
 	base.InMemory, base.Replicas, base.VNodes, base.CertsDir = true, 1, 8, dir
 	c, err := node.StartLocalCluster(context.Background(), 1, base, t.TempDir(), slog.New(slog.DiscardHandler))
