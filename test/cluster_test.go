@@ -535,8 +535,11 @@ func ownershipOf(r *kvpb.RingResponse, id string) *kvpb.NodeOwnership {
 }
 
 // streamedBytes sums what the receivers report having streamed for the last change (their
-// local progress, counted by each receiver's mover since it started).
-func (c *tcluster) streamedBytes(receivers []*proc) (keys, bytes uint64) {
+// local progress, counted by each receiver's mover since it started). failedOver is the part
+// of bytes in ranges pulled from another replica than the move's source: a source that stays
+// unreachable has its range pulled from each other replica in turn (their union holds every
+// acknowledged write), so those bytes come more than once by design.
+func (c *tcluster) streamedBytes(receivers []*proc) (keys, bytes, failedOver uint64) {
 	c.t.Helper()
 	for _, p := range receivers {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -548,9 +551,12 @@ func (c *tcluster) streamedBytes(receivers []*proc) (keys, bytes uint64) {
 		for _, r := range lp.GetRanges() {
 			keys += r.GetKeysDone()
 			bytes += r.GetBytesDone()
+			if from := r.GetPullingFrom(); from != "" && from != r.GetMove().GetSource() {
+				failedOver += r.GetBytesDone()
+			}
 		}
 	}
-	return keys, bytes
+	return keys, bytes, failedOver
 }
 
 // waitEpochEverywhere waits until every node in nodes routes by epoch at least epoch.

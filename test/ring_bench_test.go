@@ -184,7 +184,7 @@ func TestRingAddBench(t *testing.T) {
 
 	p := progressOf(t, res)
 	first, last := logMover(t, c, n4)
-	keysMoved, moved := c.streamedBytes([]*proc{n4})
+	keysMoved, moved, _ := c.streamedBytes([]*proc{n4})
 	mib := float64(moved) / (1 << 20)
 	secs := t2.Sub(t1).Seconds()
 	t.Logf("add with --rate %s: state %s; %d keys, %.1f MiB (%.1f MB) streamed into n4", rate, p.GetState(), keysMoved, mib, float64(moved)/1e6)

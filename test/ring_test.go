@@ -43,14 +43,17 @@ func dataBytes(loaded uint64, acked map[string]string) uint64 {
 }
 
 // checkMoved checks that the receivers streamed at most 1.1 × the ideal: the fraction of
-// the data the change hands to new owners (share) times all the data.
+// the data the change hands to new owners (share) times all the data. Ranges whose source
+// stayed unreachable (a kill) are pulled from each other replica by design; their bytes are
+// allowed on top, and logged.
 func checkMoved(t *testing.T, c *tcluster, receivers []*proc, share float64, data uint64) {
 	t.Helper()
-	keys, moved := c.streamedBytes(receivers)
+	keys, moved, failedOver := c.streamedBytes(receivers)
 	ideal := share * float64(data)
-	t.Logf("streamed %d keys, %d bytes; ideal %.0f bytes (%.3f of %d): ratio %.3f", keys, moved, ideal, share, data, float64(moved)/ideal)
-	if float64(moved) > 1.1*ideal {
-		t.Errorf("got %d bytes streamed, want at most 1.1 × %.0f (the ideal share)", moved, ideal)
+	t.Logf("streamed %d keys, %d bytes (%d in ranges that failed over to other replicas); ideal %.0f bytes (%.3f of %d): ratio %.3f",
+		keys, moved, failedOver, ideal, share, data, float64(moved)/ideal)
+	if float64(moved) > 1.1*ideal+float64(failedOver) {
+		t.Errorf("got %d bytes streamed (%d failed over), want at most 1.1 × %.0f (the ideal share) + the failed-over bytes", moved, failedOver, ideal)
 	}
 }
 
