@@ -282,6 +282,9 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	n.repairR = repair.NewReplica(repair.ReplicaConfig{
 		Store: n.st, State: rstate, Grace: cfg.TombstoneGrace, Now: cfg.Now, Logger: logger,
+		// Tree walks back off by this node's latency, always: a walk hashes every record of
+		// its ranges, and the clients it slows down are this node's.
+		Latency: n.recentLatency, LatencyTarget: cfg.MoveLatencyTarget,
 		Source: &stream.RangeClient{
 			Conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
 			View: func() ring.ViewID { return n.cl.View().ID() },

@@ -35,6 +35,16 @@ type ReplicaConfig struct {
 	// Now is the wall clock (nil = time.Now); tests move it past the grace.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Latency, when set, returns this node's recent tail latency (a p99 over the last second
+	// or so). Tree walks then back off by it, all of them together, as the ranges a source
+	// serves do (stream.Adaptive): the pace grows step by step while the latency holds at or
+	// under LatencyTarget and halves above it, never above the session's rate. A walk is
+	// CPU and disk on the node whose clients feel it; a fixed rate cannot tell a quiet
+	// machine from a busy one.
+	Latency func() time.Duration
+	// LatencyTarget is the latency the walks' pace holds; 0 = twice the latency seen when
+	// the walks began (after stream.AdaptIdle without walks).
+	LatencyTarget time.Duration
 }
 
 // Replica is this node's side of repair: it hashes its ranges into trees, pulls the
@@ -42,7 +52,8 @@ type ReplicaConfig struct {
 // completed repairs. Safe for concurrent use.
 type Replica struct {
 	cfg ReplicaConfig
-	lim stream.Limiter // the pace of tree walks, all of them together
+	lim stream.Limiter  // the pace of tree walks, all of them together
+	ad  stream.Adaptive // that pace by Latency, when set
 
 	// oldest is, per range, the oldest tombstone the last tree walk saw (0: none), so that
 	// MarkRepaired walks a range again to purge only when something may be purged.
@@ -77,10 +88,16 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 }
 
 // Tree builds the Merkle tree of (start, end] at depth, walking at most rateBytes per
-// second (0 = unpaced).
+// second (0 = no ceiling), slower while this node's latency is above its target (Latency).
 func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (*Tree, error) {
 	var pace func(ctx context.Context, n int) error
-	if rateBytes > 0 {
+	switch {
+	case r.cfg.Latency != nil:
+		rate := func() uint64 {
+			return r.ad.Rate(rateBytes, r.cfg.Latency(), r.cfg.LatencyTarget, time.Now())
+		}
+		pace = func(ctx context.Context, n int) error { return r.lim.Wait(ctx, n, rate, nil) }
+	case rateBytes > 0:
 		rate := func() uint64 { return rateBytes }
 		pace = func(ctx context.Context, n int) error { return r.lim.Wait(ctx, n, rate, nil) }
 	}
