@@ -213,8 +213,7 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		}
 	}
 	refuse := func(reason string) error {
-		reason = strings.Join(strings.Fields(reason), " ") // one line
-		return fmt.Errorf("%w in %s: %s; start with --recover to serve what is left and repair from the peers", ErrDamaged, cfg.Dir, reason)
+		return fmt.Errorf("%w in %s: %s; start with --recover to serve what is left and repair from the peers", ErrDamaged, cfg.Dir, oneLine(reason))
 	}
 	if damage != "" {
 		if !cfg.Recover {
@@ -252,7 +251,7 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		if !cfg.Recover {
 			return nil, 0, m, "", refuse(err.Error())
 		}
-		damage = join(damage, strings.Join(strings.Fields(err.Error()), " "))
+		damage = join(damage, oneLine(err.Error()))
 		dst, qerr := quarantine(cfg.Dir)
 		if qerr != nil {
 			return nil, 0, m, "", fmt.Errorf("%w: move damaged files aside: %v", ErrDamaged, qerr)
@@ -322,7 +321,7 @@ func openTable(path string, topts table.Options, chk options.ChecksumVerificatio
 	topts.ChkMode = chk
 	_, err = table.OpenTable(mf, topts)
 	if err != nil {
-		return errors.New(strings.Join(strings.Fields(err.Error()), " "))
+		return errors.New(oneLine(err.Error()))
 	}
 	return nil
 }
@@ -349,6 +348,9 @@ func isDamage(err error) bool {
 	}
 	return false
 }
+
+// oneLine is s with every run of white space, newlines included, made one space.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func join(a, b string) string {
 	if a == "" {

@@ -73,6 +73,10 @@ type Hints struct {
 	// rm serializes removals (Remove, Expire, the byte bound), which look a hint up before
 	// they delete it, so that a hint is counted out once.
 	rm sync.Mutex
+
+	// tablesLost: Open found tables on disk and an empty database (a lost or truncated
+	// MANIFEST), for Open's log line.
+	tablesLost bool
 }
 
 // hintPeer is the counters of one peer's queue.
@@ -169,23 +173,82 @@ func OpenHints(cfg HintsConfig) (*Hints, error) {
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
 		WithLogger(badgerLogger{logger})
-	db, err := badger.Open(opts)
+	// Damaged hints never keep a node from starting (no --recover needed, unlike the store):
+	// every write a hint holds is also on the replicas that acknowledged it, so losing hints
+	// loses no acknowledged write, only the fast way to the replica that missed it.
+	h, err := openHintsDB(cfg, opts)
+	if errors.Is(err, ErrDamaged) {
+		dst, qerr := quarantine(cfg.Dir)
+		if qerr != nil {
+			return nil, fmt.Errorf("%w: move damaged hints aside: %v", err, qerr)
+		}
+		logger.Error(hintsLost, "damage", err.Error(), "moved_to", dst)
+		if h, err = openHintsDB(cfg, opts); err != nil {
+			return nil, fmt.Errorf("open hints %q after moving damaged files aside: %w", cfg.Dir, err)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open hints %q: %w", cfg.Dir, err)
+		return nil, err
 	}
-	h := &Hints{db: db, cfg: cfg, now: cfg.Now, peers: map[string]*hintPeer{}}
-	if h.now == nil {
-		h.now = time.Now
-	}
-	if err := h.load(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open hints %q: %w", cfg.Dir, err)
+	if h.tablesLost {
+		logger.Error(hintsLost, "damage", "MANIFEST lost or truncated: badger opened the database empty and dropped the tables it no longer named")
 	}
 	return h, nil
 }
 
-// load checks the format and counts every peer's hints.
-func (h *Hints) load() error {
+// hintsLost is the log line of a hints database found damaged at Open.
+const hintsLost = "hints database damaged, opened empty: the writes its hints held reach the replicas that missed them by repair only (kvctl repair, or background repair within --repair-interval)"
+
+// openHintsDB opens the database and counts it. Damaged files (a table that will not open
+// or fails a block checksum, badger refusing its MANIFEST or log, a panic) give ErrDamaged
+// with a one-line reason.
+func openHintsDB(cfg HintsConfig, opts badger.Options) (h *Hints, err error) {
+	damaged := func(reason string) error {
+		return fmt.Errorf("hints %w in %s: %s", ErrDamaged, cfg.Dir, oneLine(reason))
+	}
+	if !cfg.InMemory {
+		if bad := verifyTables(cfg.Dir, opts); bad != "" {
+			return nil, damaged(bad)
+		}
+	}
+	// Tables on disk and a database that opens without its format key: badger dropped the
+	// tables a lost or truncated MANIFEST no longer names.
+	hadTables := false
+	if !cfg.InMemory {
+		tables, _ := filepath.Glob(filepath.Join(cfg.Dir, "*.sst"))
+		hadTables = len(tables) > 0
+	}
+	db, err := openBadger(opts)
+	if err != nil {
+		if isDamage(err) {
+			return nil, damaged(err.Error())
+		}
+		return nil, fmt.Errorf("open hints %q: %w", cfg.Dir, err)
+	}
+	h = &Hints{db: db, cfg: cfg, now: cfg.Now, peers: map[string]*hintPeer{}}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError(p)
+		}
+		if err != nil {
+			db.Close()
+			if isDamage(err) {
+				err = damaged(err.Error())
+			} else {
+				err = fmt.Errorf("open hints %q: %w", cfg.Dir, err)
+			}
+			h = nil
+		}
+	}()
+	return h, h.load(hadTables)
+}
+
+// load checks the format and counts every peer's hints. hadTables: the directory held
+// tables before badger opened it, so an empty database lost them (tablesLost).
+func (h *Hints) load(hadTables bool) error {
 	empty := true
 	err := h.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{})
@@ -220,6 +283,7 @@ func (h *Hints) load() error {
 	if err != nil {
 		return err
 	}
+	h.tablesLost = empty && hadTables
 	if empty {
 		return h.db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, []byte(hintsFormat)) })
 	}

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -284,5 +287,77 @@ func TestHintsFormatRefused(t *testing.T) {
 	_, err = OpenHints(HintsConfig{Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), `hints format "2"`) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("OpenHints of format 2: %v, want a one-line refusal naming the format", err)
+	}
+}
+
+// TestHintsDamage: a hints database with damaged files does not keep the node from
+// starting: Open logs the loss at error level, moves files it could still find to
+// damaged-<time>/, opens empty, takes hints again and keeps them across a restart.
+func TestHintsDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		moved  bool // the damaged files are still there to move aside
+	}{
+		{"manifest truncated", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "MANIFEST")
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(p, fi.Size()/3); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"sst bytes flipped", func(t *testing.T, dir string) {
+			p := largestFile(t, dir, ".sst")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := len(b) / 3; i < len(b)/3+64; i++ {
+				b[i] ^= 0xff
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := HintsConfig{Dir: filepath.Join(t.TempDir(), HintsDir)}
+			h := openHints(t, cfg)
+			addHints(t, h, "n2", 0, 300)
+			if err := h.Close(); err != nil { // flushes the memtable: a table on disk
+				t.Fatal(err)
+			}
+			tc.damage(t, cfg.Dir)
+
+			var log bytes.Buffer
+			cfg.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelError}))
+			h = openHints(t, cfg)
+			if q := h.Queues(); len(q) != 0 {
+				t.Errorf("damaged hints opened holding %v, want none", q)
+			}
+			if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), "hints database damaged") {
+				t.Errorf("log %q, want an error line saying the hints are damaged", log.String())
+			}
+			moved, _ := filepath.Glob(filepath.Join(cfg.Dir, "damaged-*", "*.sst"))
+			if tc.moved && len(moved) == 0 {
+				t.Errorf("no table under %s/damaged-*/", cfg.Dir)
+			}
+			addHints(t, h, "n3", 0, 5)
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			log.Reset()
+			h = openHints(t, cfg)
+			defer h.Close()
+			if q := h.Queues(); len(q) != 1 || q[0].Peer != "n3" || q[0].Count != 5 {
+				t.Errorf("after a restart: queues %+v, want n3 with 5", q)
+			}
+			if log.Len() != 0 {
+				t.Errorf("log after a clean restart: %q, want nothing at error level", log.String())
+			}
+		})
 	}
 }
