@@ -15,6 +15,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"ringkv/internal/eventually"
+	"ringkv/internal/spin"
 )
 
 // burnCPU spins until stop is closed; the CPU profile must show it.
@@ -35,27 +36,8 @@ func burnCPU(stop <-chan struct{}) uint64 {
 // contendRounds counts the critical sections contend's goroutines have run.
 var contendRounds atomic.Int64
 
-// contend makes goroutines fight over a mutex and block on a channel until stop is closed.
-func contend(stop <-chan struct{}) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				mu.Lock()
-				time.Sleep(50 * time.Microsecond)
-				mu.Unlock()
-				contendRounds.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-}
+// contend makes goroutines fight over a mutex until stop is closed.
+func contend(stop <-chan struct{}) { spin.Contend(stop, 50*time.Microsecond, &contendRounds) }
 
 func hasFunction(p *profile.Profile, name string) bool {
 	for _, s := range p.Sample {
@@ -81,8 +63,8 @@ func TestCapture(t *testing.T) {
 		{"heap", 0, nil, ""},
 		{"allocs", 0, nil, ""},
 		{"goroutine", 0, nil, "metrics.TestCapture"},
-		{"mutex", 1, contend, "metrics.contend"},
-		{"block", 1, contend, "metrics.contend"},
+		{"mutex", 1, contend, "spin.Contend"},
+		{"block", 1, contend, "spin.Contend"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
@@ -256,7 +238,7 @@ func TestCaptureSeesOlderContention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasFunction(p, "metrics.contend") {
+	if !hasFunction(p, "spin.Contend") {
 		t.Errorf("mutex capture of contention older than it: no sample in metrics.contend (%d samples)", len(p.Sample))
 	}
 	if got := runtime.SetMutexProfileFraction(-1); got != backgroundMutexFraction {

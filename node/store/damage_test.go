@@ -46,6 +46,47 @@ func largestFile(t *testing.T, dir, ext string) string {
 	return best
 }
 
+// The kinds of damage the store's and the hints' tests make to a closed badger directory.
+
+func removeManifest(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncateManifest(t *testing.T, dir string) { truncateTo(t, filepath.Join(dir, "MANIFEST"), 3) }
+
+func truncateTable(t *testing.T, dir string) { truncateTo(t, largestFile(t, dir, ".sst"), 2) }
+
+// truncateTo cuts the file at p to 1/div of its size.
+func truncateTo(t *testing.T, p string, div int64) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, fi.Size()/div); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipTableBytes flips 64 bytes a third of the way into the largest table.
+func flipTableBytes(t *testing.T, dir string) {
+	t.Helper()
+	p := largestFile(t, dir, ".sst")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 3; i < len(b)/3+64; i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDamageDetected: each kind of damage made to a closed store's directory makes Open
 // fail with ErrDamaged and a one-line reason (no panic, no store that opens emptier than it
 // closed); with Recover it opens and Damage says what was found.
@@ -54,44 +95,10 @@ func TestDamageDetected(t *testing.T) {
 		name   string
 		damage func(t *testing.T, dir string)
 	}{
-		{"manifest deleted", func(t *testing.T, dir string) {
-			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"manifest truncated", func(t *testing.T, dir string) {
-			p := filepath.Join(dir, "MANIFEST")
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(p, fi.Size()/3); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"sst bytes flipped", func(t *testing.T, dir string) {
-			p := largestFile(t, dir, ".sst")
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := len(b) / 3; i < len(b)/3+64; i++ {
-				b[i] ^= 0xff
-			}
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"sst truncated to half", func(t *testing.T, dir string) {
-			p := largestFile(t, dir, ".sst")
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(p, fi.Size()/2); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"manifest deleted", removeManifest},
+		{"manifest truncated", truncateManifest},
+		{"sst bytes flipped", flipTableBytes},
+		{"sst truncated to half", truncateTable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

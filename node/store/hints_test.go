@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -299,29 +298,8 @@ func TestHintsDamage(t *testing.T) {
 		damage func(t *testing.T, dir string)
 		moved  bool // the damaged files are still there to move aside
 	}{
-		{"manifest truncated", func(t *testing.T, dir string) {
-			p := filepath.Join(dir, "MANIFEST")
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(p, fi.Size()/3); err != nil {
-				t.Fatal(err)
-			}
-		}, false},
-		{"sst bytes flipped", func(t *testing.T, dir string) {
-			p := largestFile(t, dir, ".sst")
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := len(b) / 3; i < len(b)/3+64; i++ {
-				b[i] ^= 0xff
-			}
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}, true},
+		{"manifest truncated", truncateManifest, false},
+		{"sst bytes flipped", flipTableBytes, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := HintsConfig{Dir: filepath.Join(t.TempDir(), HintsDir)}

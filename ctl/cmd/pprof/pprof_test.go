@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/spin"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
 )
@@ -221,29 +222,6 @@ func functionsWithPrefix(p *profile.Profile, prefix string) int {
 	return n
 }
 
-// contend runs four goroutines that take turns holding one mutex for 100 µs, until the
-// returned func is called: thousands of contention events a second.
-func contend() (stop func()) {
-	var mu sync.Mutex
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				mu.Lock()
-				time.Sleep(100 * time.Microsecond)
-				mu.Unlock()
-			}
-		})
-	}
-	return func() { close(done); wg.Wait() }
-}
-
 func TestCaptureFromCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster and profiles it")
@@ -281,7 +259,9 @@ func TestCaptureFromCluster(t *testing.T) {
 			// The runtime samples one contention event in 5 during a capture. On a CI machine
 			// busy with other packages the cluster's own load can go a whole second without
 			// five, so contention of known size runs in this process, which is the nodes'.
-			stopContend = contend()
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() { spin.Contend(stop, 100*time.Microsecond, nil); close(done) }()
+			stopContend = func() { close(stop); <-done }
 		}
 		err := kvctl(t, f, kind, "--all", "--seconds", "1", "-d", dir)
 		stopContend()
