@@ -187,6 +187,11 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --repair-interval %v: must not be negative (0 = off)", ErrInvalidConfig, c.RepairInterval)
 	case c.TombstoneGrace < 0:
 		return c, fmt.Errorf("%w: --tombstone-grace %v: must not be negative (0 = never purge)", ErrInvalidConfig, c.TombstoneGrace)
+	case c.TombstoneGrace > 0 && (c.MaxHintWindow == 0 || c.MaxHintWindow >= c.TombstoneGrace):
+		// Cassandra's rule (max_hint_window below gc_grace): a hint of a write older than a
+		// purged tombstone, handed over after the purge, would bring the deleted value back.
+		return c, fmt.Errorf("%w: --max-hint-window %v must be shorter than --tombstone-grace %v (and not 0, unbounded) while tombstones are purged: a hint handed over after its key's tombstone was purged would bring the deleted value back",
+			ErrInvalidConfig, c.MaxHintWindow, c.TombstoneGrace)
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http", c.HTTPAddr}, {"--grpc", c.GRPCAddr}, {"--admin", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
@@ -384,7 +389,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")
 	fs.BoolVar(&c.Recover, "recover", c.Recover, "start even if the data is damaged: serve what is left, say so in kvctl status (the rest must be repaired from the peers)")
 	fs.Var(bytesValue{&c.MaxHintBytes}, "max-hint-bytes", "bytes of hints kept on disk for peers that missed writes; over it the oldest are dropped and left to repair (0 = unbounded; K/M/G suffixes)")
-	fs.DurationVar(&c.MaxHintWindow, "max-hint-window", c.MaxHintWindow, "hints older than this are dropped and left to repair, like Cassandra's max_hint_window (0 = kept until delivered)")
+	fs.DurationVar(&c.MaxHintWindow, "max-hint-window", c.MaxHintWindow, "hints older than this are dropped and left to repair, like Cassandra's max_hint_window; must be shorter than --tombstone-grace (0 = kept until delivered, only with --tombstone-grace 0)")
 	fs.Var(uint64BytesValue{&c.HintRate}, "hint-rate", "pace of handing hints over to a peer that is back, bytes/s, so a backlog leaves room for client traffic (0 = unpaced; K/M/G suffixes)")
 	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
 	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above twice the p99 seen when they began")

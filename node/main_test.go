@@ -31,6 +31,8 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--id", "a", "stray"}, "stray"},
 		{[]string{"--id", "a", "--log-format", "xml"}, "--log-format"},
 		{[]string{"--id", "a", "--max-hint-window", "-1h"}, "--max-hint-window"},
+		{[]string{"--id", "a", "--max-hint-window", "0"}, "--tombstone-grace"},
+		{[]string{"--id", "a", "--tombstone-grace", "2h"}, "--max-hint-window"},
 		{[]string{"--max-hint-bytes", "lots"}, "max-hint-bytes"},
 		{[]string{"--hint-rate", "-1"}, "hint-rate"},
 	}

@@ -275,7 +275,7 @@ func TestPurgeNeverResurrects(t *testing.T) {
 	var skew atomic.Int64 // the test clock: the wall clock plus skew
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	c := startRepairCluster(t, func(cfg *node.Config) {
-		cfg.TombstoneGrace = time.Hour
+		cfg.TombstoneGrace, cfg.MaxHintWindow = time.Hour, 30*time.Minute
 		cfg.Now = now
 	})
 	settle(t, c)
@@ -348,7 +348,7 @@ func TestPurgeNeverResurrects(t *testing.T) {
 func TestPurgeWaitsForGrace(t *testing.T) {
 	var skew atomic.Int64
 	c := startRepairCluster(t, func(cfg *node.Config) {
-		cfg.TombstoneGrace = time.Hour
+		cfg.TombstoneGrace, cfg.MaxHintWindow = time.Hour, 30*time.Minute
 		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	})
 	settle(t, c)
