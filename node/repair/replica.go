@@ -90,15 +90,15 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 // Tree builds the Merkle tree of (start, end] at depth, walking at most rateBytes per
 // second (0 = no ceiling), slower while this node's latency is above its target (Latency).
 func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBytes uint64) (*Tree, error) {
-	var pace func(ctx context.Context, n int) error
+	var rate func() uint64
 	switch {
 	case r.cfg.Latency != nil:
-		rate := func() uint64 {
-			return r.ad.Rate(rateBytes, r.cfg.Latency(), r.cfg.LatencyTarget, time.Now())
-		}
-		pace = func(ctx context.Context, n int) error { return r.lim.Wait(ctx, n, rate, nil) }
+		rate = func() uint64 { return r.ad.Rate(rateBytes, r.cfg.Latency(), r.cfg.LatencyTarget, time.Now()) }
 	case rateBytes > 0:
-		rate := func() uint64 { return rateBytes }
+		rate = func() uint64 { return rateBytes }
+	}
+	var pace func(ctx context.Context, n int) error
+	if rate != nil {
 		pace = func(ctx context.Context, n int) error { return r.lim.Wait(ctx, n, rate, nil) }
 	}
 	t, err := Build(ctx, r.cfg.Store, start, end, depth, pace)

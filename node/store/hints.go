@@ -206,15 +206,13 @@ func openHintsDB(cfg HintsConfig, opts badger.Options) (h *Hints, err error) {
 	damaged := func(reason string) error {
 		return fmt.Errorf("hints %w in %s: %s", ErrDamaged, cfg.Dir, oneLine(reason))
 	}
-	if !cfg.InMemory {
-		if bad := verifyTables(cfg.Dir, opts); bad != "" {
-			return nil, damaged(bad)
-		}
-	}
 	// Tables on disk and a database that opens without its format key: badger dropped the
 	// tables a lost or truncated MANIFEST no longer names.
 	hadTables := false
 	if !cfg.InMemory {
+		if bad := verifyTables(cfg.Dir, opts); bad != "" {
+			return nil, damaged(bad)
+		}
 		tables, _ := filepath.Glob(filepath.Join(cfg.Dir, "*.sst"))
 		hadTables = len(tables) > 0
 	}
