@@ -30,26 +30,7 @@ import (
 func TestDamageRefusedOrRecovered(t *testing.T) {
 	bin := buildBins(t).kvnode
 	const keys = 3000
-	for _, tc := range []struct {
-		name   string
-		kill   bool // stopped by kill -9 rather than SIGINT
-		damage func(t *testing.T, dir string)
-	}{
-		{name: "manifest deleted", damage: func(t *testing.T, dir string) { must(t, os.Remove(filepath.Join(dir, "MANIFEST"))) }},
-		{name: "manifest truncated", damage: func(t *testing.T, dir string) { truncate(t, filepath.Join(dir, "MANIFEST"), 3) }},
-		{name: "sst bytes flipped", damage: func(t *testing.T, dir string) {
-			p := largest(t, dir, ".sst")
-			b, err := os.ReadFile(p)
-			must(t, err)
-			for i := len(b) / 2; i < len(b)/2+64; i++ {
-				b[i] ^= 0xff
-			}
-			must(t, os.WriteFile(p, b, 0o644))
-		}},
-		{name: "sst truncated", damage: func(t *testing.T, dir string) { truncate(t, largest(t, dir, ".sst"), 2) }},
-		// The .mem file is preallocated (64 MiB); the 3,000 records fill its first ~4 MiB.
-		{name: "mem truncated", kill: true, damage: func(t *testing.T, dir string) { must(t, os.Truncate(largest(t, dir, ".mem"), 1<<20)) }},
-	} {
+	for _, tc := range damageKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "n1")
 			p := startOne(t, bin, dir)
@@ -168,11 +149,11 @@ func fill(t *testing.T, p *proc, n int) {
 	}
 }
 
-// damageKinds are the kinds of damage made to a stopped node's data directory, as in
-// TestDamageRefusedOrRecovered.
+// damageKinds are the kinds of damage made to a stopped node's data directory, by
+// TestDamageRefusedOrRecovered and TestDamagedRangesRepairedFromPeers.
 var damageKinds = []struct {
 	name   string
-	kill   bool // stopped by kill -9 rather than SIGTERM
+	kill   bool // stopped by kill -9 rather than a clean stop
 	damage func(t *testing.T, dir string)
 }{
 	{name: "manifest deleted", damage: func(t *testing.T, dir string) { must(t, os.Remove(filepath.Join(dir, "MANIFEST"))) }},

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/clustertest"
 	"ringkv/loadgen"
 	"ringkv/node"
 )
@@ -134,15 +134,7 @@ func TestBenchCluster(t *testing.T) {
 	}
 	base := node.DefaultConfig()
 	base.InMemory, base.Replicas, base.VNodes = true, 3, 16
-	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close cluster: %v", err)
-		}
-	})
+	c := clustertest.Start(t, 3, base)
 	ios, _, out, _ := cli.Test()
 	f := cli.NewFactory(ios)
 	f.Addr = c.Node(0).Addrs().GRPC

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/internal/certtest"
+	"ringkv/internal/clustertest"
 	"ringkv/loadgen"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
@@ -30,15 +30,7 @@ func TestBenchRecordCheckOverTLS(t *testing.T) {
 	dir := certtest.Dir(t)
 	base := node.DefaultConfig()
 	base.InMemory, base.Replicas, base.VNodes, base.CertsDir = true, 3, 16, dir
-	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close cluster: %v", err)
-		}
-	})
+	c := clustertest.Start(t, 3, base)
 	ios, _, out, _ := cli.Test()
 	f := cli.NewFactory(ios)
 	f.Addr, f.CertsDir = c.Node(0).Addrs().GRPC, dir

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/internal/certtest"
+	"ringkv/internal/clustertest"
 	"ringkv/node"
 )
 
@@ -58,15 +58,7 @@ func TestZipWithNodeDown(t *testing.T) {
 	base := node.DefaultConfig()
 	base.Replicas, base.VNodes = 3, 16
 	base.ReplicaTimeout, base.DrainTimeout = time.Second, 2*time.Second
-	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close cluster: %v", err)
-		}
-	})
+	c := clustertest.Start(t, 3, base)
 	if err := c.Stop(2); err != nil { // n3 is down
 		t.Fatalf("stop n3: %v", err)
 	}
@@ -176,15 +168,7 @@ func TestZipOverTLS(t *testing.T) {
 	dir := certtest.Dir(t)
 	base := node.DefaultConfig()
 	base.InMemory, base.Replicas, base.VNodes, base.CertsDir = true, 1, 8, dir
-	c, err := node.StartLocalCluster(context.Background(), 1, base, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close cluster: %v", err)
-		}
-	})
+	c := clustertest.Start(t, 1, base)
 	ios, _, _, _ := cli.Test()
 	f := cli.NewFactory(ios)
 	f.Addr, f.CertsDir = c.Node(0).Addrs().GRPC, dir

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/clustertest"
 	"ringkv/internal/spin"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
@@ -130,15 +130,7 @@ func startCluster(t *testing.T) *cluster {
 	base.Replicas, base.VNodes = 3, 16
 	base.ReplicaTimeout, base.DrainTimeout = time.Second, 2*time.Second
 	base.ClusterSecretFile = secretFile
-	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close cluster: %v", err)
-		}
-	})
+	c := clustertest.Start(t, 3, base)
 	return &cluster{LocalCluster: c, secretFile: secretFile}
 }
 
