@@ -3,8 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"ringkv/node/hlc"
@@ -25,7 +23,7 @@ import (
 // A call still in flight at the answer leaves its hint when it fails, after the answer, as in
 // Cassandra: a crash in that window leaves the write to repair.
 //
-// They are handed over oldest first, up to hintWindow calls in flight per peer, paced to
+// They are handed over in the order they were added, one call at a time per peer and paced to
 // Config.HintRate bytes per second, so a large backlog does not crowd out client traffic: at
 // once when a peer's breaker closes or its connection turns ready, and every HintInterval. A
 // hint is removed once the peer took it. One the peer refuses as routed by a stale view (it no
@@ -193,14 +191,7 @@ func (c *Coordinator) handoff() {
 	}
 }
 
-// hintWindow is how many hint calls one peer has in flight. One at a time, a hint costs a
-// round trip, so small hints went at a few hundred a second whatever HintRate allowed; over
-// the peer's Batch stream, calls in flight together travel as one message. Order among them
-// does not matter: every hint carries its write's timestamp, and the newer one wins.
-const hintWindow = 32
-
-// handOver sends t its hints, oldest first and up to hintWindow at a time, until they run out
-// or a call fails.
+// handOver sends t its hints in order until they run out or a call fails.
 func (c *Coordinator) handOver(t target) {
 	for c.base.Err() == nil {
 		if c.admit(t) != nil {
@@ -211,39 +202,18 @@ func (c *Coordinator) handOver(t target) {
 			return
 		}
 		vid := c.view().ID()
-		errs := make([]error, len(hs))
-		var stop atomic.Bool // a call failed for a reason that will fail the next ones too
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, hintWindow)
-		sent := 0
-		for i, h := range hs {
-			if stop.Load() || !c.pace(h) {
-				break
-			}
-			slots <- struct{}{}
-			if stop.Load() {
-				<-slots
-				break
-			}
-			sent++
-			wg.Go(func() {
-				defer func() { <-slots }()
-				ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
-				start := time.Now()
-				_, err := t.r.Write(ctx, h.Key, h.Record, vid)
-				cancel()
-				c.account(t, time.Since(start), err, false)
-				errs[i] = err
-				if err != nil && !errors.Is(err, ErrStaleView) && !errors.Is(err, ErrInvalidArgument) {
-					stop.Store(true)
-				}
-			})
-		}
-		wg.Wait()
 		done := hs[:0:0]
-		failed := sent < len(hs)
-		for i, h := range hs[:sent] {
-			switch err := errs[i]; {
+		failed := false
+		for _, h := range hs {
+			if failed = !c.pace(h); failed {
+				break
+			}
+			ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
+			start := time.Now()
+			_, err := t.r.Write(ctx, h.Key, h.Record, vid)
+			cancel()
+			c.account(t, time.Since(start), err, false)
+			switch {
 			case err == nil:
 				done = append(done, h)
 			case errors.Is(err, ErrStaleView):
@@ -252,11 +222,12 @@ func (c *Coordinator) handOver(t target) {
 			case errors.Is(err, ErrInvalidArgument):
 				// Refused for what it is, not for where or when: kept, it would stop the queue
 				// for good. Dropped and counted; repair compares what the replicas hold.
-				if c.hints.Drop([]store.Hint{h}) != nil {
-					failed = true
-				}
+				failed = c.hints.Drop([]store.Hint{h}) != nil
 			default:
 				failed = true
+			}
+			if failed {
+				break
 			}
 		}
 		if err := c.hints.Remove(done); err != nil || failed {
