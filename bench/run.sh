@@ -11,7 +11,7 @@
 #                                           of kvctl bench --target http --rate 0, generator pinned, ROUNDS rounds
 #   bench/run.sh [options] kvctl -- ARGS    kvctl --addr <node 1> bench ARGS (e.g. --rate 2000 --workload ...)
 #   bench/run.sh [options] shell            start the cluster, print its addresses, wait for Ctrl-C
-#   bench/run.sh [options] compare          issue 13's table: ringkv 3 nodes RF=3, ringkv 1 node, ringkv 3 nodes
+#   bench/run.sh [options] compare          the write-path comparison table: ringkv 3 nodes RF=3, ringkv 1 node, ringkv 3 nodes
 #                                           --sync-writes and etcd 3 members (Debian etcd-server, installed with
 #                                           apt-get when missing) side by side, ROUNDS rounds alternating the order:
 #                                           wrk closed loop -c16/-c64 PUT and GET, then open model at 60% of the
@@ -403,7 +403,7 @@ EOF2
 	med() { field "$2" "$tmp/$1" | median; }
 	ms() { awk -v u="$1" 'BEGIN {printf "%.1f ms", u / 1000}'; }
 	echo
-	echo "## issue 13 table: $rounds round(s) of $duration, wrk -t$threads; $(uptime | sed 's/.*load/load/')"
+	echo "## write-path comparison: $rounds round(s) of $duration, wrk -t$threads; $(uptime | sed 's/.*load/load/')"
 	echo
 	echo "| figure | measured | target |"
 	echo "| --- | --- | --- |"

@@ -89,7 +89,7 @@ func TestCompose(t *testing.T) {
 	}{
 		{name: "kill and restart", inject: []string{"kill"}, heal: []string{"start"}, https: true},
 		{name: "partition", inject: []string{"network", "disconnect", network}, heal: []string{"network", "connect", "--alias", "n3", network},
-			// Issue 17: the cut-off node's /readyz says it has no quorum and names the
+			// Fault limits: the cut-off node's /readyz says it has no quorum and names the
 			// peers it cannot reach, with no client request; n1 stays ready.
 			during: func(t *testing.T) {
 				eventually.Succeeds(t, 20*time.Second, func() error {

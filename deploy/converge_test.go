@@ -20,7 +20,7 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// Convergence after a drill (issue 15 point 5, with issue 14's repair): every replica holds
+// Convergence after a drill (with hints and Merkle repair): every replica holds
 // every write the bench acknowledged, checked on each node's own store (Replica.StreamRange
 // of the whole ring, a local scan: no client read, so no read repair), within
 // convergeTimeout of the heal; then a kvctl repair --dry-run finds no Merkle leaf that

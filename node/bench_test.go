@@ -71,7 +71,7 @@ func BenchmarkClusterKV(b *testing.B) {
 		}
 	})
 	// put-c64: 64 clients writing at once, the load where replica messages can share a
-	// batch (issue 13's wrk -c64 row).
+	// batch (the wrk -c64 row of the write-path comparison table).
 	b.Run("put-c64", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(32) // × GOMAXPROCS(2) = 64 clients

@@ -81,7 +81,7 @@ type Config struct {
 	// source), never above the change's rate. 0 = the rate alone.
 	MoveLatencyTarget time.Duration
 
-	// Fault limits (issue 17).
+	// Fault limits.
 	// MaxConnections bounds the open connections of each of the HTTP and gRPC ports; at the
 	// limit an idle HTTP connection is closed to make room, else the new one is refused.
 	// 0 = min(4096, a quarter of the open-file limit).
@@ -93,7 +93,7 @@ type Config struct {
 	// MinFreeDisk is the free space kept on the data volume: below it writes and replica
 	// applies are refused (HTTP 507), reads go on, and writes resume once space is back.
 	MinFreeDisk store.Reserve
-	// Hinted handoff (issue 14): MaxHintBytes bounds the hints kept on disk for peers that
+	// Hinted handoff: MaxHintBytes bounds the hints kept on disk for peers that
 	// missed writes (the oldest of the peer with the most go first); MaxHintWindow drops hints
 	// older than it (Cassandra's max_hint_window); both are counted, and repair covers them.
 	// HintRate paces their handoff, bytes per second (0 = unpaced).
@@ -104,7 +104,7 @@ type Config struct {
 	// what is left and says so in kvctl status until repaired.
 	Recover bool
 
-	// Repair (issue 14).
+	// Repair (anti-entropy).
 	// RepairInterval is how often the node repairs the ranges it is the primary replica of
 	// (±10% jitter; 0 = no background repair). A round is skipped while a ring change is in
 	// flight or another repair runs on the node.
@@ -132,15 +132,15 @@ func DefaultConfig() Config {
 		MaxValueSize:   1 << 20,
 		DrainTimeout:   10 * time.Second,
 		ChangeRate:     64 << 20,
-		// Fault limits (issue 17).
+		// Fault limits.
 		HTTPReadTimeout: 30 * time.Second,
 		IdleTimeout:     2 * time.Minute,
 		MinFreeDisk:     store.DefaultReserve,
-		// Hinted handoff (issue 14).
+		// Hinted handoff.
 		MaxHintBytes:  256 << 20,
 		MaxHintWindow: 3 * time.Hour,
 		HintRate:      4 << 20,
-		// Repair (issue 14).
+		// Repair (anti-entropy).
 		RepairInterval: time.Hour,
 		RepairRate:     4 << 20,
 		TombstoneGrace: 10 * 24 * time.Hour,
@@ -383,7 +383,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.MoveLatencyTarget, "move-latency-target", c.MoveLatencyTarget, "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold (0 = off: the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")
-	// Fault limits (issue 17).
+	// Fault limits.
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections on each of the HTTP and gRPC ports; excess refused at once (0 = min(4096, open-file limit/4))")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "time to read one HTTP request, header and body")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "an idle keep-alive HTTP connection is closed after it")

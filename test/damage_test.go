@@ -171,7 +171,7 @@ var damageKinds = []struct {
 	{name: "mem truncated", kill: true, damage: func(t *testing.T, dir string) { must(t, os.Truncate(largest(t, dir, ".mem"), 1<<20)) }},
 }
 
-// TestDamagedRangesRepairedFromPeers: issue 17 point 2 end to end, with kvnode processes, 3
+// TestDamagedRangesRepairedFromPeers: damaged ranges repaired from the peers, end to end, with kvnode processes, 3
 // nodes, RF=3, hints off (so a replica that was down misses writes until repaired):
 //   - 1,500 keys written with ack=3; n2 stopped; 500 more with ack=2 (held by n1 and n3
 //     only); n3 stopped, its store damaged (each kind), restarted with --recover while n2 is

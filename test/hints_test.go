@@ -13,12 +13,12 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// TestHintsSurviveCoordinatorKill is issue 14's scenario with durable hints: 3 kvnode
+// TestHintsSurviveCoordinatorKill is the lost-coordinator scenario with durable hints: 3 kvnode
 // processes, RF=3; n3 is stopped; 2000 PUTs with ack=2 through n1, all acknowledged; n1 is
 // killed with -9 and restarted, then n3 restarted. With no client read of those keys, n3
 // comes to hold every one of them (counted by Admin NodeInfo, then checked in its store on
-// disk after it stopped) and n1's hint queue drains to 0. With hints in memory (before issue
-// 14) the kill took them with it and n3 held none of the 2000.
+// disk after it stopped) and n1's hint queue drains to 0. With hints in memory (as they
+// once were) the kill took them with it and n3 held none of the 2000.
 func TestHintsSurviveCoordinatorKill(t *testing.T) {
 	c := startCluster(t, 3, 0)
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]

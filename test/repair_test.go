@@ -12,7 +12,7 @@ import (
 	"ringkv/proto/kvpb"
 )
 
-// The repair scenarios of issue 14, with kvnode processes: a replica that missed writes
+// The repair scenarios, with kvnode processes: a replica that missed writes
 // while down, whose coordinator's hints died with a kill -9, holds every acknowledged key
 // after a repair, checked on each node's own store (Replica.StreamRange of the whole ring,
 // a local scan), never by client reads of those keys.
@@ -54,7 +54,7 @@ func (c *tcluster) waitUp(p *proc) {
 	})
 }
 
-// missedWrites plays the issue's scenario up to the repair: 3 nodes, N=3; n3 stopped; 2000
+// missedWrites plays the lost-hints scenario up to the repair: 3 nodes, N=3; n3 stopped; 2000
 // ack=2 PUTs through n1 (the acknowledged ones are returned); n1 killed with -9 and
 // restarted; n3 restarted.
 func missedWrites(t *testing.T, flags []string) (*tcluster, map[string]string) {

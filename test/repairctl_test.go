@@ -26,7 +26,7 @@ func (c *tcluster) storedKeys(p *proc) (uint64, error) {
 	return resp.GetCounts()[0].GetKeys(), nil
 }
 
-// TestKvctlRepairAfterHintLoss is issue 14's scenario with real processes and the kvctl
+// TestKvctlRepairAfterHintLoss is the lost-hints scenario with real processes and the kvctl
 // binary: three nodes, RF 3; n3 killed; 2000 PUTs with ack=2 through n1, all acknowledged;
 // n1, the hint holder, killed with -9 and restarted; n3 restarted. Without client reads,
 // after `kvctl repair` every node stores every key. It skips, only on Unimplemented, while

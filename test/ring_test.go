@@ -17,7 +17,7 @@ import (
 
 const valueSize = 100
 
-// priorKeys is how many keys a ring test loads before its change: 100k as the issue asks,
+// priorKeys is how many keys a ring test loads before its change: 100k as the ring-change targets ask,
 // 20k under -short.
 func priorKeys() int {
 	if testing.Short() {

@@ -109,7 +109,7 @@ func TestRepairOfCluster(t *testing.T) {
 	for i := range 300 {
 		put(kv, fmt.Sprintf("one-%04d", i), fmt.Sprintf("v%d", i), 1, 1)
 	}
-	// The scenario: n3 down, writes acknowledged by two; n1, which holds the hints,
+	// The lost-hints scenario: n3 down, writes acknowledged by two; n1, which holds the hints,
 	// restarts (in-memory hints die with it; durable ones replay: either way n3 must end whole).
 	if err := c.Stop(2); err != nil {
 		t.Fatal(err)
