@@ -1,0 +1,290 @@
+// Peer health: each peer's circuit breaker and latency, the goroutine that follows its
+// connection and probes it, and what the node reports of its peers (Breakers, Unreachable,
+// QuorumLoss, Unreached).
+
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"ringkv/node/hlc"
+	"ringkv/node/store"
+)
+
+// Breakers returns the breaker of every peer in the ring and of every peer
+// called before, sorted by peer.
+func (c *Coordinator) Breakers() []Breaker {
+	ids := map[string]bool{}
+	if v := c.view(); v != nil && v.Current != nil {
+		for _, m := range v.Current.Members() {
+			if m.ID != c.self {
+				ids[m.ID] = true
+			}
+		}
+	}
+	c.peersMu.RLock()
+	for id := range c.peerSt {
+		ids[id] = true
+	}
+	out := make([]Breaker, 0, len(ids))
+	for id := range ids {
+		if p, ok := c.peerSt[id]; ok {
+			out = append(out, p.br.snapshot(id))
+		} else {
+			out = append(out, Breaker{Peer: id, State: BreakerClosed})
+		}
+	}
+	c.peersMu.RUnlock()
+	slices.SortFunc(out, func(a, b Breaker) int {
+		switch {
+		case a.Peer < b.Peer:
+			return -1
+		case a.Peer > b.Peer:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (c *Coordinator) peerState(id string) *peer {
+	c.peersMu.RLock()
+	p, ok := c.peerSt[id]
+	c.peersMu.RUnlock()
+	if ok {
+		return p
+	}
+	c.peersMu.Lock()
+	defer c.peersMu.Unlock()
+	if p, ok := c.peerSt[id]; ok {
+		return p
+	}
+	p = &peer{br: newBreaker(c.cfg.BreakerFailures, c.cfg.BreakerSlowSpell)}
+	c.peerSt[id] = p
+	return p
+}
+
+// watch makes sure a goroutine follows r's transport for the peer p (see
+// watchPeer): started with the first Replica seen for the peer, restarted when
+// the peer's Replica changes (a new address).
+func (c *Coordinator) watch(id string, p *peer, r Replica) {
+	c.peersMu.RLock()
+	same := p.watched == r
+	c.peersMu.RUnlock()
+	if same {
+		return
+	}
+	tr, ok := r.(transporter)
+	if !ok || tr.Transport() == nil {
+		p.contacted.Store(true) // nothing to wait for
+		return
+	}
+	c.peersMu.Lock()
+	if p.watched == r {
+		c.peersMu.Unlock()
+		return
+	}
+	p.watched = r
+	c.peersMu.Unlock()
+	c.spawn(func() { c.watchPeer(id, p, r, tr.Transport()) })
+}
+
+// watchPeer follows one peer's connection until Close or until the peer's
+// Replica changes: it starts connecting at once (so the first request, and
+// the node's readiness, find the connection up), closes the breaker as soon
+// as the connection turns ready, and while the breaker is open probes the
+// peer every ProbeInterval, waking its connection out of reconnect backoff,
+// so that no client request has to be the probe.
+func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
+	t.Wake()
+	state := t.State()
+	moved := false // the connection has left its first idle state
+	var probed time.Time
+	for c.base.Err() == nil {
+		c.peersMu.RLock()
+		current := p.watched == r
+		c.peersMu.RUnlock()
+		if !current {
+			return
+		}
+		switch state {
+		case connectivity.Ready:
+			p.contacted.Store(true)
+			if !p.br.allow() {
+				p.br.reachable()
+				c.logPeer(id, "connection ready again")
+				c.kickHints()
+			}
+		case connectivity.TransientFailure:
+			p.contacted.Store(true)
+			p.down.Store(true)
+		case connectivity.Idle:
+			// Idle again after an attempt: it connected and lost the connection (a
+			// peer that stopped) before this goroutine saw it ready.
+			if moved {
+				p.contacted.Store(true)
+			} else {
+				t.Wake()
+			}
+		}
+		moved = moved || state != connectivity.Idle
+		// Probe every ProbeInterval while the breaker is open, and every HealthInterval
+		// while it is closed: a silent partition leaves a connection READY, and only an
+		// answer tells that the peer is there (down, for Unreachable).
+		if every := c.cfg.HealthInterval; !p.br.allow() || time.Since(probed) >= every {
+			probed = time.Now()
+			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
+			err := t.Probe(ctx)
+			cancel()
+			if c.base.Err() != nil {
+				return
+			}
+			p.down.Store(err != nil)
+			if err == nil && !p.br.allow() {
+				p.br.reachable()
+				c.logPeer(id, "answered a probe")
+				c.kickHints()
+			}
+		}
+		ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeInterval)
+		t.WaitForStateChange(ctx, state)
+		cancel()
+		state = t.State()
+	}
+}
+
+func (c *Coordinator) logPeer(id, what string) {
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.Info("peer reachable: breaker closed", "peer", id, "how", what)
+	}
+}
+
+// Unreachable returns the peers of the current ring that are down now: their
+// connection failed, their last probe went unanswered, or their breaker is open.
+func (c *Coordinator) Unreachable() []string {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range c.targets(v.Current.Members()) {
+		if t.p != nil && (t.r == nil || t.p.down.Load() || !t.p.br.allow()) {
+			out = append(out, t.id)
+		}
+	}
+	return out
+}
+
+// QuorumLoss counts the ranges of the current ring for which this node cannot
+// reach a quorum (N/2+1) of the replicas (itself included), by Unreachable.
+func (c *Coordinator) QuorumLoss() (lost, total int) {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return 0, 0
+	}
+	down := map[string]bool{}
+	for _, id := range c.Unreachable() {
+		down[id] = true
+	}
+	n := v.Current.Replicas()
+	quorum := n/2 + 1
+	for _, r := range v.Current.Ranges() {
+		up := 0
+		for _, m := range v.Current.Lookup(r.End, n) {
+			if !down[m.ID] {
+				up++
+			}
+		}
+		total++
+		if up < quorum {
+			lost++
+		}
+	}
+	return lost, total
+}
+
+// Unreached returns the peers of the current ring whose connection has not
+// yet finished its first attempt (come up, or failed to), starting the
+// attempt for those not yet tried. A node that has just started is usable
+// once this is empty: every peer that is up is connected.
+func (c *Coordinator) Unreached() []string {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range c.targets(v.Current.Members()) {
+		if t.p != nil && t.r != nil && !t.p.contacted.Load() {
+			out = append(out, t.id)
+		}
+	}
+	return out
+}
+
+// admit reports whether a call to t may go out without question: it has a
+// connection and its breaker is closed.
+func (c *Coordinator) admit(t target) error {
+	if t.r == nil {
+		return fmt.Errorf("replica %s: %w: no connection", t.id, ErrReplicaUnavailable)
+	}
+	if t.p != nil && !t.p.br.allow() {
+		return c.skipped(t)
+	}
+	return nil
+}
+
+// skipped is the error recorded for a replica left out because its breaker is
+// open: which one, since when and why it opened.
+func (c *Coordinator) skipped(t target) error {
+	b := t.p.br.snapshot(t.id)
+	open := ""
+	if !b.Since.IsZero() {
+		open = fmt.Sprintf(" for %v", c.cfg.Now().Sub(b.Since).Round(time.Millisecond))
+	}
+	return fmt.Errorf("replica %s skipped: %w%s after %d failures (last: %s)", t.id, ErrBreakerOpen, open, b.ConsecutiveFailures, b.Reason)
+}
+
+// account feeds the outcome of one call to t into its breaker and latency.
+func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
+	if t.p == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		t.p.br.success()
+		t.p.latency.observe(d)
+		if read {
+			c.readP99.observe(d)
+		}
+	case c.base.Err() != nil:
+		// cancelled by Close: says nothing about the peer
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView), errors.Is(err, hlc.ErrClockOffset), errors.Is(err, store.ErrDiskFull),
+		errors.Is(err, ErrRangeDamaged):
+		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
+		// on a ring change): it is alive, and its breaker must not open on a healthy node.
+		t.p.br.success()
+	default:
+		t.p.br.failure(c.cfg.Now(), dead(err), strings.ReplaceAll(err.Error(), "\n", "; "))
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.p.latency.observe(c.cfg.ReplicaTimeout)
+		}
+	}
+}
+
+// dead reports whether a failed call shows the peer is not there (refused,
+// reset, no connection: gRPC Unavailable) rather than slow or failing.
+func dead(err error) bool {
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable
+	}
+	return errors.Is(err, ErrReplicaUnavailable)
+}

@@ -1,0 +1,242 @@
+// The read path: Get asks ack replicas, fastest first, hedges to more after HedgeDelay,
+// and merges the replies to the newest version.
+
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+// HedgeDelay returns the current hedge delay of reads: the observed p99 of
+// replica reads from peers, clamped to [HedgeMin, HedgeMax].
+func (c *Coordinator) HedgeDelay() time.Duration {
+	return min(max(c.readP99.value(), c.cfg.HedgeMin), c.cfg.HedgeMax)
+}
+
+// Get reads key from ack of its from replicas and returns the newest
+// version among the replies. found is false when no replica has the key or
+// the newest version is a tombstone (then rec is that tombstone). ack and
+// from of 0 mean the defaults. rec.Value is shared with read repair: do not
+// modify it.
+func (c *Coordinator) Get(ctx context.Context, key []byte, ack, from int) (store.Record, bool, error) {
+	start := time.Now()
+	rec, found, err := c.get(ctx, key, ack, from)
+	c.observe(OpGet, start, err)
+	return rec, found, err
+}
+
+type readReply struct {
+	i     int
+	rec   store.Record
+	found bool
+	err   error
+}
+
+// readOp is the state of one read. The caller's goroutine owns it until
+// the answer, then the finisher that waits for late replies.
+type readOp struct {
+	key      []byte
+	vid      ring.ViewID
+	ts       []target
+	replies  chan readReply
+	got      []*readReply // by target; nil until answered
+	newest   store.Record
+	any      bool  // some replica had a version
+	next     int   // next target to launch
+	deferred []int // targets passed over for their open breaker, launched only if needed
+	ok       int
+	inflight int
+	errs     []error
+	cc       *callCtx
+}
+
+func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store.Record, bool, error) {
+	v, ack, from, err := c.prepare(key, nil, ack, from)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	key = bytes.Clone(key) // calls and repairs outlive the answer
+	op := &readOp{key: key, vid: v.ID(), ts: c.order(c.targets(v.ReadSet(ring.Token(key), from)))}
+	op.replies = make(chan readReply, len(op.ts))
+	op.got = make([]*readReply, len(op.ts))
+	op.cc = c.newCallCtx()
+
+	wave := ack
+	if c.cfg.NoHedge {
+		wave = len(op.ts)
+	}
+	for range wave {
+		if !c.launch(op, ack) {
+			break
+		}
+	}
+	var hedge <-chan time.Time
+	if op.next < len(op.ts) || len(op.deferred) > 0 {
+		timer := time.NewTimer(c.HedgeDelay())
+		defer timer.Stop()
+		hedge = timer.C
+	}
+	for {
+		if op.ok >= ack {
+			rec, found := op.newest, op.any && !op.newest.Tombstone
+			c.finish(op)
+			return rec, found, nil
+		}
+		if op.ok+op.inflight+len(op.ts)-op.next+len(op.deferred) < ack {
+			for _, i := range op.deferred {
+				op.errs = append(op.errs, c.skipped(op.ts[i]))
+			}
+			err := fmt.Errorf("%w: %d of %d answered, %d needed: %w",
+				ErrNotEnoughReplicas, op.ok, len(op.ts), ack, errors.Join(op.errs...))
+			c.finish(op) // op belongs to the finisher from here on
+			return store.Record{}, false, err
+		}
+		select {
+		case r := <-op.replies:
+			c.take(op, r)
+			if r.err != nil {
+				c.launch(op, ack) // replace the failed replica at once
+			}
+		case <-hedge:
+			hedge = nil
+			for c.launch(op, ack) {
+			}
+		case <-ctx.Done():
+			err := fmt.Errorf("%w: %d of %d answered, %d needed: %w",
+				ErrNotEnoughReplicas, op.ok, len(op.ts), ack, ctx.Err())
+			c.finish(op)
+			return store.Record{}, false, err
+		}
+	}
+}
+
+// order sorts targets for a read: this node first, then peers with closed
+// breakers by latency EWMA, then the others; ties keep ring order.
+func (c *Coordinator) order(ts []target) []target {
+	rank := func(t target) int {
+		switch {
+		case t.p == nil:
+			return 0
+		case t.p.br.allow():
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(ts, func(a, b target) int {
+		ra, rb := rank(a), rank(b)
+		if ra != rb {
+			return ra - rb
+		}
+		if ra == 1 {
+			la, lb := a.p.latency.value(), b.p.latency.value()
+			switch {
+			case la < lb:
+				return -1
+			case la > lb:
+				return 1
+			}
+		}
+		return 0
+	})
+	return ts
+}
+
+// launch sends the read to one more target: the next in order whose breaker
+// is closed, else — when the calls in flight can no longer reach ack — one
+// passed over for its open breaker. false when none is left.
+func (c *Coordinator) launch(op *readOp, ack int) bool {
+	for op.next < len(op.ts) {
+		i := op.next
+		op.next++
+		t := op.ts[i]
+		if err := c.admit(t); err != nil {
+			if t.r == nil {
+				op.errs = append(op.errs, err)
+			} else {
+				op.deferred = append(op.deferred, i)
+			}
+			continue
+		}
+		return c.send(op, i, false)
+	}
+	if len(op.deferred) > 0 && op.ok+op.inflight < ack {
+		i := op.deferred[0]
+		op.deferred = op.deferred[1:]
+		return c.send(op, i, true)
+	}
+	return false
+}
+
+// send starts the read call to target i of op.
+func (c *Coordinator) send(op *readOp, i int, needed bool) bool {
+	t := op.ts[i]
+	op.cc.acquire()
+	if !c.spawn(func() { c.callRead(op.cc, t, needed, i, op.key, op.replies) }) {
+		op.cc.release()
+		op.errs = append(op.errs, ErrClosed)
+		op.next, op.deferred = len(op.ts), nil
+		return false
+	}
+	op.inflight++
+	return true
+}
+
+func (c *Coordinator) callRead(cc *callCtx, t target, needed bool, i int, key []byte, replies chan<- readReply) {
+	start := time.Now()
+	rec, found, err := t.r.Read(cc.ctx, key)
+	cc.release()
+	c.account(t, time.Since(start), err, true)
+	replies <- readReply{i: i, rec: rec, found: found, err: callError(t, needed, err)}
+}
+
+// take records one reply.
+func (c *Coordinator) take(op *readOp, r readReply) {
+	op.inflight--
+	if r.err != nil {
+		op.errs = append(op.errs, r.err)
+		if errors.Is(r.err, ErrRangeDamaged) {
+			// Not an answer, but a replica that takes writes: read repair gives it the
+			// newest version.
+			op.got[r.i] = &readReply{i: r.i}
+		}
+		return
+	}
+	op.ok++
+	op.got[r.i] = &r
+	if r.found {
+		c.clock.Update(r.rec.TS)
+		if !op.any || r.rec.Newer(op.newest) {
+			op.newest, op.any = r.rec, true
+		}
+	}
+}
+
+// finish hands op to a goroutine that waits for the replies still in
+// flight, then repairs the replicas that answered with an older version or
+// none. Without replies in flight it repairs at once.
+func (c *Coordinator) finish(op *readOp) {
+	op.cc.release() // launches no more calls
+	if op.inflight == 0 {
+		c.repair(op)
+		return
+	}
+	c.spawn(func() {
+		for op.inflight > 0 {
+			select {
+			case r := <-op.replies:
+				c.take(op, r)
+			case <-c.base.Done():
+				return
+			}
+		}
+		c.repair(op)
+	})
+}

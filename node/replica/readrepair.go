@@ -1,0 +1,61 @@
+// Read repair: after a read, the newest version is written to the replicas that answered
+// with an older one or none, by a pool of workers.
+
+package replica
+
+import (
+	"context"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+type repairJob struct {
+	t   target
+	key []byte
+	rec store.Record
+	vid ring.ViewID // the view the read was routed by
+}
+
+// repair queues a write of the newest version to every stale replica of op.
+func (c *Coordinator) repair(op *readOp) {
+	if !op.any {
+		return
+	}
+	for i, r := range op.got {
+		if r == nil || (r.found && !op.newest.Newer(r.rec)) {
+			continue
+		}
+		select {
+		case c.repairs <- repairJob{t: op.ts[i], key: op.key, rec: op.newest, vid: op.vid}:
+		default: // queue full: a later read repairs it
+		}
+	}
+}
+
+func (c *Coordinator) repairWorker() {
+	defer c.wg.Done()
+	for {
+		select {
+		case job := <-c.repairs:
+			c.repairOne(job)
+		case <-c.base.Done():
+			return
+		}
+	}
+}
+
+func (c *Coordinator) repairOne(job repairJob) {
+	if c.admit(job.t) != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.base, c.cfg.ReplicaTimeout)
+	start := time.Now()
+	_, err := job.t.r.Write(ctx, job.key, job.rec, job.vid)
+	cancel()
+	c.account(job.t, time.Since(start), err, false)
+	if err == nil && c.obs != nil {
+		c.obs.ReadRepair()
+	}
+}

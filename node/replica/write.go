@@ -1,0 +1,179 @@
+// The write path: Put and Delete stamp a record and send it to the key's write set, passing
+// over replicas with an open breaker while the others can still reach ack.
+
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+// Put writes value under key on ack replicas (from of them, plus pending
+// ones during a ring change) and returns the version's timestamp. ack and
+// from of 0 mean the defaults.
+func (c *Coordinator) Put(ctx context.Context, key, value []byte, ack, from int) (uint64, error) {
+	if value == nil {
+		value = []byte{}
+	}
+	start := time.Now()
+	ts, err := c.write(ctx, key, value, false, ack, from)
+	c.observe(OpPut, start, err)
+	return ts, err
+}
+
+// Delete writes a tombstone for key, like Put.
+func (c *Coordinator) Delete(ctx context.Context, key []byte, ack, from int) (uint64, error) {
+	start := time.Now()
+	ts, err := c.write(ctx, key, nil, true, ack, from)
+	c.observe(OpDelete, start, err)
+	return ts, err
+}
+
+type writeReply struct {
+	err error
+}
+
+func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bool, ack, from int) (uint64, error) {
+	v, nack, nfrom, err := c.prepare(key, value, ack, from)
+	if err != nil {
+		return 0, err
+	}
+	if c.cfg.Writable != nil {
+		if err := c.cfg.Writable(); err != nil {
+			return 0, err
+		}
+	}
+	if c.cfg.ClockCheck != nil {
+		if err := c.cfg.ClockCheck(); err != nil {
+			return 0, fmt.Errorf("refusing to stamp a write: %w", err)
+		}
+	}
+	// Calls outlive the answer: they must not alias the caller's buffers.
+	key = bytes.Clone(key)
+	if !tombstone {
+		value = bytes.Clone(value)
+	}
+	rec := store.Record{TS: c.clock.Now(), Tombstone: tombstone, Value: value}
+	err = c.writeIn(ctx, v, key, rec, nack, nfrom)
+	if err == nil || !errors.Is(err, ErrStaleView) || c.cfg.CatchUp == nil {
+		return rec.TS, err
+	}
+	// A replica has begun a ring change this node has not applied yet (or has left the key's
+	// replicas at a newer epoch): wait for raft to bring the newer view, then send the same
+	// record again by it. Same timestamp, so replicas that took it the first time take it as
+	// a no-op.
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.ReplicaTimeout)
+	cerr := c.cfg.CatchUp(wctx, v.ID())
+	cancel()
+	if cerr != nil {
+		return 0, fmt.Errorf("%w (catching up: %w)", err, cerr)
+	}
+	v, nack, nfrom, err = c.prepare(key, value, ack, from)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.writeIn(ctx, v, key, rec, nack, nfrom); err != nil {
+		return 0, err
+	}
+	return rec.TS, nil
+}
+
+// writeIn sends rec to the key's write set in view v and waits for ack + pending acks.
+func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec store.Record, ack, from int) error {
+	natural, pending := v.WriteSet(ring.Token(key), from)
+	need := ack + len(pending)
+	ts := c.targets(append(slices.Clip(natural), pending...))
+	vid := v.ID()
+
+	// A replica whose breaker is open is passed over while the others can still
+	// reach need without it; when they cannot (from the start, or once one of
+	// them fails), the write goes to it anyway. Those passed over to the end
+	// get a hint.
+	replies := make(chan writeReply, len(ts))
+	inflight, ok := 0, 0
+	var errs []error
+	var deferred []target
+	cc := c.newCallCtx()
+	defer cc.release()
+	send := func(t target, needed bool) bool {
+		cc.acquire()
+		if !c.spawn(func() { c.callWrite(cc, t, needed, key, rec, vid, replies) }) {
+			cc.release()
+			return false
+		}
+		inflight++
+		return true
+	}
+	for _, t := range ts {
+		switch err := c.admit(t); {
+		case err == nil:
+			if !send(t, false) {
+				return ErrClosed
+			}
+		case t.r == nil:
+			errs = append(errs, err)
+			if c.hintable(t, err) {
+				c.keepHint(t, key, rec)
+			}
+		default:
+			deferred = append(deferred, t)
+		}
+	}
+	passOver := func() {
+		for _, t := range deferred {
+			errs = append(errs, c.skipped(t))
+			if c.base.Err() == nil {
+				c.keepHint(t, key, rec)
+			}
+		}
+	}
+	for {
+		for ok+inflight < need && len(deferred) > 0 {
+			t := deferred[0]
+			deferred = deferred[1:]
+			if !send(t, true) {
+				return ErrClosed
+			}
+		}
+		if ok >= need {
+			passOver()
+			return nil
+		}
+		if ok+inflight < need {
+			passOver()
+			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
+				ErrNotEnoughReplicas, ok, len(ts), need, errors.Join(errs...))
+		}
+		select {
+		case r := <-replies:
+			inflight--
+			if r.err != nil {
+				errs = append(errs, r.err)
+			} else {
+				ok++
+			}
+		case <-ctx.Done():
+			passOver()
+			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
+				ErrNotEnoughReplicas, ok, len(ts), need, ctx.Err())
+		}
+	}
+}
+
+func (c *Coordinator) callWrite(cc *callCtx, t target, needed bool, key []byte, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
+	start := time.Now()
+	_, err := t.r.Write(cc.ctx, key, rec, vid)
+	cc.release()
+	c.account(t, time.Since(start), err, false)
+	if c.hintable(t, err) {
+		c.keepHint(t, key, rec)
+	}
+	replies <- writeReply{err: callError(t, needed, err)}
+}
