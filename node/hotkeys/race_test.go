@@ -1,0 +1,5 @@
+//go:build race
+
+package hotkeys
+
+const raceEnabled = true
