@@ -8,4 +8,4 @@ cd "$(dirname "$0")"
 PATH="$(go env GOPATH)/bin:$PATH"
 protoc --go_out=. --go_opt=paths=source_relative \
   --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  kvpb/kv.proto kvpb/admin.proto kvpb/cluster.proto
+  kvpb/kv.proto kvpb/admin.proto kvpb/cluster.proto kvpb/errors.proto
