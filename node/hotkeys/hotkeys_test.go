@@ -254,6 +254,7 @@ func BenchmarkRecord(b *testing.B) {
 		toks[i] = ring.Token(keys[i])
 	}
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := rand.IntN(len(keys))
 		for pb.Next() {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package heat
+
+const raceEnabled = false
