@@ -9,8 +9,8 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"ringkv/node/repair"
 	"ringkv/node/replica"
+	"ringkv/proto/kvpb"
 )
 
 // ready is nil when the node serves client requests: it is not draining, a committed ring
@@ -46,7 +46,7 @@ func (n *Node) problems() []string {
 		out = append(out, err.Error())
 	}
 	if d := n.repairs.DamagedRanges(n.st); d > 0 {
-		out = append(out, repair.DamagedLine(d))
+		out = append(out, kvpb.DamagedRanges(d))
 	}
 	return out
 }

@@ -486,7 +486,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		info.Repair = n.repairs.Progress()
 	}
 	for _, b := range n.coord.Breakers() {
-		info.Breakers = append(info.Breakers, &kvpb.BreakerState{Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(b.ConsecutiveFailures)})
+		info.Breakers = append(info.Breakers, &kvpb.BreakerState{Peer: b.Peer, State: b.State.Proto(), ConsecutiveFailures: uint64(b.ConsecutiveFailures)})
 	}
 	for _, q := range n.hints.Queues() {
 		if q.Count == 0 {

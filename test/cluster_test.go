@@ -587,7 +587,7 @@ func (c *tcluster) leader(among []*proc) *proc {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
 			cancel()
-			if err == nil && info.GetRaftRole() == "leader" {
+			if err == nil && info.GetRaftRole() == kvpb.RaftRole_RAFT_ROLE_LEADER {
 				found = p
 				return nil
 			}

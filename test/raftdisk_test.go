@@ -84,10 +84,10 @@ func TestRaftOnFullDisk(t *testing.T) {
 				return fmt.Errorf("%s: %w", p.id, err)
 			}
 			switch {
-			case info.GetRaftRole() == "leader":
+			case info.GetRaftRole() == kvpb.RaftRole_RAFT_ROLE_LEADER:
 				leaders++
-			case p == n3 && info.GetRaftRole() != "follower":
-				return fmt.Errorf("n3 is %q", info.GetRaftRole())
+			case p == n3 && info.GetRaftRole() != kvpb.RaftRole_RAFT_ROLE_FOLLOWER:
+				return fmt.Errorf("n3 is %s", info.GetRaftRole())
 			}
 		}
 		if leaders != 1 {

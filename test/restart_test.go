@@ -51,7 +51,7 @@ func TestRestartedReplicaUsedAtOnce(t *testing.T) {
 						return err
 					}
 					for _, b := range info.GetBreakers() {
-						if b.GetPeer() == n2.id && b.GetState() == "open" {
+						if b.GetPeer() == n2.id && b.GetState() == kvpb.BreakerState_OPEN {
 							return nil
 						}
 					}

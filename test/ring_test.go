@@ -98,7 +98,7 @@ func addUnderLoad(t *testing.T, c *tcluster, founders []*proc, newcomer *proc, l
 		t.Errorf("got %d members, want %d", got, len(all))
 	}
 	o := ownershipOf(r, newcomer.id)
-	if o == nil || o.GetState() != "UP" {
+	if o == nil || o.GetState() != kvpb.NodeState_NODE_STATE_UP {
 		t.Fatalf("got %s's ownership %v, want an UP member", newcomer.id, o)
 	}
 	want := 1 / float64(len(all))
@@ -264,7 +264,7 @@ func TestRingKillReceiverMidStream(t *testing.T) {
 	c.waitEpochEverywhere(all, p.GetPlan().GetToEpoch())
 	r := c.ringOf(founders[0])
 	o := ownershipOf(r, n4.id)
-	if o == nil || o.GetState() != "UP" || o.GetShare() < 0.2 || o.GetShare() > 0.3 {
+	if o == nil || o.GetState() != kvpb.NodeState_NODE_STATE_UP || o.GetShare() < 0.2 || o.GetShare() > 0.3 {
 		t.Errorf("got n4's ownership %v, want UP with ≈ 0.25 of the token space", o)
 	}
 	// The restarted receiver counts what it streamed since its restart only.
@@ -308,7 +308,7 @@ func TestRingKillLeaderMidChange(t *testing.T) {
 		acked := tr.finish(t)
 		c.waitEpochEverywhere(all, p.GetPlan().GetToEpoch())
 		o := ownershipOf(c.ringOf(others[0]), n4.id)
-		if o == nil || o.GetState() != "UP" || o.GetShare() < 0.2 || o.GetShare() > 0.3 {
+		if o == nil || o.GetState() != kvpb.NodeState_NODE_STATE_UP || o.GetShare() < 0.2 || o.GetShare() > 0.3 {
 			t.Errorf("got n4's ownership %v, want UP with ≈ 0.25 of the token space", o)
 		}
 		checkMoved(t, c, []*proc{n4}, o.GetReplicaShare(), dataBytes(loaded, acked))

@@ -41,15 +41,15 @@ func NewFakeSource() *FakeSource {
 	members := make([]*kvpb.Member, FakeNodes)
 	st := &kvpb.StatusResponse{Epoch: 7, Replicas: 3}
 	for i, id := range ids {
-		members[i] = &kvpb.Member{Id: id, GrpcAddr: fmt.Sprintf("127.0.0.1:909%d", i+1), State: "UP", Weight: 1}
-		st.Nodes = append(st.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: members[i].GrpcAddr, State: "UP"})
+		members[i] = &kvpb.Member{Id: id, GrpcAddr: fmt.Sprintf("127.0.0.1:909%d", i+1), State: kvpb.NodeState_NODE_STATE_UP, Weight: 1}
+		st.Nodes = append(st.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: members[i].GrpcAddr, State: kvpb.NodeState_NODE_STATE_UP})
 	}
 	for k := 0; k < FakeNodes*FakeVnodes; k++ {
 		members[k%FakeNodes].Tokens = append(members[k%FakeNodes].Tokens, uint64(k+1)*step)
 	}
 	ring := &kvpb.RingResponse{Ring: &kvpb.RingState{Epoch: 7, Replicas: 3, Members: members}}
 	for i, id := range ids {
-		ring.Ownership = append(ring.Ownership, &kvpb.NodeOwnership{Id: id, State: "UP", Vnodes: FakeVnodes, Share: []float64{0.34, 0.33, 0.33}[i]})
+		ring.Ownership = append(ring.Ownership, &kvpb.NodeOwnership{Id: id, State: kvpb.NodeState_NODE_STATE_UP, Vnodes: FakeVnodes, Share: []float64{0.34, 0.33, 0.33}[i]})
 	}
 	f := &FakeSource{
 		statusResp: st,
@@ -72,7 +72,7 @@ func NewFakeSource() *FakeSource {
 // node's ops/s rises and falls so the sparkline has a shape.
 func fakeStats(members []*kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
 	m := members[i]
-	ns := &kvpb.NodeStats{Id: m.Id, Epoch: 7, State: "UP"}
+	ns := &kvpb.NodeStats{Id: m.Id, Epoch: 7, State: kvpb.NodeState_NODE_STATE_UP}
 	var ops float64
 	for k := range FakeNodes * FakeVnodes {
 		o, ko := k%FakeNodes, k/FakeNodes // owner and the owner's vnode number
@@ -96,14 +96,14 @@ func fakeStats(members []*kvpb.Member, i, s int, step uint64) *kvpb.NodeStats {
 	ns.OpsPerSec = ops * (0.5 + 0.5*float64((s*7+i*3)%FakeSamples)/FakeSamples)
 	ns.P99Ms = 2.5 + float64(i)
 	ns.Ops = []*kvpb.OpStats{
-		{Op: "get", Role: "coordinator", Rate_1S: 300, P50Ms: 0.4 + 0.1*float64(i), P99Ms: ns.P99Ms},
-		{Op: "put", Role: "coordinator", Rate_1S: 100, P50Ms: 0.8 + 0.1*float64(i), P99Ms: ns.P99Ms},
+		{Op: kvpb.Op_OP_GET, Role: kvpb.OpRole_OP_ROLE_COORDINATOR, Rate_1S: 300, P50Ms: 0.4 + 0.1*float64(i), P99Ms: ns.P99Ms},
+		{Op: kvpb.Op_OP_PUT, Role: kvpb.OpRole_OP_ROLE_COORDINATOR, Rate_1S: 100, P50Ms: 0.8 + 0.1*float64(i), P99Ms: ns.P99Ms},
 	}
 	for j, p := range []string{"n1", "n2", "n3"} {
 		if j != i {
-			state := "closed"
+			state := kvpb.BreakerState_CLOSED
 			if i == 2 && p == "n1" {
-				state = "open"
+				state = kvpb.BreakerState_OPEN
 			}
 			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{Peer: p, State: state})
 		}

@@ -60,7 +60,7 @@ func (m *clusterState) apply(msg tea.Msg, now time.Time) (rowsChanged bool) {
 
 type node struct {
 	id, addr string
-	state    string // from Status / ring
+	state    kvpb.NodeState // from Status / ring
 	stats    *kvpb.NodeStats
 	lastSeen time.Time // zero: never
 	down     bool
@@ -247,7 +247,7 @@ func (m *clusterState) onRing(msg RingMsg, now time.Time) bool {
 		if n.addr == "" {
 			n.addr = mem.GetGrpcAddr()
 		}
-		if mem.GetState() != "" {
+		if mem.GetState() != kvpb.NodeState_NODE_STATE_UNSPECIFIED {
 			n.state = mem.GetState()
 		}
 		n.vnodes = len(mem.GetTokens())
@@ -383,15 +383,15 @@ func (m *clusterState) sortedIDs() []string {
 func (n *node) displayState() string {
 	switch {
 	case n.down:
-		return "DOWN"
+		return present.NodeState(kvpb.NodeState_NODE_STATE_DOWN)
 	case n.stats.GetDiskFull():
 		return present.DiskFullShort
-	case n.state != "":
-		return n.state
-	case n.stats.GetState() != "":
-		return n.stats.GetState()
+	case n.state != kvpb.NodeState_NODE_STATE_UNSPECIFIED:
+		return present.NodeState(n.state)
+	case n.stats.GetState() != kvpb.NodeState_NODE_STATE_UNSPECIFIED:
+		return present.NodeState(n.stats.GetState())
 	}
-	return "UP"
+	return present.NodeState(kvpb.NodeState_NODE_STATE_UP)
 }
 
 // heatRows builds the heatmap's rows from the ring: a row per member with the vnodes it owns

@@ -20,14 +20,14 @@ func TestApply(t *testing.T) {
 	status := func(epoch uint64, ids ...string) StatusMsg {
 		r := &kvpb.StatusResponse{Epoch: epoch, Replicas: 3}
 		for _, id := range ids {
-			r.Nodes = append(r.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: id + ":9090", State: "UP"})
+			r.Nodes = append(r.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: id + ":9090", State: kvpb.NodeState_NODE_STATE_UP})
 		}
 		return StatusMsg{Resp: r}
 	}
 	ring := func(epoch uint64, ids ...string) RingMsg {
 		rs := &kvpb.RingState{Epoch: epoch, Replicas: 3}
 		for i, id := range ids {
-			rs.Members = append(rs.Members, &kvpb.Member{Id: id, GrpcAddr: id + ":9090", State: "UP", Tokens: []uint64{uint64(i+1) << 60}})
+			rs.Members = append(rs.Members, &kvpb.Member{Id: id, GrpcAddr: id + ":9090", State: kvpb.NodeState_NODE_STATE_UP, Tokens: []uint64{uint64(i+1) << 60}})
 		}
 		return RingMsg{Resp: &kvpb.RingResponse{Ring: rs}}
 	}
@@ -104,7 +104,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "the ring's state wins over an older status",
 			steps: []step{{0, status(3, "n1", "n2")}, {10, RingMsg{Resp: &kvpb.RingResponse{Ring: &kvpb.RingState{Epoch: 4, Members: []*kvpb.Member{
-				{Id: "n1", State: "UP", Tokens: []uint64{1}}, {Id: "n2", State: "LEAVING", Tokens: []uint64{2}}}}}}}},
+				{Id: "n1", State: kvpb.NodeState_NODE_STATE_UP, Tokens: []uint64{1}}, {Id: "n2", State: kvpb.NodeState_NODE_STATE_LEAVING, Tokens: []uint64{2}}}}}}}},
 			wantStates: "n1=UP n2=LEAVING", wantEpoch: 4,
 			wantEvents: []string{"ring epoch 3 → 4"}, wantRows: true,
 		},
@@ -155,7 +155,7 @@ func TestEventTimes(t *testing.T) {
 	start := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	s := newClusterState(start, 1500*time.Millisecond)
 	req := &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}
-	s.apply(StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: "n1", State: "UP"}}}}, start)
+	s.apply(StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: "n1", State: kvpb.NodeState_NODE_STATE_UP}}}}, start)
 	s.apply(TickMsg{}, start.Add(2*time.Second)) // n1 silent: DOWN, seen now
 	s.apply(StatsMsg{Stats: &kvpb.NodeStats{Id: "n1", UnixNanos: start.Add(3 * time.Second).UnixNano()}}, start.Add(5*time.Second))
 	s.apply(ChangeMsg{Progress: &kvpb.ChangeProgress{Id: 4, State: kvpb.ChangeState_CHANGE_STATE_DONE, Plan: req,
@@ -186,7 +186,7 @@ func TestApplyRepairs(t *testing.T) {
 		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Repairs: ps}}
 	}
 	lastOf := func(id string, p *kvpb.RepairProgress) StatusMsg {
-		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: id, State: "UP", Info: &kvpb.NodeInfoResponse{Repair: p}}}}}
+		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Nodes: []*kvpb.NodeStatus{{Id: id, State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{Repair: p}}}}}
 	}
 	running, done := kvpb.RepairState_REPAIR_STATE_RUNNING, kvpb.RepairState_REPAIR_STATE_DONE
 	tests := []struct {

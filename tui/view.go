@@ -525,7 +525,7 @@ func sparkline(xs []float64, w int) string {
 func p50(s *kvpb.NodeStats) float64 {
 	var sum, w float64
 	for _, o := range s.GetOps() {
-		if o.GetRole() != "coordinator" {
+		if o.GetRole() != kvpb.OpRole_OP_ROLE_COORDINATOR {
 			continue
 		}
 		r := o.GetRate_1S()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -30,7 +31,7 @@ func (f *Factory) CompleteNodeIDs(_ *cobra.Command, _ []string, toComplete strin
 	var out []cobra.Completion
 	for _, m := range resp.GetRing().GetMembers() {
 		if strings.HasPrefix(m.GetId(), toComplete) {
-			out = append(out, cobra.CompletionWithDesc(m.GetId(), m.GetState()+" "+m.GetGrpcAddr()))
+			out = append(out, cobra.CompletionWithDesc(m.GetId(), present.NodeState(m.GetState())+" "+m.GetGrpcAddr()))
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp

@@ -1,9 +1,6 @@
 package present
 
-import (
-	"ringkv/node/repair"
-	"ringkv/proto/kvpb"
-)
+import "ringkv/proto/kvpb"
 
 // DiskFull is how kvctl and the console name a node whose data volume is below its reserve.
 const DiskFull = "DISK FULL"
@@ -31,7 +28,7 @@ func Faults(info *kvpb.NodeInfoResponse) string {
 	}
 	s += DataDamaged
 	if n > 0 {
-		s += ": " + repair.DamagedLine(int(n))
+		s += ": " + kvpb.DamagedRanges(int(n))
 	}
 	if d != "" {
 		s += " (" + d + ")"

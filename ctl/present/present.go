@@ -8,14 +8,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"ringkv/node/hlc"
-	"ringkv/node/replica"
-	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
 
@@ -97,7 +93,7 @@ func InFlight(p *kvpb.ChangeProgress) bool { return p.GetState().InFlight() }
 func openBreakers(bs []*kvpb.BreakerState) []string {
 	var open []string
 	for _, b := range bs {
-		if b.GetState() == string(replica.BreakerOpen) {
+		if b.GetState() == kvpb.BreakerState_OPEN {
 			open = append(open, b.GetPeer())
 		}
 	}
@@ -192,7 +188,7 @@ func RPC(err error) string {
 
 // TokenRange is a vnode's token range (start, end] in hex, 16 digits each, as kvctl prints
 // it: "(0e38e38e38e38e38, 1c71c71c71c71c71]".
-func TokenRange(start, end uint64) string { return ring.FormatRange(start, end) }
+func TokenRange(start, end uint64) string { return kvpb.FormatTokenRange(start, end) }
 
 // TokenRangeShort is TokenRange in a narrow column: the first 8 hex digits of each bound,
 // the same digits TokenRange starts with: "0e38e38e…1c71c71c".
@@ -202,6 +198,4 @@ func TokenRangeShort(start, end uint64) string {
 
 // Time is the wall-clock time of an HLC timestamp, in UTC, as RFC 3339 with milliseconds
 // when they are not zero.
-func Time(ts uint64) string {
-	return hlc.Physical(ts).UTC().Format(time.RFC3339Nano)
-}
+func Time(ts uint64) string { return kvpb.TimestampString(ts) }

@@ -53,15 +53,17 @@ func TestInFlight(t *testing.T) {
 }
 
 func TestBreakers(t *testing.T) {
-	b := func(peer, state string) *kvpb.BreakerState { return &kvpb.BreakerState{Peer: peer, State: state} }
+	b := func(peer string, state kvpb.BreakerState_State) *kvpb.BreakerState {
+		return &kvpb.BreakerState{Peer: peer, State: state}
+	}
 	tests := []struct {
 		in          []*kvpb.BreakerState
 		long, short string
 	}{
 		{nil, "ok", "ok"},
-		{[]*kvpb.BreakerState{b("n2", "closed"), b("n3", "closed")}, "ok", "ok"},
-		{[]*kvpb.BreakerState{b("n2", "open"), b("n3", "closed")}, "open: n2", "open n2"},
-		{[]*kvpb.BreakerState{b("n3", "open"), b("n2", "open")}, "open: n2,n3", "2 open"},
+		{[]*kvpb.BreakerState{b("n2", kvpb.BreakerState_CLOSED), b("n3", kvpb.BreakerState_CLOSED)}, "ok", "ok"},
+		{[]*kvpb.BreakerState{b("n2", kvpb.BreakerState_OPEN), b("n3", kvpb.BreakerState_CLOSED)}, "open: n2", "open n2"},
+		{[]*kvpb.BreakerState{b("n3", kvpb.BreakerState_OPEN), b("n2", kvpb.BreakerState_OPEN)}, "open: n2,n3", "2 open"},
 	}
 	for _, tt := range tests {
 		if got := Breakers(tt.in); got != tt.long {

@@ -128,7 +128,7 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 		return c.keys, c.bytes, ok
 	})
 	if cr.Kind == cluster.KindRemove {
-		out.After = append(out.After, &kvpb.NodeOwnership{Id: cr.NodeID, State: "REMOVED"})
+		out.After = append(out.After, &kvpb.NodeOwnership{Id: cr.NodeID, State: kvpb.NodeState_NODE_STATE_REMOVED})
 	}
 	setLoad(out.Before, measured)
 	setLoad(out.After, predicted)
@@ -205,7 +205,7 @@ func ownership(r *ring.Ring, counts func(id string) (keys, bytes uint64, ok bool
 	share, rshare := r.Ownership(), r.ReplicaOwnership()
 	var out []*kvpb.NodeOwnership
 	for _, m := range r.Members() {
-		o := &kvpb.NodeOwnership{Id: m.ID, State: string(m.State), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
+		o := &kvpb.NodeOwnership{Id: m.ID, State: m.State.Proto(), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
 		if k, b, ok := counts(m.ID); ok {
 			o.Keys, o.Bytes = k, b
 		} else {

@@ -372,28 +372,28 @@ func (c *Cluster) Leader() (id, addr string) {
 func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
 
 // Role is this node's raft role: leader, follower, nonvoter, candidate or none.
-func (c *Cluster) Role() string {
+func (c *Cluster) Role() kvpb.RaftRole {
 	switch c.raft.State() {
 	case raft.Leader:
-		return "leader"
+		return kvpb.RaftRole_RAFT_ROLE_LEADER
 	case raft.Candidate:
-		return "candidate"
+		return kvpb.RaftRole_RAFT_ROLE_CANDIDATE
 	case raft.Shutdown:
-		return "none"
+		return kvpb.RaftRole_RAFT_ROLE_NONE
 	}
 	f := c.raft.GetConfiguration()
 	if f.Error() != nil {
-		return "none"
+		return kvpb.RaftRole_RAFT_ROLE_NONE
 	}
 	for _, s := range f.Configuration().Servers {
 		if s.ID == raft.ServerID(c.cfg.ID) {
 			if s.Suffrage == raft.Voter {
-				return "follower"
+				return kvpb.RaftRole_RAFT_ROLE_FOLLOWER
 			}
-			return "nonvoter"
+			return kvpb.RaftRole_RAFT_ROLE_NONVOTER
 		}
 	}
-	return "none"
+	return kvpb.RaftRole_RAFT_ROLE_NONE
 }
 
 // Run performs the leader's duties while this node leads — journal the founders' ring, admit

@@ -14,6 +14,7 @@ import (
 
 	"ringkv/internal/eventually"
 	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
 )
 
 func TestMain(m *testing.M) {
@@ -209,8 +210,8 @@ func TestFoundersAgree(t *testing.T) {
 		if got, want := len(v.Current.Members()), 3; got != want {
 			t.Errorf("%s: got %d members, want %d", n.id, got, want)
 		}
-		if got := n.c.Role(); got != "leader" && got != "follower" {
-			t.Errorf("%s: got role %q, want leader or follower", n.id, got)
+		if got := n.c.Role(); got != kvpb.RaftRole_RAFT_ROLE_LEADER && got != kvpb.RaftRole_RAFT_ROLE_FOLLOWER {
+			t.Errorf("%s: got role %s, want leader or follower", n.id, got)
 		}
 	}
 }
@@ -312,7 +313,7 @@ func TestAddCommitFlipsEpochEverywhere(t *testing.T) {
 	}
 	// Committed members become voters (4 < MaxVoters).
 	eventually.Succeeds(t, 10*time.Second, func() error {
-		if got := newcomer.c.Role(); got != "follower" && got != "leader" {
+		if got := newcomer.c.Role(); got != kvpb.RaftRole_RAFT_ROLE_FOLLOWER && got != kvpb.RaftRole_RAFT_ROLE_LEADER {
 			return fmt.Errorf("newcomer: got role %q, want a voter", got)
 		}
 		return nil

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"ringkv/proto/kvpb"
 )
 
 // ErrClockOffset is a timestamp, or a clock, further from this node's clock than the
@@ -22,7 +24,7 @@ import (
 var ErrClockOffset = errors.New("clock offset beyond the bound")
 
 // logicalBits is the width of the logical counter in a timestamp.
-const logicalBits = 16
+const logicalBits = kvpb.TimestampLogicalBits
 
 // Clock issues hybrid logical timestamps. It is safe for concurrent use.
 type Clock struct {
@@ -61,7 +63,7 @@ func (c *Clock) Check(remote uint64) error {
 	if ahead := Physical(remote).Sub(wall); ahead > c.maxOffset {
 		c.rejected.Add(1)
 		return fmt.Errorf("%w: timestamp %s is %v ahead of this node's clock (bound %v)",
-			ErrClockOffset, Physical(remote).UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond), c.maxOffset)
+			ErrClockOffset, kvpb.TimestampString(remote), ahead.Round(time.Millisecond), c.maxOffset)
 	}
 	return nil
 }
@@ -104,9 +106,7 @@ func (c *Clock) Update(remote uint64) error {
 }
 
 // Physical returns the wall-clock part of ts, at millisecond precision.
-func Physical(ts uint64) time.Time {
-	return time.UnixMilli(int64(ts >> logicalBits))
-}
+func Physical(ts uint64) time.Time { return kvpb.WallTime(ts) }
 
 // physicalTS converts a wall-clock time into a timestamp with a zero logical
 // counter. Times before 1970 count as 0.

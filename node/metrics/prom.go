@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"ringkv/node/replica"
 )
 
 // Label sets stay bounded: op (3) x role (2) x kind (6), peer (cluster size). Per-vnode series
@@ -64,7 +66,7 @@ var (
 		"Bytes per vnode (only with per-vnode metrics on).", []string{"vnode"}, nil)
 )
 
-var breakerStates = [...]string{"closed", "open"}
+var breakerStates = [...]replica.BreakerState{replica.BreakerClosed, replica.BreakerOpen}
 
 // collector exports a Registry's numbers: the same ones Snapshot returns.
 type collector struct{ r *Registry }
@@ -96,14 +98,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ns := r.Snapshot(true)
 	for i, os := range ns.Ops {
 		s := &r.slots[i]
-		ch <- prometheus.MustNewConstMetric(descOps, prometheus.CounterValue, float64(os.Count), os.Op, os.Role)
+		op, role := replica.Op(i/numRoles).String(), replica.Role(i%numRoles).String()
+		ch <- prometheus.MustNewConstMetric(descOps, prometheus.CounterValue, float64(os.Count), op, role)
 		for k, kind := range ErrorKinds {
 			ch <- prometheus.MustNewConstMetric(descOpErrors, prometheus.CounterValue,
-				float64(s.kinds[k].Load()), os.Op, os.Role, kind)
+				float64(s.kinds[k].Load()), op, role, kind)
 		}
 		ch <- prometheus.MustNewConstSummary(descOpDuration, os.Count, float64(s.sumNanos.Load())/1e9,
 			map[float64]float64{0.5: os.P50Ms / 1000, 0.99: os.P99Ms / 1000, 0.999: os.P999Ms / 1000},
-			os.Op, os.Role)
+			op, role)
 	}
 	ch <- prometheus.MustNewConstMetric(descReadRepairs, prometheus.CounterValue, float64(ns.ReadRepairs))
 	ch <- prometheus.MustNewConstMetric(descHints, prometheus.CounterValue, float64(ns.Hints))
@@ -118,10 +121,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range ns.Breakers {
 		for _, st := range breakerStates {
 			v := 0.0
-			if b.State == st {
+			if b.State == st.Proto() {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, v, b.Peer, st)
+			ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, v, b.Peer, string(st))
 		}
 		ch <- prometheus.MustNewConstMetric(descBreakerFailures, prometheus.GaugeValue, float64(b.ConsecutiveFailures), b.Peer)
 	}

@@ -417,7 +417,7 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 	if rg := r.ringNow(); rg != nil {
 		ns.Epoch = rg.Epoch()
 		if m, ok := rg.Member(r.cfg.ID); ok {
-			ns.State = string(m.State)
+			ns.State = m.State.Proto()
 		}
 	}
 	coord := newHist()
@@ -428,8 +428,8 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		s.lat.mergeInto(scratch)
 		q := quantilesOf(scratch)
 		os := &kvpb.OpStats{
-			Op:      replica.Op(i / numRoles).String(),
-			Role:    replica.Role(i % numRoles).String(),
+			Op:      replica.Op(i / numRoles).Proto(),
+			Role:    replica.Role(i % numRoles).Proto(),
 			Count:   s.count.total.Load(),
 			Errors:  s.errors.Load(),
 			Rate_1S: s.count.rate1s(),
@@ -454,7 +454,7 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 	if fn := r.breakers.Load(); fn != nil {
 		for _, b := range (*fn)() {
 			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{
-				Peer: b.Peer, State: string(b.State), ConsecutiveFailures: uint64(max(b.ConsecutiveFailures, 0)),
+				Peer: b.Peer, State: b.State.Proto(), ConsecutiveFailures: uint64(max(b.ConsecutiveFailures, 0)),
 			})
 		}
 	}

@@ -184,9 +184,9 @@ func TestObserveOp(t *testing.T) {
 	}
 	byKey := map[string]int{}
 	for i, o := range ns.Ops {
-		byKey[o.Op+"/"+o.Role] = i
+		byKey[o.Op.String()+"/"+o.Role.String()] = i
 	}
-	get := ns.Ops[byKey["get/coordinator"]]
+	get := ns.Ops[byKey["OP_GET/OP_ROLE_COORDINATOR"]]
 	tests := []struct {
 		name      string
 		got, want float64
@@ -198,7 +198,7 @@ func TestObserveOp(t *testing.T) {
 		{"get p99 ms", get.P99Ms, 99, 1},
 		{"get max ms", get.MaxMs, 100, 1},
 		{"node p99 ms", ns.P99Ms, 99, 1},
-		{"put/replica count", float64(ns.Ops[byKey["put/replica"]].Count), 1, 0},
+		{"put/replica count", float64(ns.Ops[byKey["OP_PUT/OP_ROLE_REPLICA"]].Count), 1, 0},
 		{"errors timeout", float64(ns.Errors["timeout"]), 10, 0},
 		{"errors unavailable", float64(ns.Errors["unavailable"]), 4, 0},
 		{"errors internal", float64(ns.Errors["internal"]), 1, 0},

@@ -3,7 +3,6 @@ package repair
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -169,7 +168,3 @@ func (s *Service) clearRepaired(d Damaged, id uint64) {
 	}
 	s.cfg.Logger.Info("damaged ranges repaired from the peers", "repaired", cleared, "of", len(p.GetRanges()), "state", p.GetState().String())
 }
-
-// DamagedLine is how /readyz, NodeInfo.problems and kvctl status say that n ranges of a node
-// are marked damaged and wait for their repair from the peers.
-func DamagedLine(n int) string { return fmt.Sprintf("%d ranges damaged, awaiting repair", n) }

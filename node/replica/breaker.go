@@ -3,6 +3,8 @@ package replica
 import (
 	"sync"
 	"time"
+
+	"ringkv/proto/kvpb"
 )
 
 // BreakerState is the state of a peer's circuit breaker.
@@ -17,6 +19,17 @@ const (
 	// probe, or the peer's connection turning ready, closes it.
 	BreakerOpen BreakerState = "open"
 )
+
+// Proto is s on the wire.
+func (s BreakerState) Proto() kvpb.BreakerState_State {
+	switch s {
+	case BreakerClosed:
+		return kvpb.BreakerState_CLOSED
+	case BreakerOpen:
+		return kvpb.BreakerState_OPEN
+	}
+	return kvpb.BreakerState_STATE_UNSPECIFIED
+}
 
 // Breaker is a snapshot of one peer's circuit breaker.
 type Breaker struct {

@@ -56,6 +56,7 @@ import (
 
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/proto/kvpb"
 )
 
 // Replica is one node's copy of the data as a coordinator sees it: this
@@ -111,6 +112,19 @@ func (o Op) String() string {
 	return "unknown"
 }
 
+// Proto is o on the wire.
+func (o Op) Proto() kvpb.Op {
+	switch o {
+	case OpGet:
+		return kvpb.Op_OP_GET
+	case OpPut:
+		return kvpb.Op_OP_PUT
+	case OpDelete:
+		return kvpb.Op_OP_DELETE
+	}
+	return kvpb.Op_OP_UNSPECIFIED
+}
+
 // Role is the part a node plays in an operation: it coordinates it for a
 // client, or serves it as one of the key's replicas.
 type Role uint8
@@ -130,4 +144,15 @@ func (r Role) String() string {
 		return roleNames[r]
 	}
 	return "unknown"
+}
+
+// Proto is r on the wire.
+func (r Role) Proto() kvpb.OpRole {
+	switch r {
+	case RoleCoordinator:
+		return kvpb.OpRole_OP_ROLE_COORDINATOR
+	case RoleReplica:
+		return kvpb.OpRole_OP_ROLE_REPLICA
+	}
+	return kvpb.OpRole_OP_ROLE_UNSPECIFIED
 }

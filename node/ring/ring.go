@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"ringkv/proto/kvpb"
 )
 
 // Token is the ring position of a key: its xxhash64.
@@ -40,6 +42,21 @@ func (s State) Valid() bool {
 		return true
 	}
 	return false
+}
+
+// Proto is s on the wire.
+func (s State) Proto() kvpb.NodeState {
+	switch s {
+	case StateUp:
+		return kvpb.NodeState_NODE_STATE_UP
+	case StateJoining:
+		return kvpb.NodeState_NODE_STATE_JOINING
+	case StateLeaving:
+		return kvpb.NodeState_NODE_STATE_LEAVING
+	case StateDown:
+		return kvpb.NodeState_NODE_STATE_DOWN
+	}
+	return kvpb.NodeState_NODE_STATE_UNSPECIFIED
 }
 
 // Member is one node of the ring. New normalizes an empty State to UP and a zero Weight to 1.
@@ -68,8 +85,8 @@ func (r Range) Fraction() float64 { return span(r.Start, r.End) }
 func (r Range) String() string { return FormatRange(r.Start, r.End) + " " + r.Owner }
 
 // FormatRange is how every surface spells the token range (start, end]: logs, kvctl and the
-// console (ctl/present). Tokens are 16 hex digits: "(0e38e38e38e38e38, 1c71c71c71c71c71]".
-func FormatRange(start, end uint64) string { return fmt.Sprintf("(%016x, %016x]", start, end) }
+// console (kvpb.FormatTokenRange).
+func FormatRange(start, end uint64) string { return kvpb.FormatTokenRange(start, end) }
 
 // contains: start < t <= end, wrapping around 0 when start >= end (start == end: everything).
 func contains(start, end, t uint64) bool {

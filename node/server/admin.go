@@ -86,14 +86,14 @@ func (s *Admin) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.Status
 	cur, ms := peers.Members(s.d.View())
 	if cur == nil {
 		info := s.d.Node.NodeInfo(ctx)
-		return &kvpb.StatusResponse{Nodes: []*kvpb.NodeStatus{{Id: s.d.Peers.Self, GrpcAddr: info.GetGrpcAddr(), State: "JOINING", Error: "awaiting admission", Info: info}}}, nil
+		return &kvpb.StatusResponse{Nodes: []*kvpb.NodeStatus{{Id: s.d.Peers.Self, GrpcAddr: info.GetGrpcAddr(), State: kvpb.NodeState_NODE_STATE_JOINING, Error: "awaiting admission", Info: info}}}, nil
 	}
 	infos, errs := peers.Infos(ctx, s.d.Peers, ms, s.d.Node.NodeInfo)
 	resp := &kvpb.StatusResponse{Epoch: cur.Epoch(), Replicas: uint32(cur.Replicas())}
 	for i, m := range ms {
-		ns := &kvpb.NodeStatus{Id: m.ID, GrpcAddr: m.Addr, State: string(m.State), Info: infos[i]}
+		ns := &kvpb.NodeStatus{Id: m.ID, GrpcAddr: m.Addr, State: m.State.Proto(), Info: infos[i]}
 		if errs[i] != nil {
-			ns.State = string(ring.StateDown)
+			ns.State = ring.StateDown.Proto()
 			ns.Error = peers.ErrorLine(errs[i])
 			ns.Info = nil
 		}
@@ -130,7 +130,7 @@ func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResp
 		infos, errs = peers.Infos(ctx, s.d.Peers, ms, s.d.Node.NodeInfo)
 	}
 	for i, m := range ms {
-		o := &kvpb.NodeOwnership{Id: m.ID, State: string(m.State), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
+		o := &kvpb.NodeOwnership{Id: m.ID, State: m.State.Proto(), Vnodes: uint32(len(m.Tokens)), Share: share[m.ID], ReplicaShare: rshare[m.ID]}
 		if req.GetWithCounts() {
 			if errs[i] != nil {
 				o.Error = peers.ErrorLine(errs[i])
@@ -208,7 +208,7 @@ func (s *Admin) LogTail(_ context.Context, req *kvpb.LogTailRequest) (*kvpb.LogT
 func RingToProto(r *ring.Ring) *kvpb.RingState {
 	rs := &kvpb.RingState{Epoch: r.Epoch(), Replicas: uint32(r.ReplicationFactor())}
 	for _, m := range r.Members() {
-		rs.Members = append(rs.Members, &kvpb.Member{Id: m.ID, GrpcAddr: m.Addr, State: string(m.State), Weight: uint32(m.Weight), Tokens: m.Tokens})
+		rs.Members = append(rs.Members, &kvpb.Member{Id: m.ID, GrpcAddr: m.Addr, State: m.State.Proto(), Weight: uint32(m.Weight), Tokens: m.Tokens})
 	}
 	return rs
 }

@@ -25,6 +25,237 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A node's state in the ring, as the node asked sees it.
+type NodeState int32
+
+const (
+	// Not reported (a node of an older version).
+	NodeState_NODE_STATE_UNSPECIFIED NodeState = 0
+	// A member that serves its ranges.
+	NodeState_NODE_STATE_UP NodeState = 1
+	// A member that does not answer.
+	NodeState_NODE_STATE_DOWN NodeState = 2
+	// A node being added by a ring change, or waiting for admission.
+	NodeState_NODE_STATE_JOINING NodeState = 3
+	// A member being removed by a ring change.
+	NodeState_NODE_STATE_LEAVING NodeState = 4
+	// In a plan's ownership after the change: the node has left the ring.
+	NodeState_NODE_STATE_REMOVED NodeState = 5
+)
+
+// Enum value maps for NodeState.
+var (
+	NodeState_name = map[int32]string{
+		0: "NODE_STATE_UNSPECIFIED",
+		1: "NODE_STATE_UP",
+		2: "NODE_STATE_DOWN",
+		3: "NODE_STATE_JOINING",
+		4: "NODE_STATE_LEAVING",
+		5: "NODE_STATE_REMOVED",
+	}
+	NodeState_value = map[string]int32{
+		"NODE_STATE_UNSPECIFIED": 0,
+		"NODE_STATE_UP":          1,
+		"NODE_STATE_DOWN":        2,
+		"NODE_STATE_JOINING":     3,
+		"NODE_STATE_LEAVING":     4,
+		"NODE_STATE_REMOVED":     5,
+	}
+)
+
+func (x NodeState) Enum() *NodeState {
+	p := new(NodeState)
+	*p = x
+	return p
+}
+
+func (x NodeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (NodeState) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[0]
+}
+
+func (x NodeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeState.Descriptor instead.
+func (NodeState) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+// A node's role in the raft group that holds the cluster's metadata.
+type RaftRole int32
+
+const (
+	// Not reported (a node of an older version).
+	RaftRole_RAFT_ROLE_UNSPECIFIED RaftRole = 0
+	// Not in the group (yet), or raft is shut down.
+	RaftRole_RAFT_ROLE_NONE      RaftRole = 1
+	RaftRole_RAFT_ROLE_LEADER    RaftRole = 2
+	RaftRole_RAFT_ROLE_FOLLOWER  RaftRole = 3
+	RaftRole_RAFT_ROLE_CANDIDATE RaftRole = 4
+	// A member that replicates the log without a vote.
+	RaftRole_RAFT_ROLE_NONVOTER RaftRole = 5
+)
+
+// Enum value maps for RaftRole.
+var (
+	RaftRole_name = map[int32]string{
+		0: "RAFT_ROLE_UNSPECIFIED",
+		1: "RAFT_ROLE_NONE",
+		2: "RAFT_ROLE_LEADER",
+		3: "RAFT_ROLE_FOLLOWER",
+		4: "RAFT_ROLE_CANDIDATE",
+		5: "RAFT_ROLE_NONVOTER",
+	}
+	RaftRole_value = map[string]int32{
+		"RAFT_ROLE_UNSPECIFIED": 0,
+		"RAFT_ROLE_NONE":        1,
+		"RAFT_ROLE_LEADER":      2,
+		"RAFT_ROLE_FOLLOWER":    3,
+		"RAFT_ROLE_CANDIDATE":   4,
+		"RAFT_ROLE_NONVOTER":    5,
+	}
+)
+
+func (x RaftRole) Enum() *RaftRole {
+	p := new(RaftRole)
+	*p = x
+	return p
+}
+
+func (x RaftRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RaftRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (RaftRole) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[1]
+}
+
+func (x RaftRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RaftRole.Descriptor instead.
+func (RaftRole) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
+// A client operation.
+type Op int32
+
+const (
+	Op_OP_UNSPECIFIED Op = 0
+	Op_OP_GET         Op = 1
+	Op_OP_PUT         Op = 2
+	Op_OP_DELETE      Op = 3
+)
+
+// Enum value maps for Op.
+var (
+	Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_GET",
+		2: "OP_PUT",
+		3: "OP_DELETE",
+	}
+	Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_GET":         1,
+		"OP_PUT":         2,
+		"OP_DELETE":      3,
+	}
+)
+
+func (x Op) Enum() *Op {
+	p := new(Op)
+	*p = x
+	return p
+}
+
+func (x Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[2].Descriptor()
+}
+
+func (Op) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[2]
+}
+
+func (x Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Op.Descriptor instead.
+func (Op) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+// The part a node plays in an operation: it coordinates it for a client, or serves it as one
+// of the key's replicas.
+type OpRole int32
+
+const (
+	OpRole_OP_ROLE_UNSPECIFIED OpRole = 0
+	OpRole_OP_ROLE_COORDINATOR OpRole = 1
+	OpRole_OP_ROLE_REPLICA     OpRole = 2
+)
+
+// Enum value maps for OpRole.
+var (
+	OpRole_name = map[int32]string{
+		0: "OP_ROLE_UNSPECIFIED",
+		1: "OP_ROLE_COORDINATOR",
+		2: "OP_ROLE_REPLICA",
+	}
+	OpRole_value = map[string]int32{
+		"OP_ROLE_UNSPECIFIED": 0,
+		"OP_ROLE_COORDINATOR": 1,
+		"OP_ROLE_REPLICA":     2,
+	}
+)
+
+func (x OpRole) Enum() *OpRole {
+	p := new(OpRole)
+	*p = x
+	return p
+}
+
+func (x OpRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OpRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[3].Descriptor()
+}
+
+func (OpRole) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[3]
+}
+
+func (x OpRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OpRole.Descriptor instead.
+func (OpRole) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
 // The state of one range of a ring change, as its receiver reports it.
 type MoveState int32
 
@@ -66,11 +297,11 @@ func (x MoveState) String() string {
 }
 
 func (MoveState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[0].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[4].Descriptor()
 }
 
 func (MoveState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[0]
+	return &file_kvpb_admin_proto_enumTypes[4]
 }
 
 func (x MoveState) Number() protoreflect.EnumNumber {
@@ -79,7 +310,7 @@ func (x MoveState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MoveState.Descriptor instead.
 func (MoveState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{0}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
 // The state of a ring change: the one in flight, else the last one.
@@ -127,11 +358,11 @@ func (x ChangeState) String() string {
 }
 
 func (ChangeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[1].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[5].Descriptor()
 }
 
 func (ChangeState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[1]
+	return &file_kvpb_admin_proto_enumTypes[5]
 }
 
 func (x ChangeState) Number() protoreflect.EnumNumber {
@@ -140,7 +371,7 @@ func (x ChangeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeState.Descriptor instead.
 func (ChangeState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{1}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 type RepairState int32
@@ -187,11 +418,11 @@ func (x RepairState) String() string {
 }
 
 func (RepairState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[2].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[6].Descriptor()
 }
 
 func (RepairState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[2]
+	return &file_kvpb_admin_proto_enumTypes[6]
 }
 
 func (x RepairState) Number() protoreflect.EnumNumber {
@@ -200,7 +431,7 @@ func (x RepairState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RepairState.Descriptor instead.
 func (RepairState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 type RangeRepairState int32
@@ -244,11 +475,11 @@ func (x RangeRepairState) String() string {
 }
 
 func (RangeRepairState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[3].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[7].Descriptor()
 }
 
 func (RangeRepairState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[3]
+	return &file_kvpb_admin_proto_enumTypes[7]
 }
 
 func (x RangeRepairState) Number() protoreflect.EnumNumber {
@@ -257,7 +488,59 @@ func (x RangeRepairState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RangeRepairState.Descriptor instead.
 func (RangeRepairState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
+}
+
+type BreakerState_State int32
+
+const (
+	// Not reported (a node of an older version).
+	BreakerState_STATE_UNSPECIFIED BreakerState_State = 0
+	// Calls go to the peer.
+	BreakerState_CLOSED BreakerState_State = 1
+	// The peer is taken for dead: calls pass it over while others can answer.
+	BreakerState_OPEN BreakerState_State = 2
+)
+
+// Enum value maps for BreakerState_State.
+var (
+	BreakerState_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "CLOSED",
+		2: "OPEN",
+	}
+	BreakerState_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"CLOSED":            1,
+		"OPEN":              2,
+	}
+)
+
+func (x BreakerState_State) Enum() *BreakerState_State {
+	p := new(BreakerState_State)
+	*p = x
+	return p
+}
+
+func (x BreakerState_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BreakerState_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[8].Descriptor()
+}
+
+func (BreakerState_State) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[8]
+}
+
+func (x BreakerState_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BreakerState_State.Descriptor instead.
+func (BreakerState_State) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type ChangeRequest_Kind int32
@@ -296,11 +579,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[4].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[4]
+	return &file_kvpb_admin_proto_enumTypes[9]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -430,8 +713,7 @@ type NodeStatus struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	// UP, DOWN, JOINING, LEAVING
-	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	State    NodeState              `protobuf:"varint,6,opt,name=state,proto3,enum=ringkv.NodeState" json:"state,omitempty"`
 	// Empty when the node answered; otherwise why it is DOWN.
 	Error         string            `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	Info          *NodeInfoResponse `protobuf:"bytes,5,opt,name=info,proto3" json:"info,omitempty"`
@@ -483,11 +765,11 @@ func (x *NodeStatus) GetGrpcAddr() string {
 	return ""
 }
 
-func (x *NodeStatus) GetState() string {
+func (x *NodeStatus) GetState() NodeState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return NodeState_NODE_STATE_UNSPECIFIED
 }
 
 func (x *NodeStatus) GetError() string {
@@ -554,8 +836,8 @@ type NodeInfoResponse struct {
 	UptimeSeconds int64                  `protobuf:"varint,10,opt,name=uptime_seconds,json=uptimeSeconds,proto3" json:"uptime_seconds,omitempty"`
 	Version       string                 `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
 	Breakers      []*BreakerState        `protobuf:"bytes,12,rep,name=breakers,proto3" json:"breakers,omitempty"`
-	// Raft role of this node in the metadata group: leader, follower, nonvoter, none.
-	RaftRole string `protobuf:"bytes,13,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
+	// Raft role of this node in the metadata group.
+	RaftRole RaftRole `protobuf:"varint,26,opt,name=raft_role,json=raftRole,proto3,enum=ringkv.RaftRole" json:"raft_role,omitempty"`
 	// Free bytes on the file system of the node's data directory (0 for in-memory nodes).
 	FreeDiskBytes uint64 `protobuf:"varint,14,opt,name=free_disk_bytes,json=freeDiskBytes,proto3" json:"free_disk_bytes,omitempty"`
 	// The OS process serving the node ("host/pid/start"): nodes that share one (kvctl demo)
@@ -703,11 +985,11 @@ func (x *NodeInfoResponse) GetBreakers() []*BreakerState {
 	return nil
 }
 
-func (x *NodeInfoResponse) GetRaftRole() string {
+func (x *NodeInfoResponse) GetRaftRole() RaftRole {
 	if x != nil {
 		return x.RaftRole
 	}
-	return ""
+	return RaftRole_RAFT_ROLE_UNSPECIFIED
 }
 
 func (x *NodeInfoResponse) GetFreeDiskBytes() uint64 {
@@ -849,12 +1131,12 @@ func (x *HintQueue) GetOldestUnix() int64 {
 	return 0
 }
 
+// A node's circuit breaker towards one peer.
 type BreakerState struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
-	// closed, open
-	State               string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	ConsecutiveFailures uint64 `protobuf:"varint,3,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Peer                string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	State               BreakerState_State     `protobuf:"varint,4,opt,name=state,proto3,enum=ringkv.BreakerState_State" json:"state,omitempty"`
+	ConsecutiveFailures uint64                 `protobuf:"varint,3,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -896,11 +1178,11 @@ func (x *BreakerState) GetPeer() string {
 	return ""
 }
 
-func (x *BreakerState) GetState() string {
+func (x *BreakerState) GetState() BreakerState_State {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return BreakerState_STATE_UNSPECIFIED
 }
 
 func (x *BreakerState) GetConsecutiveFailures() uint64 {
@@ -956,13 +1238,12 @@ func (x *RingRequest) GetWithCounts() bool {
 }
 
 type Member struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	// UP, JOINING, LEAVING, DOWN
-	State         string   `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Weight        uint32   `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`
-	Tokens        []uint64 `protobuf:"varint,5,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	State         NodeState              `protobuf:"varint,6,opt,name=state,proto3,enum=ringkv.NodeState" json:"state,omitempty"`
+	Weight        uint32                 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`
+	Tokens        []uint64               `protobuf:"varint,5,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1011,11 +1292,11 @@ func (x *Member) GetGrpcAddr() string {
 	return ""
 }
 
-func (x *Member) GetState() string {
+func (x *Member) GetState() NodeState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return NodeState_NODE_STATE_UNSPECIFIED
 }
 
 func (x *Member) GetWeight() uint32 {
@@ -1095,7 +1376,7 @@ func (x *RingState) GetMembers() []*Member {
 type NodeOwnership struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	State  string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	State  NodeState              `protobuf:"varint,10,opt,name=state,proto3,enum=ringkv.NodeState" json:"state,omitempty"`
 	Vnodes uint32                 `protobuf:"varint,3,opt,name=vnodes,proto3" json:"vnodes,omitempty"`
 	// Share of the token space this node owns as primary (0..1).
 	Share float64 `protobuf:"fixed64,4,opt,name=share,proto3" json:"share,omitempty"`
@@ -1149,11 +1430,11 @@ func (x *NodeOwnership) GetId() string {
 	return ""
 }
 
-func (x *NodeOwnership) GetState() string {
+func (x *NodeOwnership) GetState() NodeState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return NodeState_NODE_STATE_UNSPECIFIED
 }
 
 func (x *NodeOwnership) GetVnodes() uint32 {
@@ -1320,19 +1601,17 @@ func (x *StatsRequest) GetVnodes() bool {
 }
 
 type OpStats struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// get, put, delete
-	Op string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
-	// coordinator, replica
-	Role          string  `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	Count         uint64  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	Errors        uint64  `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
-	Rate_1S       float64 `protobuf:"fixed64,5,opt,name=rate_1s,json=rate1s,proto3" json:"rate_1s,omitempty"`
-	Rate_1M       float64 `protobuf:"fixed64,6,opt,name=rate_1m,json=rate1m,proto3" json:"rate_1m,omitempty"`
-	P50Ms         float64 `protobuf:"fixed64,7,opt,name=p50_ms,json=p50Ms,proto3" json:"p50_ms,omitempty"`
-	P99Ms         float64 `protobuf:"fixed64,8,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
-	P999Ms        float64 `protobuf:"fixed64,9,opt,name=p999_ms,json=p999Ms,proto3" json:"p999_ms,omitempty"`
-	MaxMs         float64 `protobuf:"fixed64,10,opt,name=max_ms,json=maxMs,proto3" json:"max_ms,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            Op                     `protobuf:"varint,11,opt,name=op,proto3,enum=ringkv.Op" json:"op,omitempty"`
+	Role          OpRole                 `protobuf:"varint,12,opt,name=role,proto3,enum=ringkv.OpRole" json:"role,omitempty"`
+	Count         uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Errors        uint64                 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	Rate_1S       float64                `protobuf:"fixed64,5,opt,name=rate_1s,json=rate1s,proto3" json:"rate_1s,omitempty"`
+	Rate_1M       float64                `protobuf:"fixed64,6,opt,name=rate_1m,json=rate1m,proto3" json:"rate_1m,omitempty"`
+	P50Ms         float64                `protobuf:"fixed64,7,opt,name=p50_ms,json=p50Ms,proto3" json:"p50_ms,omitempty"`
+	P99Ms         float64                `protobuf:"fixed64,8,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	P999Ms        float64                `protobuf:"fixed64,9,opt,name=p999_ms,json=p999Ms,proto3" json:"p999_ms,omitempty"`
+	MaxMs         float64                `protobuf:"fixed64,10,opt,name=max_ms,json=maxMs,proto3" json:"max_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1367,18 +1646,18 @@ func (*OpStats) Descriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *OpStats) GetOp() string {
+func (x *OpStats) GetOp() Op {
 	if x != nil {
 		return x.Op
 	}
-	return ""
+	return Op_OP_UNSPECIFIED
 }
 
-func (x *OpStats) GetRole() string {
+func (x *OpStats) GetRole() OpRole {
 	if x != nil {
 		return x.Role
 	}
-	return ""
+	return OpRole_OP_ROLE_UNSPECIFIED
 }
 
 func (x *OpStats) GetCount() uint64 {
@@ -1575,7 +1854,7 @@ type NodeStats struct {
 	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	UnixNanos int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	Epoch     uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	State     string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	State     NodeState              `protobuf:"varint,20,opt,name=state,proto3,enum=ringkv.NodeState" json:"state,omitempty"`
 	Ops       []*OpStats             `protobuf:"bytes,5,rep,name=ops,proto3" json:"ops,omitempty"`
 	Vnodes    []*VnodeStats          `protobuf:"bytes,6,rep,name=vnodes,proto3" json:"vnodes,omitempty"`
 	Breakers  []*BreakerState        `protobuf:"bytes,7,rep,name=breakers,proto3" json:"breakers,omitempty"`
@@ -1648,11 +1927,11 @@ func (x *NodeStats) GetEpoch() uint64 {
 	return 0
 }
 
-func (x *NodeStats) GetState() string {
+func (x *NodeStats) GetState() NodeState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return NodeState_NODE_STATE_UNSPECIFIED
 }
 
 func (x *NodeStats) GetOps() []*OpStats {
@@ -3604,15 +3883,15 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12(\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.ringkv.NodeStatusR\x05nodes\x12.\n" +
 	"\x06change\x18\x04 \x01(\v2\x16.ringkv.ChangeProgressR\x06change\x120\n" +
-	"\arepairs\x18\x05 \x03(\v2\x16.ringkv.RepairProgressR\arepairs\"\x93\x01\n" +
+	"\arepairs\x18\x05 \x03(\v2\x16.ringkv.RepairProgressR\arepairs\"\xac\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12'\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x11.ringkv.NodeStateR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
-	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xfa\x05\n" +
+	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04infoJ\x04\b\x03\x10\x04\"\x11\n" +
+	"\x0fNodeInfoRequest\"\x92\x06\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -3628,8 +3907,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x0euptime_seconds\x18\n" +
 	" \x01(\x03R\ruptimeSeconds\x12\x18\n" +
 	"\aversion\x18\v \x01(\tR\aversion\x120\n" +
-	"\bbreakers\x18\f \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x12\x1b\n" +
-	"\traft_role\x18\r \x01(\tR\braftRole\x12&\n" +
+	"\bbreakers\x18\f \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x12-\n" +
+	"\traft_role\x18\x1a \x01(\x0e2\x10.ringkv.RaftRoleR\braftRole\x12&\n" +
 	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\x12\x18\n" +
 	"\aprocess\x18\x0f \x01(\tR\aprocess\x12\x1a\n" +
 	"\bproblems\x18\x14 \x03(\tR\bproblems\x12\x1b\n" +
@@ -3640,40 +3919,46 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05hints\x18\x16 \x03(\v2\x11.ringkv.HintQueueR\x05hints\x12#\n" +
 	"\rhints_dropped\x18\x17 \x01(\x04R\fhintsDropped\x12.\n" +
 	"\x06repair\x18\x18 \x01(\v2\x16.ringkv.RepairProgressR\x06repair\x12%\n" +
-	"\x0edamaged_ranges\x18\x19 \x01(\rR\rdamagedRanges\"l\n" +
+	"\x0edamaged_ranges\x18\x19 \x01(\rR\rdamagedRangesJ\x04\b\r\x10\x0e\"l\n" +
 	"\tHintQueue\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05hints\x18\x02 \x01(\x04R\x05hints\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\voldest_unix\x18\x04 \x01(\x03R\n" +
-	"oldestUnix\"k\n" +
+	"oldestUnix\"\xc3\x01\n" +
 	"\fBreakerState\x12\x12\n" +
-	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\x121\n" +
-	"\x14consecutive_failures\x18\x03 \x01(\x04R\x13consecutiveFailures\".\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x120\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1a.ringkv.BreakerState.StateR\x05state\x121\n" +
+	"\x14consecutive_failures\x18\x03 \x01(\x04R\x13consecutiveFailures\"4\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06CLOSED\x10\x01\x12\b\n" +
+	"\x04OPEN\x10\x02J\x04\b\x02\x10\x03\".\n" +
 	"\vRingRequest\x12\x1f\n" +
 	"\vwith_counts\x18\x01 \x01(\bR\n" +
-	"withCounts\"{\n" +
+	"withCounts\"\x94\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12'\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x11.ringkv.NodeStateR\x05state\x12\x16\n" +
 	"\x06weight\x18\x04 \x01(\rR\x06weight\x12\x16\n" +
-	"\x06tokens\x18\x05 \x03(\x04R\x06tokens\"g\n" +
+	"\x06tokens\x18\x05 \x03(\x04R\x06tokensJ\x04\b\x03\x10\x04\"g\n" +
 	"\tRingState\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12(\n" +
-	"\amembers\x18\x03 \x03(\v2\x0e.ringkv.MemberR\amembers\"\xdc\x01\n" +
+	"\amembers\x18\x03 \x03(\v2\x0e.ringkv.MemberR\amembers\"\xf5\x01\n" +
 	"\rNodeOwnership\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x05state\x18\n" +
+	" \x01(\x0e2\x11.ringkv.NodeStateR\x05state\x12\x16\n" +
 	"\x06vnodes\x18\x03 \x01(\rR\x06vnodes\x12\x14\n" +
 	"\x05share\x18\x04 \x01(\x01R\x05share\x12#\n" +
 	"\rreplica_share\x18\x05 \x01(\x01R\freplicaShare\x12\x12\n" +
 	"\x04keys\x18\x06 \x01(\x04R\x04keys\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
-	"\x04load\x18\t \x01(\x01R\x04load\"\x9a\x01\n" +
+	"\x04load\x18\t \x01(\x01R\x04loadJ\x04\b\x02\x10\x03\"\x9a\x01\n" +
 	"\fRingResponse\x12%\n" +
 	"\x04ring\x18\x01 \x01(\v2\x11.ringkv.RingStateR\x04ring\x123\n" +
 	"\townership\x18\x02 \x03(\v2\x15.ringkv.NodeOwnershipR\townership\x12.\n" +
@@ -3681,10 +3966,11 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fStatsRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x16\n" +
-	"\x06vnodes\x18\x02 \x01(\bR\x06vnodes\"\xeb\x01\n" +
-	"\aOpStats\x12\x0e\n" +
-	"\x02op\x18\x01 \x01(\tR\x02op\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role\x12\x14\n" +
+	"\x06vnodes\x18\x02 \x01(\bR\x06vnodes\"\x93\x02\n" +
+	"\aOpStats\x12\x1a\n" +
+	"\x02op\x18\v \x01(\x0e2\n" +
+	".ringkv.OpR\x02op\x12\"\n" +
+	"\x04role\x18\f \x01(\x0e2\x0e.ringkv.OpRoleR\x04role\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x04R\x05count\x12\x16\n" +
 	"\x06errors\x18\x04 \x01(\x04R\x06errors\x12\x17\n" +
 	"\arate_1s\x18\x05 \x01(\x01R\x06rate1s\x12\x17\n" +
@@ -3693,7 +3979,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x06p99_ms\x18\b \x01(\x01R\x05p99Ms\x12\x17\n" +
 	"\ap999_ms\x18\t \x01(\x01R\x06p999Ms\x12\x15\n" +
 	"\x06max_ms\x18\n" +
-	" \x01(\x01R\x05maxMs\"\xd8\x02\n" +
+	" \x01(\x01R\x05maxMsJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"\xd8\x02\n" +
 	"\n" +
 	"VnodeStats\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x14\n" +
@@ -3710,13 +3996,13 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	" \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vreads_total\x18\v \x01(\x04R\n" +
 	"readsTotal\x12!\n" +
-	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\xac\x05\n" +
+	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\xc5\x05\n" +
 	"\tNodeStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\x12!\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12'\n" +
+	"\x05state\x18\x14 \x01(\x0e2\x11.ringkv.NodeStateR\x05state\x12!\n" +
 	"\x03ops\x18\x05 \x03(\v2\x0f.ringkv.OpStatsR\x03ops\x12*\n" +
 	"\x06vnodes\x18\x06 \x03(\v2\x12.ringkv.VnodeStatsR\x06vnodes\x120\n" +
 	"\bbreakers\x18\a \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x125\n" +
@@ -3739,7 +4025,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\tdisk_full\x18\x13 \x01(\bR\bdiskFull\x1a9\n" +
 	"\vErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\">\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01J\x04\b\x04\x10\x05\">\n" +
 	"\x0eProfileRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\rR\aseconds\"\"\n" +
@@ -3906,7 +4192,32 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x13RepairStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\"\x14\n" +
-	"\x12AbortRepairRequest*i\n" +
+	"\x12AbortRepairRequest*\x97\x01\n" +
+	"\tNodeState\x12\x1a\n" +
+	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
+	"\x0fNODE_STATE_DOWN\x10\x02\x12\x16\n" +
+	"\x12NODE_STATE_JOINING\x10\x03\x12\x16\n" +
+	"\x12NODE_STATE_LEAVING\x10\x04\x12\x16\n" +
+	"\x12NODE_STATE_REMOVED\x10\x05*\x98\x01\n" +
+	"\bRaftRole\x12\x19\n" +
+	"\x15RAFT_ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eRAFT_ROLE_NONE\x10\x01\x12\x14\n" +
+	"\x10RAFT_ROLE_LEADER\x10\x02\x12\x16\n" +
+	"\x12RAFT_ROLE_FOLLOWER\x10\x03\x12\x17\n" +
+	"\x13RAFT_ROLE_CANDIDATE\x10\x04\x12\x16\n" +
+	"\x12RAFT_ROLE_NONVOTER\x10\x05*?\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06OP_GET\x10\x01\x12\n" +
+	"\n" +
+	"\x06OP_PUT\x10\x02\x12\r\n" +
+	"\tOP_DELETE\x10\x03*O\n" +
+	"\x06OpRole\x12\x17\n" +
+	"\x13OP_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13OP_ROLE_COORDINATOR\x10\x01\x12\x13\n" +
+	"\x0fOP_ROLE_REPLICA\x10\x02*i\n" +
 	"\tMoveState\x12\x16\n" +
 	"\x12MOVE_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14MOVE_STATE_STREAMING\x10\x01\x12\x13\n" +
@@ -3966,138 +4277,151 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
 var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_kvpb_admin_proto_goTypes = []any{
-	(MoveState)(0),               // 0: ringkv.MoveState
-	(ChangeState)(0),             // 1: ringkv.ChangeState
-	(RepairState)(0),             // 2: ringkv.RepairState
-	(RangeRepairState)(0),        // 3: ringkv.RangeRepairState
-	(ChangeRequest_Kind)(0),      // 4: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),        // 5: ringkv.StatusRequest
-	(*StatusResponse)(nil),       // 6: ringkv.StatusResponse
-	(*NodeStatus)(nil),           // 7: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),      // 8: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),     // 9: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),            // 10: ringkv.HintQueue
-	(*BreakerState)(nil),         // 11: ringkv.BreakerState
-	(*RingRequest)(nil),          // 12: ringkv.RingRequest
-	(*Member)(nil),               // 13: ringkv.Member
-	(*RingState)(nil),            // 14: ringkv.RingState
-	(*NodeOwnership)(nil),        // 15: ringkv.NodeOwnership
-	(*RingResponse)(nil),         // 16: ringkv.RingResponse
-	(*StatsRequest)(nil),         // 17: ringkv.StatsRequest
-	(*OpStats)(nil),              // 18: ringkv.OpStats
-	(*VnodeStats)(nil),           // 19: ringkv.VnodeStats
-	(*NodeStats)(nil),            // 20: ringkv.NodeStats
-	(*ProfileRequest)(nil),       // 21: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),         // 22: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),       // 23: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),      // 24: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),        // 25: ringkv.ChangeRequest
-	(*TokenMove)(nil),            // 26: ringkv.TokenMove
-	(*RangeMove)(nil),            // 27: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 28: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 29: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 30: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 31: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 32: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 33: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 34: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 35: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 36: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 37: ringkv.SetChangeRateRequest
-	(*RepairRequest)(nil),        // 38: ringkv.RepairRequest
-	(*RepairRange)(nil),          // 39: ringkv.RepairRange
-	(*RepairPlan)(nil),           // 40: ringkv.RepairPlan
-	(*PairRepair)(nil),           // 41: ringkv.PairRepair
-	(*RangeRepair)(nil),          // 42: ringkv.RangeRepair
-	(*RepairProgress)(nil),       // 43: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),  // 44: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),   // 45: ringkv.AbortRepairRequest
-	nil,                          // 46: ringkv.NodeStats.ErrorsEntry
+	(NodeState)(0),               // 0: ringkv.NodeState
+	(RaftRole)(0),                // 1: ringkv.RaftRole
+	(Op)(0),                      // 2: ringkv.Op
+	(OpRole)(0),                  // 3: ringkv.OpRole
+	(MoveState)(0),               // 4: ringkv.MoveState
+	(ChangeState)(0),             // 5: ringkv.ChangeState
+	(RepairState)(0),             // 6: ringkv.RepairState
+	(RangeRepairState)(0),        // 7: ringkv.RangeRepairState
+	(BreakerState_State)(0),      // 8: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),      // 9: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),        // 10: ringkv.StatusRequest
+	(*StatusResponse)(nil),       // 11: ringkv.StatusResponse
+	(*NodeStatus)(nil),           // 12: ringkv.NodeStatus
+	(*NodeInfoRequest)(nil),      // 13: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),     // 14: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),            // 15: ringkv.HintQueue
+	(*BreakerState)(nil),         // 16: ringkv.BreakerState
+	(*RingRequest)(nil),          // 17: ringkv.RingRequest
+	(*Member)(nil),               // 18: ringkv.Member
+	(*RingState)(nil),            // 19: ringkv.RingState
+	(*NodeOwnership)(nil),        // 20: ringkv.NodeOwnership
+	(*RingResponse)(nil),         // 21: ringkv.RingResponse
+	(*StatsRequest)(nil),         // 22: ringkv.StatsRequest
+	(*OpStats)(nil),              // 23: ringkv.OpStats
+	(*VnodeStats)(nil),           // 24: ringkv.VnodeStats
+	(*NodeStats)(nil),            // 25: ringkv.NodeStats
+	(*ProfileRequest)(nil),       // 26: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),         // 27: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),       // 28: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),      // 29: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),        // 30: ringkv.ChangeRequest
+	(*TokenMove)(nil),            // 31: ringkv.TokenMove
+	(*RangeMove)(nil),            // 32: ringkv.RangeMove
+	(*ChangePlan)(nil),           // 33: ringkv.ChangePlan
+	(*RangeProgress)(nil),        // 34: ringkv.RangeProgress
+	(*ChangeProgress)(nil),       // 35: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),  // 36: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),           // 37: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 38: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 39: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 40: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 41: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 42: ringkv.SetChangeRateRequest
+	(*RepairRequest)(nil),        // 43: ringkv.RepairRequest
+	(*RepairRange)(nil),          // 44: ringkv.RepairRange
+	(*RepairPlan)(nil),           // 45: ringkv.RepairPlan
+	(*PairRepair)(nil),           // 46: ringkv.PairRepair
+	(*RangeRepair)(nil),          // 47: ringkv.RangeRepair
+	(*RepairProgress)(nil),       // 48: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),  // 49: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),   // 50: ringkv.AbortRepairRequest
+	nil,                          // 51: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	7,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	30, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	43, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
-	9,  // 3: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	11, // 4: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
-	10, // 5: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	43, // 6: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	13, // 7: ringkv.RingState.members:type_name -> ringkv.Member
-	14, // 8: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	15, // 9: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	30, // 10: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
-	18, // 11: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	19, // 12: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	11, // 13: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	46, // 14: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	4,  // 15: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	26, // 16: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	25, // 17: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	27, // 18: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	15, // 19: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	15, // 20: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	27, // 21: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	0,  // 22: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
-	1,  // 23: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	28, // 24: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	29, // 25: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	32, // 26: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	34, // 27: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	38, // 28: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	39, // 29: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	39, // 30: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	3,  // 31: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	41, // 32: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	2,  // 33: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	40, // 34: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	42, // 35: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	41, // 36: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	5,  // 37: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	8,  // 38: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	12, // 39: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	17, // 40: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	17, // 41: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	21, // 42: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	23, // 43: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	25, // 44: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	25, // 45: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	31, // 46: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	31, // 47: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	36, // 48: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	37, // 49: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	33, // 50: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	38, // 51: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	38, // 52: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	44, // 53: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	44, // 54: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	45, // 55: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	6,  // 56: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	9,  // 57: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	16, // 58: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	20, // 59: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	20, // 60: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	22, // 61: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	24, // 62: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	28, // 63: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	28, // 64: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	30, // 65: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	30, // 66: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	30, // 67: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	30, // 68: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	35, // 69: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	40, // 70: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	40, // 71: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	43, // 72: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	43, // 73: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	43, // 74: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	56, // [56:75] is the sub-list for method output_type
-	37, // [37:56] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	12, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	35, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	48, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
+	14, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	16, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	1,  // 6: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
+	15, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	48, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	8,  // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	0,  // 10: ringkv.Member.state:type_name -> ringkv.NodeState
+	18, // 11: ringkv.RingState.members:type_name -> ringkv.Member
+	0,  // 12: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
+	19, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	20, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	35, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	2,  // 16: ringkv.OpStats.op:type_name -> ringkv.Op
+	3,  // 17: ringkv.OpStats.role:type_name -> ringkv.OpRole
+	0,  // 18: ringkv.NodeStats.state:type_name -> ringkv.NodeState
+	23, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	24, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	16, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	51, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	9,  // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	31, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	30, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	32, // 26: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	20, // 27: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	20, // 28: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	32, // 29: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	4,  // 30: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
+	5,  // 31: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	33, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	34, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	37, // 34: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	39, // 35: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	43, // 36: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	44, // 37: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	44, // 38: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	7,  // 39: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	46, // 40: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	6,  // 41: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	45, // 42: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	47, // 43: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	46, // 44: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	10, // 45: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	13, // 46: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	17, // 47: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	22, // 48: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	22, // 49: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	26, // 50: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	28, // 51: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	30, // 52: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	30, // 53: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	36, // 54: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	36, // 55: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	41, // 56: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	42, // 57: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	38, // 58: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	43, // 59: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	43, // 60: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	49, // 61: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	49, // 62: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	50, // 63: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	11, // 64: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	14, // 65: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	21, // 66: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	25, // 67: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	25, // 68: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	27, // 69: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	29, // 70: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	33, // 71: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	33, // 72: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	35, // 73: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	35, // 74: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	35, // 75: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	35, // 76: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	40, // 77: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	45, // 78: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	45, // 79: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	48, // 80: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	48, // 81: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	48, // 82: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	64, // [64:83] is the sub-list for method output_type
+	45, // [45:64] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -4110,7 +4434,7 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      10,
 			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -318,11 +318,10 @@ func (o *Options) classifier(ctx context.Context) (func(string) string, error) {
 		return nil, fmt.Errorf("--by-node needs the ring: %w", cli.RPCError(o.Addr(), err))
 	}
 	rs := resp.GetRing()
-	var members []ring.Member
+	var members []ring.Member // Lookup ignores states: a DOWN member is a replica all the same
 	for _, m := range rs.GetMembers() {
 		members = append(members, ring.Member{
-			ID: m.GetId(), Addr: m.GetGrpcAddr(), State: ring.State(m.GetState()),
-			Weight: int(m.GetWeight()), Tokens: m.GetTokens(),
+			ID: m.GetId(), Addr: m.GetGrpcAddr(), Weight: int(m.GetWeight()), Tokens: m.GetTokens(),
 		})
 	}
 	r, err := ring.New(rs.GetEpoch(), int(rs.GetReplicas()), members)

@@ -19,6 +19,7 @@ import (
 
 	"ringkv/ctl/cli"
 	tuicmd "ringkv/ctl/cmd/tui"
+	"ringkv/ctl/present"
 	"ringkv/loadgen"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
@@ -265,8 +266,8 @@ func health(ctx context.Context, c kvpb.AdminClient) string {
 		switch {
 		case n.GetError() != "":
 			bad = append(bad, n.GetId()+" not answering")
-		case n.GetState() != "UP":
-			bad = append(bad, n.GetId()+" "+n.GetState())
+		case n.GetState() != kvpb.NodeState_NODE_STATE_UP:
+			bad = append(bad, n.GetId()+" "+present.NodeState(n.GetState()))
 		}
 	}
 	return strings.Join(bad, ", ")

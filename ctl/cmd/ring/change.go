@@ -371,7 +371,7 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 	t := cli.NewTable(ios, cols...)
 	for _, id := range ids {
 		b, a := before[id], after[id]
-		row := []any{"  " + id, arrow(b.GetState(), a.GetState(), "-"), arrow(fmt.Sprint(b.GetVnodes()), fmt.Sprint(a.GetVnodes()), "0"),
+		row := []any{"  " + id, arrow(present.NodeState(b.GetState()), present.NodeState(a.GetState()), "-"), arrow(fmt.Sprint(b.GetVnodes()), fmt.Sprint(a.GetVnodes()), "0"),
 			arrow(pctOf(b, false), pctOf(a, false), "-"), arrow(pctOf(b, true), pctOf(a, true), "-"),
 			arrow(keysOf(b), keysOf(a), "-")}
 		if rebalance {
@@ -398,7 +398,7 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.ChangePlan, allMoves bool) error {
 // keysOf is a node's key count (measured before, estimated after); empty when the node is not
 // there or did not answer.
 func keysOf(o *kvpb.NodeOwnership) string {
-	if o == nil || o.GetError() != "" || o.GetState() == "REMOVED" {
+	if o == nil || o.GetError() != "" || o.GetState() == kvpb.NodeState_NODE_STATE_REMOVED {
 		return ""
 	}
 	return fmt.Sprint(o.GetKeys())

@@ -209,10 +209,10 @@ func addPlan(moves int) *kvpb.ChangePlan {
 			Source: fmt.Sprintf("n%d", i%3+1), Target: "n4", EstKeys: 100, EstBytes: 10 << 10})
 	}
 	for _, id := range []string{"n1", "n2", "n3"} {
-		p.Before = append(p.Before, &kvpb.NodeOwnership{Id: id, State: "UP", Vnodes: 32, Share: 1.0 / 3, ReplicaShare: 1})
-		p.After = append(p.After, &kvpb.NodeOwnership{Id: id, State: "UP", Vnodes: 32, Share: 0.25, ReplicaShare: 0.75})
+		p.Before = append(p.Before, &kvpb.NodeOwnership{Id: id, State: kvpb.NodeState_NODE_STATE_UP, Vnodes: 32, Share: 1.0 / 3, ReplicaShare: 1})
+		p.After = append(p.After, &kvpb.NodeOwnership{Id: id, State: kvpb.NodeState_NODE_STATE_UP, Vnodes: 32, Share: 0.25, ReplicaShare: 0.75})
 	}
-	p.After = append(p.After, &kvpb.NodeOwnership{Id: "n4", State: "JOINING", Vnodes: 32, Share: 0.25, ReplicaShare: 0.75})
+	p.After = append(p.After, &kvpb.NodeOwnership{Id: "n4", State: kvpb.NodeState_NODE_STATE_JOINING, Vnodes: 32, Share: 0.25, ReplicaShare: 0.75})
 	return p
 }
 
@@ -417,8 +417,8 @@ func TestPrintRing(t *testing.T) {
 	resp := &kvpb.RingResponse{
 		Ring: &kvpb.RingState{Epoch: 4, Replicas: 3, Members: make([]*kvpb.Member, 2)},
 		Ownership: []*kvpb.NodeOwnership{
-			{Id: "n1", State: "UP", Vnodes: 32, Share: 0.5, ReplicaShare: 1, Keys: 100, Bytes: 2048},
-			{Id: "n2", State: "LEAVING", Vnodes: 32, Share: 0.5, ReplicaShare: 1, Error: "unavailable: down"},
+			{Id: "n1", State: kvpb.NodeState_NODE_STATE_UP, Vnodes: 32, Share: 0.5, ReplicaShare: 1, Keys: 100, Bytes: 2048},
+			{Id: "n2", State: kvpb.NodeState_NODE_STATE_LEAVING, Vnodes: 32, Share: 0.5, ReplicaShare: 1, Error: "unavailable: down"},
 		},
 	}
 	if err := PrintRing(ios, resp, true); err != nil {

@@ -71,7 +71,7 @@ func PrintRing(ios *cli.IOStreams, resp *kvpb.RingResponse, counts bool) error {
 		if counts && o.GetError() == "" {
 			keys, bytes = fmt.Sprint(o.GetKeys()), present.Bytes(o.GetBytes())
 		}
-		t.Row(o.GetId(), o.GetState(), o.GetVnodes(), pct(o.GetShare()), pct(o.GetReplicaShare()), keys, bytes, o.GetError())
+		t.Row(o.GetId(), present.NodeState(o.GetState()), o.GetVnodes(), pct(o.GetShare()), pct(o.GetReplicaShare()), keys, bytes, o.GetError())
 	}
 	if err := t.Render(); err != nil {
 		return err

@@ -110,7 +110,7 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 	for _, n := range resp.GetNodes() {
 		info := n.GetInfo()
 		if info == nil {
-			t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", n.GetError())
+			t.Row(n.GetId(), n.GetGrpcAddr(), present.NodeState(n.GetState()), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", n.GetError())
 			continue
 		}
 		note := n.GetError()
@@ -123,7 +123,7 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 		if p := info.GetProblems(); note == "" && len(p) > 0 {
 			note = strings.Join(p, "; ")
 		}
-		t.Row(n.GetId(), n.GetGrpcAddr(), n.GetState(), dash(info.GetRaftRole()), info.GetEpoch(),
+		t.Row(n.GetId(), n.GetGrpcAddr(), present.NodeState(n.GetState()), present.RaftRole(info.GetRaftRole()), info.GetEpoch(),
 			fmt.Sprintf("%.1f", info.GetOpsPerSec()), p99(info.GetP99Ms()), info.GetKeys(),
 			present.Bytes(info.GetDiskBytes()), free(info.GetFreeDiskBytes()), hints(info), present.Age(info.GetLastRepairedUnix(), now),
 			present.Breakers(info.GetBreakers()), note)
@@ -200,11 +200,4 @@ func free(n uint64) string {
 		return "-"
 	}
 	return present.Bytes(n)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -76,7 +76,7 @@ func TestStatusOfCluster(t *testing.T) {
 			for _, n := range resp.Nodes {
 				states[n.ID] = n.State
 			}
-			if resp.Epoch != 1 || states["n1"] != "UP" || states["n2"] != "UP" || states["n3"] != "DOWN" {
+			if resp.Epoch != 1 || states["n1"] != "NODE_STATE_UP" || states["n2"] != "NODE_STATE_UP" || states["n3"] != "NODE_STATE_DOWN" {
 				t.Errorf("got epoch %d states %v, want epoch 1, n1 n2 UP, n3 DOWN", resp.Epoch, states)
 			}
 			if v := resp.Nodes[0].Info.Version; v == "" {
@@ -139,13 +139,13 @@ func TestPrint(t *testing.T) {
 			{Id: 1, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_DONE}, // not in flight: no line
 		},
 		Nodes: []*kvpb.NodeStatus{
-			{Id: "n1", GrpcAddr: "127.0.0.1:9091", State: "UP", Info: &kvpb.NodeInfoResponse{
-				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: "leader", Version: "v1.2.3",
-				Breakers:         []*kvpb.BreakerState{{Peer: "n2", State: "closed"}, {Peer: "n3", State: "open"}},
+			{Id: "n1", GrpcAddr: "127.0.0.1:9091", State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{
+				Epoch: 9, Keys: 1200, DiskBytes: 3 << 20, FreeDiskBytes: 40 << 30, OpsPerSec: 812.34, P99Ms: 4.2, RaftRole: kvpb.RaftRole_RAFT_ROLE_LEADER, Version: "v1.2.3",
+				Breakers:         []*kvpb.BreakerState{{Peer: "n2", State: kvpb.BreakerState_CLOSED}, {Peer: "n3", State: kvpb.BreakerState_OPEN}},
 				Hints:            []*kvpb.HintQueue{{Peer: "n3", Hints: 100, Bytes: 10 << 10}, {Peer: "n2", Hints: 20, Bytes: 5 << 10}},
 				LastRepairedUnix: 1_000_000 - 300}},
-			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: "UP", Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: "follower", Version: "v1.2.4", HintsDropped: 3}},
-			{Id: "n3", GrpcAddr: "127.0.0.1:9093", State: "DOWN", Error: "connection refused"},
+			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: kvpb.RaftRole_RAFT_ROLE_FOLLOWER, Version: "v1.2.4", HintsDropped: 3}},
+			{Id: "n3", GrpcAddr: "127.0.0.1:9093", State: kvpb.NodeState_NODE_STATE_DOWN, Error: "connection refused"},
 		}}
 	ios, _, out, _ := cli.Test()
 	if err := PrintAt(ios, resp, now); err != nil {

@@ -1,0 +1,30 @@
+package kvpb
+
+import (
+	"fmt"
+	"time"
+)
+
+// The words below are spelled the same by the node (its logs, errors and readiness reasons)
+// and by kvctl and the console (ctl/present), which import this package and nothing of the
+// node: they live here, beside the messages that carry them.
+
+// TimestampLogicalBits is the width of the logical counter in the low bits of a hybrid
+// logical clock timestamp (a record's timestamp on the wire); the bits above it are Unix
+// milliseconds.
+const TimestampLogicalBits = 16
+
+// WallTime is the wall-clock part of the HLC timestamp ts, at millisecond precision.
+func WallTime(ts uint64) time.Time { return time.UnixMilli(int64(ts >> TimestampLogicalBits)) }
+
+// TimestampString is the wall-clock time of the HLC timestamp ts in UTC, as RFC 3339 with
+// milliseconds when they are not zero.
+func TimestampString(ts uint64) string { return WallTime(ts).UTC().Format(time.RFC3339Nano) }
+
+// FormatTokenRange spells the token range (start, end] in hex, 16 digits each:
+// "(0e38e38e38e38e38, 1c71c71c71c71c71]".
+func FormatTokenRange(start, end uint64) string { return fmt.Sprintf("(%016x, %016x]", start, end) }
+
+// DamagedRanges says that n ranges of a node are marked damaged and wait for their repair
+// from the peers (a readiness reason, a NodeInfo problem, kvctl status's note).
+func DamagedRanges(n int) string { return fmt.Sprintf("%d ranges damaged, awaiting repair", n) }
