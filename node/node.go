@@ -18,6 +18,7 @@ import (
 	"ringkv/internal/version"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
+	"ringkv/node/hints"
 	"ringkv/node/hlc"
 	"ringkv/node/metrics"
 	"ringkv/node/peers"
@@ -66,7 +67,7 @@ type Node struct {
 	mover   *cluster.Mover
 	local   *replica.Local
 	coord   *replica.Coordinator
-	hints   *store.Hints
+	hints   *hints.Log
 	repairs *repair.Service // repair sessions this node coordinates (and background repair)
 	repairR *repair.Replica // this node's side of repair
 	metrics *metrics.Registry
@@ -204,10 +205,10 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	closers = append(closers, n.st.Close)
-	// Hints in a badger of their own under the data directory (store.Hints says why), closed
+	// Hints in a badger of their own under the data directory (hints.Log says why), closed
 	// after the coordinator that writes them.
-	if n.hints, err = store.OpenHints(store.HintsConfig{
-		Dir: store.HintsPath(cfg.DataDir), InMemory: cfg.InMemory, SyncWrites: cfg.SyncWrites,
+	if n.hints, err = hints.Open(hints.Config{
+		Dir: hints.Path(cfg.DataDir), InMemory: cfg.InMemory, SyncWrites: cfg.SyncWrites,
 		MaxBytes: cfg.MaxHintBytes, MaxAge: cfg.MaxHintWindow, Writable: n.st.DiskFull, Logger: logger,
 	}); err != nil {
 		return nil, fmt.Errorf("open hints: %w", err)

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"ringkv/node/hints"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
-	"ringkv/node/store"
 )
 
 func TestAdminHandler(t *testing.T) {
@@ -91,8 +91,8 @@ func TestPrometheusLint(t *testing.T) {
 		})
 		reg.ObserveOp(replica.OpPut, replica.RoleCoordinator, time.Millisecond, errors.New("boom"))
 		reg.ObserveVnode(42, true, 10)
-		reg.SetHints(func() []store.HintQueue {
-			return []store.HintQueue{{Peer: "n2", Count: 3, Bytes: 120, Queued: 5, Delivered: 1, Dropped: 1}, {Peer: "n3", Delivered: 2}}
+		reg.SetHints(func() []hints.Queue {
+			return []hints.Queue{{Peer: "n2", Count: 3, Bytes: 120, Queued: 5, Delivered: 1, Dropped: 1}, {Peer: "n3", Delivered: 2}}
 		})
 		mfs := gather(t, collector{reg})
 		problems, err := promlint.NewWithMetricFamilies(mfs).Lint()

@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/hints"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
-	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 )
 
@@ -55,7 +55,7 @@ type Registry struct {
 	mu sync.Mutex // guards rebuilding vt and ticking its rates
 
 	breakers atomic.Pointer[func() []replica.Breaker] // Config.Breakers, or SetBreakers's
-	hintQs   atomic.Pointer[func() []store.HintQueue] // SetHints's
+	hintQs   atomic.Pointer[func() []hints.Queue]     // SetHints's
 
 	prom *prometheus.Registry
 }
@@ -550,9 +550,9 @@ func (r *Registry) SetBreakers(fn func() []replica.Breaker) {
 	r.breakers.Store(&fn)
 }
 
-// SetHints makes /metrics export the hint queues fn returns (store.Hints.Queues) per peer:
+// SetHints makes /metrics export the hint queues fn returns (hints.Log.Queues) per peer:
 // hints queued and their bytes, hints delivered and dropped. Safe for concurrent use.
-func (r *Registry) SetHints(fn func() []store.HintQueue) {
+func (r *Registry) SetHints(fn func() []hints.Queue) {
 	if fn == nil {
 		r.hintQs.Store(nil)
 		return

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"ringkv/node/store"
+	"ringkv/node/hints"
 )
 
 // BenchmarkCoordinatorPutGet: one Put and one Get at the default quorum
@@ -57,7 +57,7 @@ func BenchmarkCoordinatorPutGet(b *testing.B) {
 
 // BenchmarkPutOneReplicaDown: ack=2 Puts through n0 while n2 is down (its breaker open, so
 // every write leaves a hint before it is answered), with no hints, hints in memory, hints in
-// a store.Hints on disk, and on disk with SyncWrites. The differences are what a durable hint
+// a hints.Log on disk, and on disk with SyncWrites. The differences are what a durable hint
 // costs a degraded write.
 func BenchmarkPutOneReplicaDown(b *testing.B) {
 	value := make([]byte, 100)
@@ -69,7 +69,7 @@ func BenchmarkPutOneReplicaDown(b *testing.B) {
 			case "none":
 				cfg.HintBytes = -1
 			case "disk", "disk-sync":
-				h, err := store.OpenHints(store.HintsConfig{Dir: b.TempDir(), SyncWrites: mode == "disk-sync"})
+				h, err := hints.Open(hints.Config{Dir: b.TempDir(), SyncWrites: mode == "disk-sync"})
 				if err != nil {
 					b.Fatal(err)
 				}

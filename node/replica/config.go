@@ -56,7 +56,7 @@ type Config struct {
 	// Logger, when set, logs a peer's breaker closing on a sign of life.
 	Logger *slog.Logger
 	// Hints is where hints are kept (hinted handoff, see hints.go): the node's durable
-	// store.Hints, bounded by its own config. Nil: a log in memory, bounded by HintBytes
+	// hints.Log, bounded by its own config. Nil: a log in memory, bounded by HintBytes
 	// (the oldest go first when full) and HintWindow, lost with the coordinator.
 	Hints HintLog
 	// HintBytes bounds the in-memory log's bytes (Hints nil). Negative: no hints at all.

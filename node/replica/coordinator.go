@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ringkv/node/hints"
 	"ringkv/node/hlc"
 	"ringkv/node/ring"
-	"ringkv/node/store"
 )
 
 // Coordinator runs client operations against a key's replicas. Safe for
@@ -93,7 +93,7 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 	case cfg.Hints != nil:
 		c.hints = cfg.Hints
 	default:
-		h, err := store.OpenHints(store.HintsConfig{InMemory: true, MaxBytes: int64(cfg.HintBytes), MaxAge: cfg.HintWindow,
+		h, err := hints.Open(hints.Config{InMemory: true, MaxBytes: int64(cfg.HintBytes), MaxAge: cfg.HintWindow,
 			Now: cfg.Now, Logger: cfg.Logger})
 		if err != nil {
 			if cfg.Logger != nil {
@@ -129,7 +129,7 @@ func (c *Coordinator) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	if c.ownHints {
-		return c.hints.(*store.Hints).Close()
+		return c.hints.(*hints.Log).Close()
 	}
 	return nil
 }

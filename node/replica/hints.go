@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"ringkv/node/hints"
 	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
@@ -16,7 +17,7 @@ import (
 // or a repair. Hints do not count towards a write's acks (Cassandra's rule): a write that got
 // fewer than ack acknowledgements still fails.
 //
-// Hints are durable (Config.Hints, a store.Hints in the node's data directory): a hint for a
+// Hints are durable (Config.Hints, a hints.Log in the node's data directory): a hint for a
 // replica known to have missed the write when the write is answered — passed over for its open
 // breaker, without a connection, or whose call already failed — is on disk before the write is
 // acknowledged, and survives a crash of the coordinator (with --sync-writes, a power loss).
@@ -32,7 +33,7 @@ import (
 // the hints of a peer that left the ring. Hints older than Config.HintWindow, or beyond
 // Config.HintBytes, are dropped and counted: repair covers the writes they carried.
 
-// HintLog is where a Coordinator keeps its hints: store.Hints. Safe for concurrent use; the
+// HintLog is where a Coordinator keeps its hints: hints.Log. Safe for concurrent use; the
 // Coordinator calls it from write paths and from one handoff goroutine, and stops calling it
 // when Close returns.
 type HintLog interface {
@@ -41,19 +42,19 @@ type HintLog interface {
 	// Peers is the peers with hints.
 	Peers() []string
 	// Next returns up to n of peer's oldest hints in order, without removing them.
-	Next(peer string, n int) ([]store.Hint, error)
+	Next(peer string, n int) ([]hints.Hint, error)
 	// Remove deletes hints that were handed over; Drop those the peer refuses for good.
-	Remove(hs []store.Hint) error
-	Drop(hs []store.Hint) error
+	Remove(hs []hints.Hint) error
+	Drop(hs []hints.Hint) error
 	// Expire drops the hints older than the log's age bound.
 	Expire() (int, error)
 	// Queues describes every peer's queue.
-	Queues() []store.HintQueue
+	Queues() []hints.Queue
 	// Dropped counts the hints dropped by a bound.
 	Dropped() uint64
 }
 
-var _ HintLog = (*store.Hints)(nil)
+var _ HintLog = (*hints.Log)(nil)
 
 // HintStats is what the coordinator holds for unreachable peers.
 type HintStats struct {
@@ -64,7 +65,7 @@ type HintStats struct {
 	Bytes              int
 	Dropped, Delivered uint64
 	// Queues is each peer's queue.
-	Queues []store.HintQueue
+	Queues []hints.Queue
 }
 
 // Hints reports the hints the coordinator holds.
@@ -222,7 +223,7 @@ func (c *Coordinator) handOver(t target) {
 			case errors.Is(err, ErrInvalidArgument):
 				// Refused for what it is, not for where or when: kept, it would stop the queue
 				// for good. Dropped and counted; repair compares what the replicas hold.
-				failed = c.hints.Drop([]store.Hint{h}) != nil
+				failed = c.hints.Drop([]hints.Hint{h}) != nil
 			default:
 				failed = true
 			}
@@ -238,7 +239,7 @@ func (c *Coordinator) handOver(t target) {
 
 // pace waits until handing h over keeps the handoff within HintRate; false when the
 // coordinator closes meanwhile.
-func (c *Coordinator) pace(h store.Hint) bool {
+func (c *Coordinator) pace(h hints.Hint) bool {
 	if c.cfg.HintRate <= 0 {
 		return c.base.Err() == nil
 	}
@@ -263,7 +264,7 @@ func (c *Coordinator) pace(h store.Hint) bool {
 // rehome writes a hint to its key's replicas in the current view (one ack is enough: it is
 // a copy of a write that was already acknowledged or failed). The replicas it misses get
 // hints of their own.
-func (c *Coordinator) rehome(h store.Hint) {
+func (c *Coordinator) rehome(h hints.Hint) {
 	v := c.view()
 	if v == nil || v.Current == nil {
 		return

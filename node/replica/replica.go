@@ -28,7 +28,7 @@
 //
 // A write call to a peer that fails for want of reaching it (down, timed
 // out, breaker open) leaves a hint: the record, kept durably for that peer
-// (Config.Hints, the node's store.Hints; bounded by bytes and by age) and
+// (Config.Hints, the node's hints.Log; bounded by bytes and by age) and
 // handed over once it answers again, so a node back from an outage gets the
 // writes it missed without waiting for reads or a repair, even when the
 // coordinator restarted meanwhile. Hints never count as acks. See hints.go.

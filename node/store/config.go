@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Config configures a Store.
@@ -71,27 +70,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// badgerOptions maps c onto badger's options.
+// badgerOptions maps c onto badger's options: BadgerOptions, then c.Badger.
 func (c Config) badgerOptions(logger *slog.Logger) badger.Options {
-	dir := c.Dir
-	if c.InMemory {
-		dir = ""
-	}
-	opts := badger.DefaultOptions(dir).
-		WithInMemory(c.InMemory).
-		WithSyncWrites(c.SyncWrites).
-		// Apply serializes writers of one key with a striped lock (see
-		// Store.Apply), so badger's conflict tracking would be pure overhead.
-		WithDetectConflicts(false).
-		// Damaged data is an error, never a wrong answer: every block's and value's
-		// checksum is verified when it is read. Whole tables are verified by Open itself
-		// (verifyTables): badger's own check at open panics in a goroutine of its own on a
-		// mismatch (v4.9.6, Table.VerifyChecksum), which no caller can recover.
-		WithChecksumVerificationMode(options.OnBlockRead).
-		WithVerifyValueChecksum(true).
-		// Not WithLoggingLevel: it replaces the logger with badger's own
-		// (stderr); badgerLogger does the filtering.
-		WithLogger(badgerLogger{logger})
+	opts := BadgerOptions(c.Dir, c.InMemory, c.SyncWrites, logger)
 	if c.Badger != nil {
 		opts = c.Badger(opts)
 	}

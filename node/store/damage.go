@@ -298,7 +298,7 @@ func verifyTables(dir string, opts badger.Options) (bad string) {
 		if err := openTable(f, topts, options.NoVerification); err != nil {
 			return fmt.Sprintf("table %s unreadable (truncated or malformed): %v", filepath.Base(f), err)
 		}
-		// badger's check panics on a mismatch (see badgerOptions): any failure is one.
+		// badger's check panics on a mismatch (see BadgerOptions): any failure is one.
 		if err := openTable(f, topts, options.OnTableRead); err != nil {
 			return fmt.Sprintf("table %s: a block's checksum does not match its data", filepath.Base(f))
 		}

@@ -19,6 +19,9 @@ const (
 	headerLen     = 10
 )
 
+// RecordHeaderLen is how many bytes a record's encoding adds to its value.
+const RecordHeaderLen = headerLen
+
 // Record is one version of a key: a value or a tombstone, stamped with a
 // hybrid logical clock timestamp (see package hlc).
 type Record struct {
@@ -43,10 +46,11 @@ func (r Record) Newer(o Record) bool {
 
 // MarshalBinary encodes r. A tombstone with a non-empty value is rejected.
 func (r Record) MarshalBinary() ([]byte, error) {
-	return r.appendBinary(make([]byte, 0, headerLen+len(r.Value)))
+	return r.AppendBinary(make([]byte, 0, headerLen+len(r.Value)))
 }
 
-func (r Record) appendBinary(b []byte) ([]byte, error) {
+// AppendBinary appends r's encoding (MarshalBinary's) to b.
+func (r Record) AppendBinary(b []byte) ([]byte, error) {
 	var flags byte
 	if r.Tombstone {
 		if len(r.Value) != 0 {

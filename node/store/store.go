@@ -234,7 +234,7 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	sk := StoreKey(token, key)
 	buf := make([]byte, 0, len(sk)+headerLen+len(rec.Value))
 	buf = append(buf, sk...)
-	buf, err = rec.appendBinary(buf)
+	buf, err = rec.AppendBinary(buf)
 	if err != nil {
 		return false, fmt.Errorf("apply %x: %w", sk, err)
 	}
@@ -406,7 +406,7 @@ func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
 			at := len(buf)
 			buf = appendStoreKey(buf, e.Token, e.Key)
 			mid := len(buf)
-			if buf, err = e.Record.appendBinary(buf); err != nil {
+			if buf, err = e.Record.AppendBinary(buf); err != nil {
 				return applied, fmt.Errorf("apply %x: %w", buf[at:mid], err)
 			}
 			writes = append(writes, write{sk: buf[at:mid:mid], val: buf[mid:len(buf):len(buf)], rec: e.Record})

@@ -1,10 +1,11 @@
-package store
+package hints
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"ringkv/node/store"
 )
 
 // testClock is a clock a test moves by hand.
@@ -32,19 +35,19 @@ func (c *testClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func openHints(t *testing.T, cfg HintsConfig) *Hints {
+func openHints(t *testing.T, cfg Config) *Log {
 	t.Helper()
-	h, err := OpenHints(cfg)
+	h, err := Open(cfg)
 	if err != nil {
-		t.Fatalf("OpenHints: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	return h
 }
 
-func addHints(t *testing.T, h *Hints, peer string, from, to int) {
+func addHints(t *testing.T, h *Log, peer string, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		if err := h.Add(peer, fmt.Appendf(nil, "k%03d", i), Record{TS: uint64(i + 1), Value: []byte("0123456789")}); err != nil {
+		if err := h.Add(peer, fmt.Appendf(nil, "k%03d", i), store.Record{TS: uint64(i + 1), Value: []byte("0123456789")}); err != nil {
 			t.Fatalf("Add %s k%03d: %v", peer, i, err)
 		}
 	}
@@ -62,13 +65,13 @@ func keysOf(hs []Hint) string {
 	return b.String()
 }
 
-func queueOf(h *Hints, peer string) HintQueue {
+func queueOf(h *Log, peer string) Queue {
 	for _, q := range h.Queues() {
 		if q.Peer == peer {
 			return q
 		}
 	}
-	return HintQueue{Peer: peer}
+	return Queue{Peer: peer}
 }
 
 // Hints persist across a close and reopen: their order, records, counts and write times;
@@ -76,7 +79,7 @@ func queueOf(h *Hints, peer string) HintQueue {
 func TestHintsPersistInOrder(t *testing.T) {
 	dir := t.TempDir()
 	clk := &testClock{t: time.Unix(1_700_000_000, 0)}
-	cfg := HintsConfig{Dir: dir, Now: clk.now}
+	cfg := Config{Dir: dir, Now: clk.now}
 	h := openHints(t, cfg)
 	addHints(t, h, "n1", 0, 3)
 	addHints(t, h, "n2", 0, 2)
@@ -120,7 +123,7 @@ func TestHintsPersistInOrder(t *testing.T) {
 
 // Remove deletes what a peer took and counts it delivered, once; the queue empties.
 func TestHintsRemoveAfterAck(t *testing.T) {
-	h := openHints(t, HintsConfig{Dir: t.TempDir()})
+	h := openHints(t, Config{Dir: t.TempDir()})
 	defer h.Close()
 	addHints(t, h, "n1", 0, 4)
 	hs, _ := h.Next("n1", 4)
@@ -141,7 +144,7 @@ func TestHintsRemoveAfterAck(t *testing.T) {
 // Hints older than MaxAge are dropped by Expire and counted; younger ones stay.
 func TestHintsAgeBound(t *testing.T) {
 	clk := &testClock{t: time.Unix(1_700_000_000, 0)}
-	h := openHints(t, HintsConfig{Dir: t.TempDir(), MaxAge: time.Hour, Now: clk.now})
+	h := openHints(t, Config{Dir: t.TempDir(), MaxAge: time.Hour, Now: clk.now})
 	defer h.Close()
 	addHints(t, h, "n1", 0, 300) // more than one round of Expire's reads
 	addHints(t, h, "n2", 0, 1)
@@ -173,7 +176,7 @@ func TestHintsAgeBound(t *testing.T) {
 // Over MaxBytes the oldest hints of the peer with the most bytes go, counted; the newest
 // stay, and the total is within the bound.
 func TestHintsByteBound(t *testing.T) {
-	h := openHints(t, HintsConfig{Dir: t.TempDir(), MaxBytes: 1000})
+	h := openHints(t, Config{Dir: t.TempDir(), MaxBytes: 1000})
 	defer h.Close()
 	addHints(t, h, "n2", 0, 2)
 	addHints(t, h, "n1", 0, 40)
@@ -196,10 +199,10 @@ func TestHintsByteBound(t *testing.T) {
 // While the volume is full no hint is stored; it is counted as dropped.
 func TestHintsDiskFull(t *testing.T) {
 	var full error
-	h := openHints(t, HintsConfig{Dir: t.TempDir(), Writable: func() error { return full }})
+	h := openHints(t, Config{Dir: t.TempDir(), Writable: func() error { return full }})
 	defer h.Close()
-	full = fmt.Errorf("%w: test", ErrDiskFull)
-	err := h.Add("n1", []byte("k"), Record{TS: 1, Value: []byte("v")})
+	full = fmt.Errorf("%w: test", store.ErrDiskFull)
+	err := h.Add("n1", []byte("k"), store.Record{TS: 1, Value: []byte("v")})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Add on a full disk: %v, want disk full", err)
 	}
@@ -212,26 +215,26 @@ func TestHintsDiskFull(t *testing.T) {
 // deletes or key count; the store's own files and marks are untouched.
 func TestHintsInvisibleToStore(t *testing.T) {
 	dir := t.TempDir()
-	cfg := DefaultConfig()
+	cfg := store.DefaultConfig()
 	cfg.Dir = dir
-	s, err := Open(cfg)
+	s, err := store.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(42, []byte("data"), Record{TS: 1, Value: []byte("v")}); err != nil {
+	if _, err := s.Apply(42, []byte("data"), store.Record{TS: 1, Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
-	h := openHints(t, HintsConfig{Dir: HintsPath(dir)})
+	h := openHints(t, Config{Dir: Path(dir)})
 	// Keys whose bytes look like store keys of many tokens.
 	for _, k := range []string{"data", "\x00\x00\x00\x00\x00\x00\x00\x2adata", "\xff\xff\xff\xff\xff\xff\xff\xffz"} {
-		if err := h.Add("n1", []byte(k), Record{TS: 2, Value: []byte("hint")}); err != nil {
+		if err := h.Add("n1", []byte(k), store.Record{TS: 2, Value: []byte("hint")}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check := func() {
 		t.Helper()
 		var seen []string
-		if err := s.Scan(context.Background(), 0, 0, nil, func(_, key []byte, _ Record) error {
+		if err := s.Scan(context.Background(), 0, 0, nil, func(_, key []byte, _ store.Record) error {
 			seen = append(seen, string(key))
 			return nil
 		}); err != nil {
@@ -252,7 +255,7 @@ func TestHintsInvisibleToStore(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = Open(cfg); err != nil {
+	if s, err = store.Open(cfg); err != nil {
 		t.Fatalf("reopen the store beside hints: %v", err)
 	}
 	check()
@@ -272,7 +275,7 @@ func TestHintsInvisibleToStore(t *testing.T) {
 
 // A hints directory of another layout is refused with a one-line reason.
 func TestHintsFormatRefused(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), HintsDir)
+	dir := filepath.Join(t.TempDir(), Dir)
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -283,9 +286,9 @@ func TestHintsFormatRefused(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenHints(HintsConfig{Dir: dir})
+	_, err = Open(Config{Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), `hints format "2"`) || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("OpenHints of format 2: %v, want a one-line refusal naming the format", err)
+		t.Fatalf("Open of format 2: %v, want a one-line refusal naming the format", err)
 	}
 }
 
@@ -302,7 +305,7 @@ func TestHintsDamage(t *testing.T) {
 		{"sst bytes flipped", flipTableBytes, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := HintsConfig{Dir: filepath.Join(t.TempDir(), HintsDir)}
+			cfg := Config{Dir: filepath.Join(t.TempDir(), Dir)}
 			h := openHints(t, cfg)
 			addHints(t, h, "n2", 0, 300)
 			if err := h.Close(); err != nil { // flushes the memtable: a table on disk
@@ -337,5 +340,51 @@ func TestHintsDamage(t *testing.T) {
 				t.Errorf("log after a clean restart: %q, want nothing at error level", log.String())
 			}
 		})
+	}
+}
+
+// The damage the hints' tests make to a closed badger directory, as the store's tests do.
+
+func largestFile(t *testing.T, dir, ext string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
+	best, size := "", int64(-1)
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
+			best, size = f, fi.Size()
+		}
+	}
+	if best == "" {
+		t.Fatalf("no %s file in %s", ext, dir)
+	}
+	return best
+}
+
+// truncateManifest cuts the MANIFEST to a third of its size.
+func truncateManifest(t *testing.T, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, "MANIFEST")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, fi.Size()/3); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipTableBytes flips 64 bytes a third of the way into the largest table.
+func flipTableBytes(t *testing.T, dir string) {
+	t.Helper()
+	p := largestFile(t, dir, ".sst")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 3; i < len(b)/3+64; i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

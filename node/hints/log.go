@@ -1,4 +1,7 @@
-package store
+// Package hints keeps what a coordinator owes the replicas that missed writes (hinted
+// handoff): a durable queue per peer in a badger database of its own (Log). The handoff
+// itself, which reads the queue and hands hints over, is the coordinator's (node/replica).
+package hints
 
 import (
 	"bytes"
@@ -13,15 +16,16 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
+
+	"ringkv/node/store"
 )
 
-// Hints is the durable queue of hinted handoff: per peer, the records a coordinator owes a
+// Log is the durable queue of hinted handoff: per peer, the records a coordinator owes a
 // replica that missed them, oldest first. Safe for concurrent use.
 //
 // # Where hints live
 //
-// In a badger database of their own, HintsDir ("hints") under the store's directory, not in
+// In a badger database of their own, Dir ("hints") under the store's directory, not in
 // the store's. A store key is an 8-byte ring token followed by the user key, so every byte
 // string of 8 bytes or more is some token's key: a hint under any prefix of the store's key
 // space would fall inside some vnode's range and show in Scan, CountRange, KeyCount,
@@ -54,9 +58,9 @@ import (
 // hints of the peer with the most bytes. MaxAge bounds a hint's age: Expire drops older ones.
 // Both count what they drop (Dropped); repair restores the writes they carried. While the
 // store's volume is full (Writable) Add stores nothing and counts the hint as dropped.
-type Hints struct {
+type Log struct {
 	db     *badger.DB
-	cfg    HintsConfig
+	cfg    Config
 	now    func() time.Time
 	lastGC time.Time // guarded by rm
 
@@ -66,7 +70,7 @@ type Hints struct {
 
 	mu     sync.Mutex
 	seq    uint64 // last sequence number handed out
-	peers  map[string]*hintPeer
+	peers  map[string]*peerCounts
 	bytes  int64
 	closed bool
 
@@ -79,24 +83,24 @@ type Hints struct {
 	tablesLost bool
 }
 
-// hintPeer is the counters of one peer's queue.
-type hintPeer struct {
+// peerCounts is the counters of one peer's queue.
+type peerCounts struct {
 	count, bytes               int64
 	oldest                     time.Time // write time of the front hint; zero = look it up
 	queued, delivered, dropped uint64    // since Open
 }
 
-// HintsDir is the hints database's directory under the store's.
-const HintsDir = "hints"
+// Dir is the hints database's directory under the store's.
+const Dir = "hints"
 
 // hintsFormat is the layout version kept under formatKey.
 const hintsFormat = "1"
 
 var formatKey = []byte("format")
 
-// HintsConfig configures Hints.
-type HintsConfig struct {
-	// Dir is the hints database's directory (store dir/HintsDir). Ignored InMemory.
+// Config configures Hints.
+type Config struct {
+	// Dir is the hints database's directory (store dir/Dir: Path). Ignored InMemory.
 	Dir string
 	// InMemory keeps the hints in memory: nothing survives Close.
 	InMemory bool
@@ -118,7 +122,7 @@ type HintsConfig struct {
 type Hint struct {
 	Peer   string
 	Key    []byte
-	Record Record
+	Record store.Record
 	// Written is when the hint was added.
 	Written time.Time
 
@@ -126,8 +130,8 @@ type Hint struct {
 	size int64
 }
 
-// HintQueue is one peer's queue, for NodeInfo and metrics.
-type HintQueue struct {
+// Queue is one peer's queue, for NodeInfo and metrics.
+type Queue struct {
 	Peer  string
 	Count uint64
 	Bytes uint64
@@ -138,8 +142,8 @@ type HintQueue struct {
 	Queued, Delivered, Dropped uint64
 }
 
-// OpenHints opens (or creates) the hints database of cfg and counts what it holds.
-func OpenHints(cfg HintsConfig) (*Hints, error) {
+// Open opens (or creates) the hints database of cfg and counts what it holds.
+func Open(cfg Config) (*Log, error) {
 	if !cfg.InMemory && cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: hints dir is empty and in-memory is off", ErrInvalidConfig)
 	}
@@ -151,18 +155,12 @@ func OpenHints(cfg HintsConfig) (*Hints, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("component", "hints")
-	dir := cfg.Dir
-	if cfg.InMemory {
-		dir = ""
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open hints %q: %w", dir, err)
+	if !cfg.InMemory {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open hints %q: %w", cfg.Dir, err)
+		}
 	}
-	opts := badger.DefaultOptions(dir).
-		WithInMemory(cfg.InMemory).
-		WithSyncWrites(cfg.SyncWrites).
-		WithDetectConflicts(false).
-		WithChecksumVerificationMode(options.OnBlockRead).
-		WithVerifyValueChecksum(true).
+	opts := store.BadgerOptions(cfg.Dir, cfg.InMemory, cfg.SyncWrites, logger).
 		// A queue of a few MiB to MaxBytes, mostly written, read once and deleted: small
 		// memtables and caches, so a second badger costs little memory.
 		WithMemTableSize(8 << 20).
@@ -171,24 +169,23 @@ func OpenHints(cfg HintsConfig) (*Hints, error) {
 		WithBlockCacheSize(4 << 20).
 		WithIndexCacheSize(0).
 		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2).
-		WithLogger(badgerLogger{logger})
+		WithNumCompactors(2)
 	// Damaged hints never keep a node from starting (no --recover needed, unlike the store):
 	// every write a hint holds is also on the replicas that acknowledged it, so losing hints
 	// loses no acknowledged write, only the fast way to the replica that missed it.
-	h, err := openHintsDB(cfg, opts)
-	if errors.Is(err, ErrDamaged) {
-		dst, qerr := quarantine(cfg.Dir)
-		if qerr != nil {
-			return nil, fmt.Errorf("%w: move damaged hints aside: %v", err, qerr)
+	var h *Log
+	a, err := store.OpenAside("hints", opts, func(db *badger.DB, hadTables bool) error {
+		h = &Log{db: db, cfg: cfg, now: cfg.Now, peers: map[string]*peerCounts{}}
+		if h.now == nil {
+			h.now = time.Now
 		}
-		logger.Error(hintsLost, "damage", err.Error(), "moved_to", dst)
-		if h, err = openHintsDB(cfg, opts); err != nil {
-			return nil, fmt.Errorf("open hints %q after moving damaged files aside: %w", cfg.Dir, err)
-		}
-	}
+		return h.load(hadTables)
+	})
 	if err != nil {
 		return nil, err
+	}
+	if a.Damage != "" {
+		logger.Error(hintsLost, "damage", a.Damage, "moved_to", a.MovedTo)
 	}
 	if h.tablesLost {
 		logger.Error(hintsLost, "damage", "MANIFEST lost or truncated: badger opened the database empty and dropped the tables it no longer named")
@@ -199,54 +196,9 @@ func OpenHints(cfg HintsConfig) (*Hints, error) {
 // hintsLost is the log line of a hints database found damaged at Open.
 const hintsLost = "hints database damaged, opened empty: the writes its hints held reach the replicas that missed them by repair only (kvctl repair, or background repair within --repair-interval)"
 
-// openHintsDB opens the database and counts it. Damaged files (a table that will not open
-// or fails a block checksum, badger refusing its MANIFEST or log, a panic) give ErrDamaged
-// with a one-line reason.
-func openHintsDB(cfg HintsConfig, opts badger.Options) (h *Hints, err error) {
-	damaged := func(reason string) error {
-		return fmt.Errorf("hints %w in %s: %s", ErrDamaged, cfg.Dir, oneLine(reason))
-	}
-	// Tables on disk and a database that opens without its format key: badger dropped the
-	// tables a lost or truncated MANIFEST no longer names.
-	hadTables := false
-	if !cfg.InMemory {
-		if bad := verifyTables(cfg.Dir, opts); bad != "" {
-			return nil, damaged(bad)
-		}
-		tables, _ := filepath.Glob(filepath.Join(cfg.Dir, "*.sst"))
-		hadTables = len(tables) > 0
-	}
-	db, err := openBadger(opts)
-	if err != nil {
-		if isDamage(err) {
-			return nil, damaged(err.Error())
-		}
-		return nil, fmt.Errorf("open hints %q: %w", cfg.Dir, err)
-	}
-	h = &Hints{db: db, cfg: cfg, now: cfg.Now, peers: map[string]*hintPeer{}}
-	if h.now == nil {
-		h.now = time.Now
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = panicError(p)
-		}
-		if err != nil {
-			db.Close()
-			if isDamage(err) {
-				err = damaged(err.Error())
-			} else {
-				err = fmt.Errorf("open hints %q: %w", cfg.Dir, err)
-			}
-			h = nil
-		}
-	}()
-	return h, h.load(hadTables)
-}
-
 // load checks the format and counts every peer's hints. hadTables: the directory held
 // tables before badger opened it, so an empty database lost them (tablesLost).
-func (h *Hints) load(hadTables bool) error {
+func (h *Log) load(hadTables bool) error {
 	empty := true
 	err := h.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{})
@@ -289,10 +241,10 @@ func (h *Hints) load(hadTables bool) error {
 }
 
 // peer is p's counters, created when missing. Callers hold mu (or own h, in load).
-func (h *Hints) peer(id string) *hintPeer {
+func (h *Log) peer(id string) *peerCounts {
 	p := h.peers[id]
 	if p == nil {
-		p = &hintPeer{}
+		p = &peerCounts{}
 		h.peers[id] = p
 	}
 	return p
@@ -319,22 +271,22 @@ func splitHintKey(k []byte) (peer string, seq uint64, ok bool) {
 	return string(k[2 : 2+n]), binary.BigEndian.Uint64(k[2+n:]), true
 }
 
-func encodeHint(written time.Time, key []byte, rec Record) ([]byte, error) {
-	b := make([]byte, 8, 8+binary.MaxVarintLen32+len(key)+headerLen+len(rec.Value))
+func encodeHint(written time.Time, key []byte, rec store.Record) ([]byte, error) {
+	b := make([]byte, 8, 8+binary.MaxVarintLen32+len(key)+store.RecordHeaderLen+len(rec.Value))
 	binary.BigEndian.PutUint64(b, uint64(written.UnixNano()))
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
-	return rec.appendBinary(b)
+	return rec.AppendBinary(b)
 }
 
 func decodeHint(v []byte, h *Hint) error {
 	if len(v) < 8 {
-		return fmt.Errorf("decode hint: %w: %d bytes", ErrShortRecord, len(v))
+		return fmt.Errorf("decode hint: %w: %d bytes", store.ErrShortRecord, len(v))
 	}
 	h.Written = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
 	n, w := binary.Uvarint(v[8:])
 	if w <= 0 || uint64(len(v)-8-w) < n {
-		return fmt.Errorf("decode hint: %w: bad key length", ErrShortRecord)
+		return fmt.Errorf("decode hint: %w: bad key length", store.ErrShortRecord)
 	}
 	h.Key = bytes.Clone(v[8+w : 8+w+int(n)])
 	return h.Record.UnmarshalBinary(v[8+w+int(n):])
@@ -343,7 +295,7 @@ func decodeHint(v []byte, h *Hint) error {
 // Add stores a hint of rec for peer and returns once it is durable (see Durability). Over
 // MaxBytes it then drops the oldest hints of the peer with the most bytes. While the volume
 // is full it stores nothing, counts the hint as dropped and returns the error.
-func (h *Hints) Add(peer string, key []byte, rec Record) error {
+func (h *Log) Add(peer string, key []byte, rec store.Record) error {
 	if len(peer) == 0 || len(peer) > 255 {
 		return fmt.Errorf("%w: hint peer %q", ErrInvalidConfig, peer)
 	}
@@ -396,7 +348,7 @@ func (h *Hints) Add(peer string, key []byte, rec Record) error {
 func itemSize(item *badger.Item) int64 { return item.KeySize() + item.ValueSize() }
 
 // use holds life shared for a use of db; false after Close.
-func (h *Hints) use() bool {
+func (h *Log) use() bool {
 	h.life.RLock()
 	h.mu.Lock()
 	closed := h.closed
@@ -410,7 +362,7 @@ func (h *Hints) use() bool {
 
 // shrink drops the oldest hints of the peer with the most bytes until the total is within
 // MaxBytes.
-func (h *Hints) shrink() error {
+func (h *Log) shrink() error {
 	for {
 		h.mu.Lock()
 		if h.bytes <= h.cfg.MaxBytes {
@@ -451,7 +403,7 @@ func (h *Hints) shrink() error {
 }
 
 // Peers returns the peers with hints, sorted.
-func (h *Hints) Peers() []string {
+func (h *Log) Peers() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
@@ -466,7 +418,7 @@ func (h *Hints) Peers() []string {
 
 // Next returns up to n of peer's oldest hints, in the order they were added, without
 // removing them: Remove them once the peer has taken them.
-func (h *Hints) Next(peer string, n int) ([]Hint, error) {
+func (h *Log) Next(peer string, n int) ([]Hint, error) {
 	if !h.use() {
 		return nil, ErrClosed
 	}
@@ -498,20 +450,20 @@ func (h *Hints) Next(peer string, n int) ([]Hint, error) {
 
 // Remove deletes hints the peer has taken (or that were written elsewhere), counting them
 // as delivered. A hint removed already is skipped.
-func (h *Hints) Remove(hs []Hint) error {
+func (h *Log) Remove(hs []Hint) error {
 	_, err := h.remove(hs, false)
 	return err
 }
 
 // Drop deletes hints that can never be handed over (the peer refuses the record itself),
 // counting them as dropped.
-func (h *Hints) Drop(hs []Hint) error {
+func (h *Log) Drop(hs []Hint) error {
 	_, err := h.remove(hs, true)
 	return err
 }
 
 // remove deletes those of hs still present and counts them, as dropped or delivered.
-func (h *Hints) remove(hs []Hint, dropped bool) (int, error) {
+func (h *Log) remove(hs []Hint, dropped bool) (int, error) {
 	if len(hs) == 0 {
 		return 0, nil
 	}
@@ -561,7 +513,7 @@ func (h *Hints) remove(hs []Hint, dropped bool) (int, error) {
 const hintGCInterval = time.Minute
 
 // Expire drops the hints older than MaxAge and returns how many it dropped.
-func (h *Hints) Expire() (int, error) {
+func (h *Log) Expire() (int, error) {
 	if h.use() {
 		h.rm.Lock()
 		if t := h.now(); t.Sub(h.lastGC) >= hintGCInterval && !h.cfg.InMemory {
@@ -602,12 +554,12 @@ func (h *Hints) Expire() (int, error) {
 
 // Queues returns every peer's queue that holds hints or has counted any since Open, sorted
 // by peer.
-func (h *Hints) Queues() []HintQueue {
+func (h *Log) Queues() []Queue {
 	h.mu.Lock()
-	var out []HintQueue
+	var out []Queue
 	var look []int
 	for id, p := range h.peers {
-		q := HintQueue{Peer: id, Count: uint64(max(p.count, 0)), Bytes: uint64(max(p.bytes, 0)), Oldest: p.oldest,
+		q := Queue{Peer: id, Count: uint64(max(p.count, 0)), Bytes: uint64(max(p.bytes, 0)), Oldest: p.oldest,
 			Queued: p.queued, Delivered: p.delivered, Dropped: p.dropped}
 		if q.Count == 0 {
 			q.Oldest = time.Time{}
@@ -627,7 +579,7 @@ func (h *Hints) Queues() []HintQueue {
 			h.mu.Unlock()
 		}
 	}
-	slices.SortFunc(out, func(a, b HintQueue) int {
+	slices.SortFunc(out, func(a, b Queue) int {
 		switch {
 		case a.Peer < b.Peer:
 			return -1
@@ -640,7 +592,7 @@ func (h *Hints) Queues() []HintQueue {
 }
 
 // Dropped is the hints dropped since Open, every peer together.
-func (h *Hints) Dropped() uint64 {
+func (h *Log) Dropped() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var n uint64
@@ -651,14 +603,14 @@ func (h *Hints) Dropped() uint64 {
 }
 
 // Bytes is the bytes held, every peer together.
-func (h *Hints) Bytes() int64 {
+func (h *Log) Bytes() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.bytes
 }
 
 // Close closes the database; hints on disk stay for the next Open.
-func (h *Hints) Close() error {
+func (h *Log) Close() error {
 	h.life.Lock()
 	defer h.life.Unlock()
 	h.mu.Lock()
@@ -674,5 +626,5 @@ func (h *Hints) Close() error {
 	return nil
 }
 
-// HintsPath is the hints directory of the store directory dir.
-func HintsPath(dir string) string { return filepath.Join(dir, HintsDir) }
+// Path is the hints directory of the store directory dir.
+func Path(dir string) string { return filepath.Join(dir, Dir) }
