@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"ringkv/internal/version"
-	"ringkv/node/metrics"
+	"ringkv/node/admin"
 )
 
 // Main is kvnode: it parses args (without the program name), runs the node until SIGTERM
@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(handler)
-	metrics.KeepMutexWaitsTimed() // so that a mutex capture sees contention older than itself
+	admin.KeepMutexWaitsTimed() // so that a mutex capture sees contention older than itself
 	n, err := New(cfg, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"ringkv/internal/version"
+	"ringkv/node/admin"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hints"
@@ -71,6 +72,7 @@ type Node struct {
 	repairs *repair.Service // repair sessions this node coordinates (and background repair)
 	repairR *repair.Replica // this node's side of repair
 	metrics *metrics.Registry
+	stats   *metrics.Stats // metrics with the coordinator's breakers: what Admin and /metrics serve
 	logs    *metrics.LogRing
 	dial    []grpc.DialOption
 
@@ -218,6 +220,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	mcfg := metrics.DefaultConfig()
 	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
 	mcfg.ClockRejected = n.clock.Rejected
+	mcfg.Hints = n.hints.Queues
 	mcfg.ClockOffsets = func() map[string]time.Duration {
 		out := map[string]time.Duration{}
 		for peer, o := range n.offsets.Offsets() {
@@ -249,9 +252,9 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	n.coord = replica.New(rcfg, cfg.ID, n.cl.View, n.local, n.peer, n.clock, n.metrics)
 	closers = append(closers, n.coord.Close)
-	// The coordinator observes into the registry, so the registry learns its breakers now.
-	n.metrics.SetBreakers(n.coord.Breakers)
-	n.metrics.SetHints(n.hints.Queues)
+	// The coordinator observes into the registry: what the node serves of its numbers joins
+	// the two, built after both.
+	n.stats = metrics.NewStats(n.metrics, n.coord.Breakers)
 
 	// This node's part of ring changes: the range-stream client and the mover.
 	rangeClient := &stream.RangeClient{
@@ -298,7 +301,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
 	changes := change.New(change.Config{
-		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.metrics,
+		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.stats,
 		Counter: n.st, Mover: n.mover, DefaultRate: cfg.ChangeRate,
 	})
 
@@ -323,7 +326,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
-		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.metrics, Profiler: server.ProfilerFunc(metrics.Capture),
+		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.stats, Profiler: server.ProfilerFunc(admin.Capture),
 		Logs: n.logs, Changes: changes, Repairs: n.repairs, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
@@ -334,7 +337,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	n.adminSrv = &http.Server{
-		Handler:           metrics.AdminHandler(n.metrics, n.readyz),
+		Handler:           admin.Handler(n.stats.Prometheus(), n.readyz),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.HTTPReadTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
 	}
 	n.setHealth()
@@ -466,7 +469,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: version.Get().Short(), RaftRole: n.cl.Role(),
-		FreeDiskBytes: freeDisk(n.cfg.DataDir), Process: metrics.Process(),
+		FreeDiskBytes: freeDisk(n.cfg.DataDir), Process: admin.Process(),
 		Problems: n.problems(),
 	}
 	if n.cfg.Advertise != "" {

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"ringkv/node/metrics"
+	"ringkv/node/admin"
 	"ringkv/node/replica"
 )
 
@@ -139,7 +139,7 @@ func wrapServe(name string, err error) error {
 
 // Start creates a node and runs it in the background until ctx ends or Close.
 func Start(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
-	metrics.KeepMutexWaitsTimed() // as Main does
+	admin.KeepMutexWaitsTimed() // as Main does
 	n, err := New(cfg, logger, opts...)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"ringkv/node/replica"
+	"ringkv/node/hints"
 	"ringkv/node/ring"
 )
 
@@ -29,8 +29,9 @@ type Config struct {
 	Ring func() *ring.Ring
 	// Store is the node's store; nil = no key counts or disk use.
 	Store RangeCounter
-	// Breakers returns the coordinator's circuit breakers (replica.Coordinator.Breakers).
-	Breakers func() []replica.Breaker
+	// Hints returns the hint queues (hints.Log.Queues) for /metrics: per peer, hints queued
+	// and their bytes, hints delivered and dropped.
+	Hints func() []hints.Queue
 	// ClockRejected returns how many timestamps were refused for being too far ahead of this
 	// node's clock (hlc.Clock.Rejected); ClockOffsets this node's clock offset to each peer it
 	// measured lately (hlc.Monitor). Either may be nil.

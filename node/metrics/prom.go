@@ -68,12 +68,12 @@ var (
 
 var breakerStates = [...]replica.BreakerState{replica.BreakerClosed, replica.BreakerOpen}
 
-// collector exports a Registry's numbers: the same ones Snapshot returns.
-type collector struct{ r *Registry }
+// collector exports a node's numbers: the same ones Stats.Snapshot returns.
+type collector struct{ s *Stats }
 
-func newPromRegistry(r *Registry) *prometheus.Registry {
+func newPromRegistry(s *Stats) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{r},
+	reg.MustRegister(collector{s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
@@ -86,7 +86,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descClockRejected, descClockOffset} {
 		ch <- d
 	}
-	if c.r.cfg.VnodeMetrics {
+	if c.s.reg.cfg.VnodeMetrics {
 		for _, d := range []*prometheus.Desc{descVnodeReads, descVnodeWrites, descVnodeKeys, descVnodeBytes} {
 			ch <- d
 		}
@@ -94,8 +94,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	r := c.r
-	ns := r.Snapshot(true)
+	r := c.s.reg
+	ns := c.s.Snapshot(true)
 	for i, os := range ns.Ops {
 		s := &r.slots[i]
 		op, role := replica.Op(i/numRoles).String(), replica.Role(i%numRoles).String()
@@ -110,8 +110,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descReadRepairs, prometheus.CounterValue, float64(ns.ReadRepairs))
 	ch <- prometheus.MustNewConstMetric(descHints, prometheus.CounterValue, float64(ns.Hints))
-	if fn := r.hintQs.Load(); fn != nil {
-		for _, q := range (*fn)() {
+	if r.cfg.Hints != nil {
+		for _, q := range r.cfg.Hints() {
 			ch <- prometheus.MustNewConstMetric(descHintsQueued, prometheus.GaugeValue, float64(q.Count), q.Peer)
 			ch <- prometheus.MustNewConstMetric(descHintsQueuedBytes, prometheus.GaugeValue, float64(q.Bytes), q.Peer)
 			ch <- prometheus.MustNewConstMetric(descHintsDelivered, prometheus.CounterValue, float64(q.Delivered), q.Peer)
@@ -135,10 +135,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(vlog), "vlog")
 	}
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(ns.Epoch))
-	if f := c.r.cfg.ClockRejected; f != nil {
+	if f := r.cfg.ClockRejected; f != nil {
 		ch <- prometheus.MustNewConstMetric(descClockRejected, prometheus.CounterValue, float64(f()))
 	}
-	if f := c.r.cfg.ClockOffsets; f != nil {
+	if f := r.cfg.ClockOffsets; f != nil {
 		for peer, d := range f() {
 			ch <- prometheus.MustNewConstMetric(descClockOffset, prometheus.GaugeValue, d.Seconds(), peer)
 		}

@@ -1,8 +1,7 @@
 // Package metrics measures a ringkv node: request rates, latency and errors per operation and
-// role, load per vnode, breaker states, disk and runtime numbers. It serves them as Admin API
-// snapshots (Snapshot, Watch), as Prometheus metrics and, with net/http/pprof, on the admin
-// listener (AdminHandler); it captures profiles on demand (Capture, StreamProfile) and keeps
-// the tail of the node's log (LogRing).
+// role, load per vnode, breaker states, disk and runtime numbers, for Admin API snapshots
+// (Snapshot) and Prometheus (which node/admin serves on the admin listener), and keeps the
+// tail of the node's log (LogRing).
 //
 // The request path touches only atomics and, for latency, one of a few uncontended mutexes:
 // see BenchmarkObserveOp and BenchmarkObserveVnode.
@@ -17,11 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"ringkv/node/hints"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -54,10 +51,6 @@ type Registry struct {
 	vt atomic.Pointer[vnodeTable]
 	mu sync.Mutex // guards rebuilding vt and ticking its rates
 
-	breakers atomic.Pointer[func() []replica.Breaker] // Config.Breakers, or SetBreakers's
-	hintQs   atomic.Pointer[func() []hints.Queue]     // SetHints's
-
-	prom *prometheus.Registry
 }
 
 type opSlot struct {
@@ -104,14 +97,12 @@ func New(cfg Config) *Registry {
 		cfg.ErrorKind = DefaultErrorKind
 	}
 	r := &Registry{cfg: cfg, start: time.Now()}
-	r.SetBreakers(cfg.Breakers)
 	for i := range r.slots {
 		r.slots[i].lat = newLatency()
 	}
 	for i := range r.recent {
 		r.recent[i] = newRecent(nil)
 	}
-	r.prom = newPromRegistry(r)
 	return r
 }
 
@@ -451,13 +442,6 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 		}
 	}
 	ns.P99Ms = quantilesOf(coord).p99
-	if fn := r.breakers.Load(); fn != nil {
-		for _, b := range (*fn)() {
-			ns.Breakers = append(ns.Breakers, &kvpb.BreakerState{
-				Peer: b.Peer, State: b.State.Proto(), ConsecutiveFailures: uint64(max(b.ConsecutiveFailures, 0)),
-			})
-		}
-	}
 	if r.cfg.Store != nil {
 		lsm, vlog := r.cfg.Store.Size()
 		ns.DiskBytes = uint64(max(lsm+vlog, 0))
@@ -509,53 +493,7 @@ func (r *Registry) ringNow() *ring.Ring {
 	return r.cfg.Ring()
 }
 
-// Watch sends a snapshot at once and then every interval (0 = 1 s) until ctx ends (returns
-// nil) or send fails (returns its error).
-func (r *Registry) Watch(ctx context.Context, interval time.Duration, withVnodes bool, send func(*kvpb.NodeStats) error) error {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := send(r.Snapshot(withVnodes)); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// Prometheus returns the registry /metrics serves: this node's collector plus the Go and
-// process collectors.
-func (r *Registry) Prometheus() *prometheus.Registry { return r.prom }
-
 var (
 	_ replica.Observer      = (*Registry)(nil)
 	_ replica.VnodeObserver = (*Registry)(nil)
 )
-
-// SetBreakers makes Snapshot report the circuit breakers fn returns (replica.Coordinator.
-// Breakers), in place of Config.Breakers. The coordinator observes its operations into the
-// Registry, so it is built after it: the node calls SetBreakers once the coordinator exists.
-// Safe for concurrent use with Snapshot.
-func (r *Registry) SetBreakers(fn func() []replica.Breaker) {
-	if fn == nil {
-		r.breakers.Store(nil)
-		return
-	}
-	r.breakers.Store(&fn)
-}
-
-// SetHints makes /metrics export the hint queues fn returns (hints.Log.Queues) per peer:
-// hints queued and their bytes, hints delivered and dropped. Safe for concurrent use.
-func (r *Registry) SetHints(fn func() []hints.Queue) {
-	if fn == nil {
-		r.hintQs.Store(nil)
-		return
-	}
-	r.hintQs.Store(&fn)
-}

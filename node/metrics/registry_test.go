@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"ringkv/internal/eventually"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/store"
-	"ringkv/proto/kvpb"
 )
 
 func TestMain(m *testing.M) {
@@ -244,7 +244,7 @@ func TestRatesDecay(t *testing.T) {
 	}
 }
 
-func TestRunAndWatch(t *testing.T) {
+func TestRun(t *testing.T) {
 	rg := testRing(t, 7, 1, 4, "n1")
 	st := openStore(t)
 	reg := New(Config{ID: "n1", Ring: func() *ring.Ring { return rg }, Store: st, Tick: 5 * time.Millisecond})
@@ -258,26 +258,15 @@ func TestRunAndWatch(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- reg.Run(ctx) }()
 
-	var got []uint64
-	err := reg.Watch(ctx, time.Millisecond, true, func(ns *kvpb.NodeStats) error {
-		got = append(got, ns.Keys)
-		if ns.Keys == 10 && ns.Epoch == 7 {
-			cancel()
-		}
-		if len(got) > 5000 {
-			return errors.New("keys never counted")
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		if ns := reg.Snapshot(true); ns.Keys != 10 || ns.Epoch != 7 {
+			return fmt.Errorf("snapshot: %d keys at epoch %d, want 10 at 7", ns.Keys, ns.Epoch)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("Watch: %v (keys seen %v)", err, got[len(got)-1])
-	}
+	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
-	}
-	wantErr := errors.New("client gone")
-	if err := reg.Watch(context.Background(), time.Millisecond, false, func(*kvpb.NodeStats) error { return wantErr }); !errors.Is(err, wantErr) {
-		t.Errorf("Watch with failing send: got %v, want %v", err, wantErr)
 	}
 }
 

@@ -27,7 +27,7 @@ type Describer interface {
 	NodeInfo(ctx context.Context) *kvpb.NodeInfoResponse
 }
 
-// Profiler captures a profile of this process into w (metrics.Capture). Safe for concurrent
+// Profiler captures a profile of this process into w (admin.Capture). Safe for concurrent
 // use; it blocks for the capture's length or until ctx ends.
 type Profiler interface {
 	Capture(ctx context.Context, kind string, seconds int, w io.Writer) error

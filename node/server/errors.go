@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/node/admin"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
-	"ringkv/node/metrics"
 	"ringkv/node/repair"
 	"ringkv/node/replica"
 	"ringkv/node/store"
@@ -80,8 +80,8 @@ var errorTable = []errorCode{
 	{cluster.ErrNotLeader, codes.Unavailable, http.StatusServiceUnavailable, "NOT_LEADER"},
 	{cluster.ErrInvalidArgument, codes.InvalidArgument, http.StatusBadRequest, "INVALID_CHANGE"},
 	{cluster.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable, "CLUSTER_CLOSED"},
-	{metrics.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict, "CAPTURE_BUSY"},
-	{metrics.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_KIND"},
+	{admin.ErrCaptureBusy, codes.FailedPrecondition, http.StatusConflict, "CAPTURE_BUSY"},
+	{admin.ErrUnknownKind, codes.InvalidArgument, http.StatusBadRequest, "UNKNOWN_KIND"},
 	// After ErrNotEnoughReplicas: a read that failed because a damaged replica refused stays a 504.
 	{replica.ErrRangeDamaged, codes.FailedPrecondition, http.StatusServiceUnavailable, replica.ReasonRangeDamaged},
 	// After ErrNotEnoughReplicas: a 504 whose replicas refused a timestamp stays a 504.

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"ringkv/internal/storetest"
+	"ringkv/node/admin"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
-	"ringkv/node/metrics"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/store"
@@ -42,7 +42,7 @@ func TestRefusalIsNotRetriedAsStaleView(t *testing.T) {
 		{change.ErrRefused, false},
 		{cluster.ErrUnsafe, false},
 		{cluster.ErrChangeInFlight, false},
-		{metrics.ErrCaptureBusy, false},
+		{admin.ErrCaptureBusy, false},
 		{replica.ErrStaleView, true},
 	}
 	names := []string{"n0", "n1"}

@@ -20,12 +20,12 @@ import (
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
-	"ringkv/node/metrics"
+	"ringkv/node/admin"
 	"ringkv/proto/kvpb"
 )
 
 // Kinds are the profile kinds a node captures.
-var Kinds = metrics.Kinds[:]
+var Kinds = admin.Kinds[:]
 
 // Node is one node to capture from.
 type Node struct {
@@ -133,7 +133,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 	secs := o.Seconds
 	if secs == 0 {
-		secs = metrics.DefaultSeconds(o.Kind)
+		secs = admin.DefaultSeconds(o.Kind)
 	}
 	if secs > 0 {
 		fmt.Fprintf(o.IO.ErrOut, "capturing %s on %d node(s) for %ds...\n", o.Kind, len(nodes), secs)
@@ -325,7 +325,7 @@ func capture(ctx context.Context, f *cli.Factory, nodes []Node, kinds []string, 
 		wg.Go(func() {
 			secs := seconds
 			if secs == 0 {
-				secs = metrics.DefaultSeconds(c.kind)
+				secs = admin.DefaultSeconds(c.kind)
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+slack)
 			defer cancel()

@@ -1,20 +1,25 @@
-package metrics
+// Package admin serves a node's admin listener (Handler: /metrics, /debug/pprof/*, /healthz,
+// /readyz) and captures profiles of this process on demand (Capture, StreamProfile), for that
+// listener and for the Admin gRPC service's Profile. It imports nothing of the node: the
+// numbers come as a Prometheus gatherer, readiness as a function.
+package admin
 
 import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// AdminHandler serves the admin listener: /metrics (Prometheus), /debug/pprof/* (net/http/pprof,
+// Handler serves the admin listener: /metrics (prom, node/metrics' registry), /debug/pprof/* (net/http/pprof,
 // mounted on this handler's own mux; mutex and block take ?seconds=N and switch sampling on for
 // the window, see Capture), /healthz (200 while the process runs) and /readyz (200 when ready
 // returns nil, else 503 with its error). A nil ready counts as ready.
-func AdminHandler(r *Registry, ready func() error) http.Handler {
+func Handler(prom prometheus.Gatherer, ready func() error) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(r.Prometheus(), promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prom, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -1,4 +1,4 @@
-package metrics
+package admin
 
 import (
 	"bytes"
@@ -59,10 +59,10 @@ func TestCapture(t *testing.T) {
 		load     func(stop <-chan struct{})
 		wantFunc string // a function some sample must contain
 	}{
-		{"cpu", 1, func(stop <-chan struct{}) { burnCPU(stop) }, "metrics.burnCPU"},
+		{"cpu", 1, func(stop <-chan struct{}) { burnCPU(stop) }, "admin.burnCPU"},
 		{"heap", 0, nil, ""},
 		{"allocs", 0, nil, ""},
-		{"goroutine", 0, nil, "metrics.TestCapture"},
+		{"goroutine", 0, nil, "admin.TestCapture"},
 		{"mutex", 1, contend, "spin.Contend"},
 		{"block", 1, contend, "spin.Contend"},
 	}
@@ -239,7 +239,7 @@ func TestCaptureSeesOlderContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !hasFunction(p, "spin.Contend") {
-		t.Errorf("mutex capture of contention older than it: no sample in metrics.contend (%d samples)", len(p.Sample))
+		t.Errorf("mutex capture of contention older than it: no sample in spin.Contend (%d samples)", len(p.Sample))
 	}
 	if got := runtime.SetMutexProfileFraction(-1); got != backgroundMutexFraction {
 		t.Errorf("mutex profile fraction after capture = %d, want %d restored", got, backgroundMutexFraction)

@@ -2,14 +2,9 @@ package metrics
 
 import (
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -19,82 +14,21 @@ import (
 	"ringkv/node/ring"
 )
 
-func TestAdminHandler(t *testing.T) {
-	reg := New(Config{ID: "n1"})
-	reg.ObserveOp(replica.OpGet, replica.RoleCoordinator, time.Millisecond, nil)
-	var readyErr error
-	srv := httptest.NewServer(AdminHandler(reg, func() error { return readyErr }))
-	defer srv.Close()
-
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("GET %s: read body: %v", path, err)
-		}
-		return resp.StatusCode, string(b)
-	}
-	tests := []struct {
-		path     string
-		notReady bool
-		code     int
-		contains string
-	}{
-		{"/healthz", false, 200, "ok"},
-		{"/healthz", true, 200, "ok"},
-		{"/readyz", false, 200, "ready"},
-		{"/readyz", true, 503, "awaiting admission"},
-		{"/metrics", false, 200, `ringkv_ops_total{op="get",role="coordinator"} 1`},
-		{"/metrics", false, 200, "go_goroutines"},
-		{"/metrics", false, 200, "process_"},
-		{"/debug/pprof/", false, 200, "goroutine"},
-		{"/debug/pprof/goroutine?debug=2", false, 200, "goroutine"},
-		{"/debug/pprof/cmdline", false, 200, ""},
-		{"/debug/pprof/mutex?seconds=x", false, 400, "seconds"},
-	}
-	for _, tt := range tests {
-		readyErr = nil
-		if tt.notReady {
-			readyErr = replica.ErrNotAdmitted
-		}
-		code, body := get(tt.path)
-		if code != tt.code || !strings.Contains(body, tt.contains) {
-			t.Errorf("GET %s (not ready %v): got %d %.80q, want %d containing %q", tt.path, tt.notReady, code, body, tt.code, tt.contains)
-		}
-	}
-	for _, path := range []string{"/debug/pprof/heap", "/debug/pprof/mutex?seconds=1", "/debug/pprof/block?seconds=1"} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		_, err = profile.Parse(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || err != nil {
-			t.Errorf("GET %s: got %d, parse error %v, want 200 and a profile", path, resp.StatusCode, err)
-		}
-	}
-}
-
 func TestPrometheusLint(t *testing.T) {
 	rg := testRing(t, 3, 2, 8, "n1", "n2")
 	for _, vnodeMetrics := range []bool{false, true} {
 		reg := New(Config{
 			ID: "n1", Ring: func() *ring.Ring { return rg }, Store: openStore(t), VnodeMetrics: vnodeMetrics,
-			Breakers: func() []replica.Breaker {
-				return []replica.Breaker{{Peer: "n2", State: replica.BreakerOpen, ConsecutiveFailures: 5}}
+			Hints: func() []hints.Queue {
+				return []hints.Queue{{Peer: "n2", Count: 3, Bytes: 120, Queued: 5, Delivered: 1, Dropped: 1}, {Peer: "n3", Delivered: 2}}
 			},
 		})
 		reg.ObserveOp(replica.OpPut, replica.RoleCoordinator, time.Millisecond, errors.New("boom"))
 		reg.ObserveVnode(42, true, 10)
-		reg.SetHints(func() []hints.Queue {
-			return []hints.Queue{{Peer: "n2", Count: 3, Bytes: 120, Queued: 5, Delivered: 1, Dropped: 1}, {Peer: "n3", Delivered: 2}}
+		stats := NewStats(reg, func() []replica.Breaker {
+			return []replica.Breaker{{Peer: "n2", State: replica.BreakerOpen, ConsecutiveFailures: 5}}
 		})
-		mfs := gather(t, collector{reg})
+		mfs := gather(t, collector{stats})
 		problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 		if err != nil {
 			t.Fatalf("lint: %v", err)
@@ -117,7 +51,10 @@ func TestPrometheusLint(t *testing.T) {
 		if got := series(mfs, "ringkv_breaker_state"); got != 2 {
 			t.Errorf("got %d breaker state series, want 2 (closed, open)", got)
 		}
-		if _, err := reg.Prometheus().Gather(); err != nil {
+		if b := stats.Snapshot(false).GetBreakers(); len(b) != 1 || b[0].GetPeer() != "n2" || b[0].GetState() != replica.BreakerOpen.Proto() {
+			t.Errorf("snapshot breakers %v, want n2 open", b)
+		}
+		if _, err := stats.Prometheus().Gather(); err != nil {
 			t.Errorf("gather: %v", err)
 		}
 	}
