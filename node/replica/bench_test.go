@@ -64,10 +64,10 @@ func BenchmarkPutOneReplicaDown(b *testing.B) {
 	for _, mode := range []string{"none", "memory", "disk", "disk-sync"} {
 		b.Run(mode, func(b *testing.B) {
 			c := newCluster(b, 3)
-			cfg := Config{HintInterval: time.Hour, HintBytes: 1 << 30}
+			cfg := Config{HintInterval: time.Hour}
 			switch mode {
-			case "none":
-				cfg.HintBytes = -1
+			case "memory":
+				cfg.Hints = memHints(b, 1<<30)
 			case "disk", "disk-sync":
 				h, err := hints.Open(hints.Config{Dir: b.TempDir(), SyncWrites: mode == "disk-sync"})
 				if err != nil {
@@ -76,7 +76,7 @@ func BenchmarkPutOneReplicaDown(b *testing.B) {
 				b.Cleanup(func() { h.Close() })
 				cfg.Hints = h
 			}
-			co := c.coordinator(b, "n0", cfg, nil)
+			co := c.newCoordinator(b, "n0", cfg, nil)
 			c.nodes["n2"].set(modeDown)
 			ctx := context.Background()
 			i := 0

@@ -56,13 +56,9 @@ type Config struct {
 	// Logger, when set, logs a peer's breaker closing on a sign of life.
 	Logger *slog.Logger
 	// Hints is where hints are kept (hinted handoff, see hints.go): the node's durable
-	// hints.Log, bounded by its own config. Nil: a log in memory, bounded by HintBytes
-	// (the oldest go first when full) and HintWindow, lost with the coordinator.
+	// hints.Log, bounded by its own config (bytes, age), which its owner opens and closes
+	// after the Coordinator. Nil: no hints.
 	Hints HintLog
-	// HintBytes bounds the in-memory log's bytes (Hints nil). Negative: no hints at all.
-	HintBytes int
-	// HintWindow bounds the in-memory log's hints by age (Hints nil); default 3h.
-	HintWindow time.Duration
 	// HintInterval is how often hints are handed over to peers that answer again (besides
 	// at once when a peer's breaker closes) and expired hints dropped.
 	HintInterval time.Duration
@@ -95,8 +91,6 @@ func DefaultConfig() Config {
 		RepairQueue:      1024,
 		MaxKeyBytes:      MaxKeySize,
 		MaxValueBytes:    1 << 20,
-		HintBytes:        64 << 20,
-		HintWindow:       3 * time.Hour,
 		HintInterval:     time.Second,
 		HintRate:         4 << 20,
 		Now:              time.Now,
@@ -123,8 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: repair workers %d / queue %d are negative", ErrInvalidArgument, c.RepairWorkers, c.RepairQueue)
 	case c.MaxKeyBytes < 0 || c.MaxValueBytes < 0:
 		return fmt.Errorf("%w: size limits %d / %d are negative", ErrInvalidArgument, c.MaxKeyBytes, c.MaxValueBytes)
-	case c.HintWindow < 0 || c.HintInterval < 0:
-		return fmt.Errorf("%w: hint window %v / interval %v are negative", ErrInvalidArgument, c.HintWindow, c.HintInterval)
+	case c.HintInterval < 0:
+		return fmt.Errorf("%w: hint interval %v is negative", ErrInvalidArgument, c.HintInterval)
 	}
 	return nil
 }
@@ -167,12 +161,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxValueBytes <= 0 {
 		c.MaxValueBytes = d.MaxValueBytes
-	}
-	if c.HintBytes == 0 {
-		c.HintBytes = d.HintBytes
-	}
-	if c.HintWindow <= 0 {
-		c.HintWindow = d.HintWindow
 	}
 	if c.HintInterval <= 0 {
 		c.HintInterval = d.HintInterval

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"ringkv/node/hints"
 	"ringkv/node/hlc"
 	"ringkv/node/ring"
 )
@@ -30,10 +29,9 @@ type Coordinator struct {
 	peerSt  map[string]*peer
 
 	repairs chan repairJob
-	// hints is Config.Hints, or a log in memory the coordinator owns (ownHints); nil without
-	// hints. hintKick wakes the handoff goroutine; hintNext paces it (owned by it).
+	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext
+	// paces it (owned by it).
 	hints    HintLog
-	ownHints bool
 	hintKick chan struct{}
 	hintNext time.Time
 
@@ -88,20 +86,8 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		repairs:  make(chan repairJob, cfg.RepairQueue),
 		hintKick: make(chan struct{}, 1),
 	}
-	switch {
-	case cfg.HintBytes < 0:
-	case cfg.Hints != nil:
+	if cfg.Hints != nil {
 		c.hints = cfg.Hints
-	default:
-		h, err := hints.Open(hints.Config{InMemory: true, MaxBytes: int64(cfg.HintBytes), MaxAge: cfg.HintWindow,
-			Now: cfg.Now, Logger: cfg.Logger})
-		if err != nil {
-			if cfg.Logger != nil {
-				cfg.Logger.Warn("no hints: open in memory", "err", err)
-			}
-		} else {
-			c.hints, c.ownHints = h, true
-		}
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(cfg.RepairWorkers)
@@ -128,9 +114,6 @@ func (c *Coordinator) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	if c.ownHints {
-		return c.hints.(*hints.Log).Close()
-	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/goleak"
 
+	"ringkv/node/hints"
 	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
@@ -168,9 +169,30 @@ func newCluster(t testing.TB, n int) *cluster {
 	return c
 }
 
-// coordinator returns a coordinator on node self ("" for a node outside
-// the ring). Close runs at cleanup, before the stores close.
+// memHints returns a hint log in memory bounded by maxBytes, closed at cleanup (after a
+// coordinator made after it).
+func memHints(t testing.TB, maxBytes int64) *hints.Log {
+	t.Helper()
+	h, err := hints.Open(hints.Config{InMemory: true, MaxBytes: maxBytes, MaxAge: 3 * time.Hour})
+	if err != nil {
+		t.Fatalf("open hints in memory: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// coordinator returns a coordinator on node self ("" for a node outside the ring), with a
+// hint log in memory unless cfg has one. Close runs at cleanup, before the stores close.
 func (c *cluster) coordinator(t testing.TB, self string, cfg Config, obs Observer) *Coordinator {
+	t.Helper()
+	if cfg.Hints == nil {
+		cfg.Hints = memHints(t, 64<<20)
+	}
+	return c.newCoordinator(t, self, cfg, obs)
+}
+
+// newCoordinator is coordinator without a hint log of its own: cfg.Hints nil is no hints.
+func (c *cluster) newCoordinator(t testing.TB, self string, cfg Config, obs Observer) *Coordinator {
 	t.Helper()
 	var local Replica
 	if f, ok := c.nodes[self]; ok {

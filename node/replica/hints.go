@@ -30,8 +30,8 @@ import (
 // hint is removed once the peer took it. One the peer refuses as routed by a stale view (it no
 // longer replicates the key after a ring change) is written instead to the key's replicas in
 // the current view, with the same timestamp, so it is a no-op where it already landed; so are
-// the hints of a peer that left the ring. Hints older than Config.HintWindow, or beyond
-// Config.HintBytes, are dropped and counted: repair covers the writes they carried.
+// the hints of a peer that left the ring. The log's bounds (hints.Config.MaxAge and
+// MaxBytes) drop hints and count them: repair covers the writes they carried.
 
 // HintLog is where a Coordinator keeps its hints: hints.Log. Safe for concurrent use; the
 // Coordinator calls it from write paths and from one handoff goroutine, and stops calling it

@@ -22,7 +22,7 @@ func TestHintedHandoff(t *testing.T) {
 	// the failed handoffs while it is down, closes when it is back.
 	tr := newFakeTransport(connectivity.Ready)
 	n2 := watchedFaulty{c.nodes["n2"], tr}
-	co := New(Config{ReplicaTimeout: time.Second, HintInterval: 20 * time.Millisecond, ProbeInterval: 10 * time.Millisecond},
+	co := New(Config{ReplicaTimeout: time.Second, HintInterval: 20 * time.Millisecond, ProbeInterval: 10 * time.Millisecond, Hints: memHints(t, 64<<20)},
 		"n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
 			if m.ID == "n2" {
 				return n2
@@ -75,7 +75,7 @@ func TestHintedHandoff(t *testing.T) {
 func TestHintsBounded(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
-	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, HintBytes: 500, HintInterval: time.Hour}, nil)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Second, Hints: memHints(t, 500), HintInterval: time.Hour}, nil)
 	c.nodes["n2"].set(modeDown)
 	for i := range 20 {
 		if _, err := co.Put(ctx, fmt.Appendf(nil, "k%d", i), []byte("0123456789"), 2, 3); err != nil {
@@ -177,7 +177,7 @@ func TestHintsHandedOverWhenBreakerCloses(t *testing.T) {
 	c := newCluster(t, 3)
 	tr := newFakeTransport(connectivity.Ready)
 	n2 := watchedFaulty{c.nodes["n2"], tr}
-	co := New(Config{ReplicaTimeout: time.Second, BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond, HintInterval: time.Hour},
+	co := New(Config{ReplicaTimeout: time.Second, BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond, HintInterval: time.Hour, Hints: memHints(t, 64<<20)},
 		"n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
 			if m.ID == "n2" {
 				return n2

@@ -148,7 +148,7 @@ func TestCoordinatorOverGRPC(t *testing.T) {
 		srv := &replicaServer{local: c.nodes[id].Local, epoch: 1}
 		remotes[id] = NewRemote(startReplicaServer(t, srv), func() uint64 { return 1 })
 	}
-	co := New(Config{}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica { return remotes[m.ID] }, nil, nil)
+	co := New(Config{Hints: memHints(t, 64<<20)}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica { return remotes[m.ID] }, nil, nil)
 	t.Cleanup(func() { co.Close() })
 	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
 		t.Fatalf("Put: %v", err)

@@ -98,7 +98,7 @@ func TestTransportClosesBreaker(t *testing.T) {
 	c := newCluster(t, 3)
 	tr := newFakeTransport(connectivity.Ready)
 	n1 := watchedFaulty{c.nodes["n1"], tr}
-	co := New(Config{BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond, HintBytes: -1}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+	co := New(Config{BreakerFailures: 2, ProbeInterval: 5 * time.Millisecond}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
 		if m.ID == "n1" {
 			return n1
 		}
@@ -164,7 +164,7 @@ func TestTransportClosesBreaker(t *testing.T) {
 func TestUnreached(t *testing.T) {
 	c := newCluster(t, 3)
 	tr1, tr2 := newFakeTransport(connectivity.Idle), newFakeTransport(connectivity.Idle)
-	co := New(Config{}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+	co := New(Config{Hints: memHints(t, 64<<20)}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
 		switch m.ID {
 		case "n1":
 			return watchedFaulty{c.nodes["n1"], tr1}
@@ -312,7 +312,7 @@ func TestRestartedPeerUsedAtOnce(t *testing.T) {
 func TestProbeClosesBreakerOverGRPC(t *testing.T) {
 	ctx := testCtx(t)
 	// No hints: their handoff would call the peer once it is back.
-	_, peer, _, co := overGRPC(t, Config{BreakerFailures: 3, ProbeInterval: 20 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond, HintBytes: -1})
+	_, peer, _, co := overGRPC(t, Config{BreakerFailures: 3, ProbeInterval: 20 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond})
 
 	peer.stop()
 	for range 3 {
