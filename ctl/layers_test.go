@@ -12,9 +12,11 @@ import (
 
 // listed is what `go list -json` says of one package.
 type listed struct {
-	ImportPath string
-	Imports    []string
-	Deps       []string
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+	Deps         []string
 }
 
 // listPackages runs `go list -json` on patterns (every package below ctl and tui).
@@ -55,13 +57,13 @@ var nodeEngines = []string{"github.com/dgraph-io/badger/v4", "github.com/hashico
 // `kvctl demo` starts a cluster in its own process, and the root command tree includes demo.
 var embedsNodes = []string{"ringkv/ctl", "ringkv/ctl/cmd/demo"}
 
-// TestConsoleBuildsWithoutTheNode checks that kvctl's commands, its presentation and the
+// TestConsoleBuildsWithoutTheNode checks that kvctl's commands, its shared packages and the
 // console do not depend on badger or raft (the packages that embed nodes aside), and that
 // ctl/present and the console import nothing of the repository but the proto, ctl and tui
 // packages: they speak the wire, not the node's internals.
 func TestConsoleBuildsWithoutTheNode(t *testing.T) {
 	for _, p := range listPackages(t, "ringkv/ctl/...", "ringkv/tui/...") {
-		if slices.Contains(embedsNodes, p.ImportPath) || strings.HasPrefix(p.ImportPath, "ringkv/ctl/cmd/") {
+		if slices.Contains(embedsNodes, p.ImportPath) {
 			continue
 		}
 		for _, dep := range nodeEngines {
@@ -76,6 +78,21 @@ func TestConsoleBuildsWithoutTheNode(t *testing.T) {
 			if strings.HasPrefix(imp, "ringkv/") && !strings.HasPrefix(imp, "ringkv/proto/") &&
 				!strings.HasPrefix(imp, "ringkv/ctl/") && !strings.HasPrefix(imp, "ringkv/tui/") {
 				t.Errorf("%s imports %s: want only the proto, ctl and tui packages", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// TestCommandsImportNoCommand checks that no kvctl command package (ctl/cmd/X) imports
+// another, in its code or its tests: what two commands share lives in a library (ctl/cli,
+// ctl/present, ctl/profile, ctl/follow, tui), and ctl alone assembles the commands.
+func TestCommandsImportNoCommand(t *testing.T) {
+	const cmds = "ringkv/ctl/cmd/"
+	pkgs := listPackages(t, cmds+"...")
+	for _, p := range pkgs {
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if strings.HasPrefix(imp, cmds) && imp != p.ImportPath {
+				t.Errorf("%s imports the command %s: want shared code in a library", p.ImportPath, imp)
 			}
 		}
 	}

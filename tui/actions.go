@@ -8,7 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
+	"ringkv/ctl/profile"
 	"ringkv/proto/kvpb"
 )
 
@@ -39,6 +41,43 @@ type benchResult struct {
 }
 
 var _ Actions = (*AdminActions)(nil)
+
+// NewActions returns the console's actions over f's connections: ring changes through the
+// node at f.Addr, CPU profiles captured and listed as `kvctl pprof cpu --top` does, written to
+// profileDir, and bench (nil = not available).
+func NewActions(f *cli.Factory, profileDir string, bench BenchFunc) *AdminActions {
+	return &AdminActions{
+		Admin: func() (kvpb.AdminClient, error) { return f.Admin("") },
+		Profile: func(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error) {
+			return captureCPU(ctx, f, profileDir, nodeID, addr, seconds)
+		},
+		Bench: bench,
+	}
+}
+
+// captureCPU takes one CPU profile as kvctl pprof does (ctl/profile) and returns its ten hottest
+// functions by flat time.
+func captureCPU(ctx context.Context, f *cli.Factory, dir, nodeID, addr string, seconds int) (ProfileResult, error) {
+	files, err := profile.Capture(ctx, f, []profile.Node{{ID: nodeID, Addr: addr}}, []string{"cpu"}, seconds, dir, "")
+	if err != nil {
+		return ProfileResult{}, err
+	}
+	if len(files) == 0 {
+		return ProfileResult{}, fmt.Errorf("profile %s: no file written", nodeID)
+	}
+	rows, _, total, err := profile.TopFile(files[0], 10)
+	if err != nil {
+		return ProfileResult{Path: files[0]}, err
+	}
+	res := ProfileResult{Path: files[0]}
+	for _, r := range rows {
+		res.Top = append(res.Top, fmt.Sprintf("%6.1f%%  %s", float64(r.Flat)*100/float64(max(total, 1)), r.Function))
+	}
+	if len(res.Top) == 0 {
+		res.Top = []string{"(no samples: the node was idle)"}
+	}
+	return res, nil
+}
 
 // PlanChange implements Actions.
 func (a *AdminActions) PlanChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {

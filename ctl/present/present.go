@@ -154,6 +154,13 @@ func BytesShort(v float64) string {
 	return fmt.Sprintf("%.0f %ciB", v, "BKMGTP"[exp])
 }
 
+// MiB is the unit of every streaming rate: 1 MB/s on kvctl's command line and in its output
+// is 2^20 bytes per second.
+const MiB = 1 << 20
+
+// Rate formats a streaming rate, bytes per second, as MB/s (MiB): "12.5 MB/s".
+func Rate(bps float64) string { return fmt.Sprintf("%.1f MB/s", bps/MiB) }
+
 // OneLine is the first line of err's text, for a one-line failure message.
 func OneLine(err error) string {
 	s := err.Error()

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"ringkv/ctl/cli"
-	"ringkv/ctl/cmd/pprof"
+	"ringkv/ctl/profile"
 	"ringkv/loadgen"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -184,7 +184,7 @@ HTTPS and presents the client certificate, as the gRPC target does.`,
 	fl.Float64Var(&o.FindMaxC.Precision, "precision", o.FindMaxC.Precision, "--find-max stops when the bracket is this narrow (0.05 = 5%)")
 	fl.IntVar(&o.FindMaxC.Retries, "retries", o.FindMaxC.Retries, "rerun a --find-max step that failed in its tail only (median within the slo) up to N times")
 
-	_ = cmd.RegisterFlagCompletionFunc("profile", cli.CompleteWords(pprof.Kinds...))
+	_ = cmd.RegisterFlagCompletionFunc("profile", cli.CompleteWords(profile.Kinds...))
 	_ = cmd.RegisterFlagCompletionFunc("target", cli.CompleteWords("grpc", "http"))
 	cmd.AddCommand(NewCmdFill(f, nil), NewCmdDiff(f, nil), NewCmdCheck(f, nil))
 	return cmd
@@ -229,8 +229,8 @@ func (o *Options) complete(cmd *cobra.Command) error {
 		}
 	}
 	for _, k := range o.Profile {
-		if !slices.Contains(pprof.Kinds, k) {
-			return cli.UsageErrorf("--profile %q: want some of %s", k, strings.Join(pprof.Kinds, ","))
+		if !slices.Contains(profile.Kinds, k) {
+			return cli.UsageErrorf("--profile %q: want some of %s", k, strings.Join(profile.Kinds, ","))
 		}
 	}
 	if o.Config.Spin > 0 && (o.Target != "http" || o.Config.Rate > 0 || o.FindMax) {
@@ -440,11 +440,11 @@ func (o *Options) startProfiles(ctx context.Context, cfg loadgen.Config) (wait f
 			return
 		case <-time.After(cfg.Warmup):
 		}
-		var nodes []pprof.Node
-		if nodes, err = pprof.ResolveNodes(ctx, o.Factory, "", true); err != nil {
+		var nodes []profile.Node
+		if nodes, err = profile.ResolveNodes(ctx, o.Factory, "", true); err != nil {
 			return
 		}
-		files, err = pprof.Capture(ctx, o.Factory, nodes, o.Profile, seconds, o.ProfileDir, prefix)
+		files, err = profile.Capture(ctx, o.Factory, nodes, o.Profile, seconds, o.ProfileDir, prefix)
 	}()
 	return func() {
 		<-done

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"ringkv/ctl/cli"
-	"ringkv/ctl/cmd/pprof"
 	"ringkv/ctl/present"
+	"ringkv/ctl/profile"
 	"ringkv/proto/kvpb"
 )
 
@@ -288,7 +288,7 @@ func (o *ZipOptions) profile(ctx context.Context, c kvpb.AdminClient, kind strin
 	for {
 		cctx, cancel := context.WithTimeout(ctx, o.Timeout+time.Duration(seconds)*time.Second)
 		var buf bytes.Buffer
-		err := pprof.Fetch(cctx, c, kind, seconds, &buf)
+		err := profile.Fetch(cctx, c, kind, seconds, &buf)
 		cancel()
 		if err == nil {
 			return buf.Bytes(), nil

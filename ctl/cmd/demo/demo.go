@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
-	tuicmd "ringkv/ctl/cmd/tui"
 	"ringkv/ctl/present"
 	"ringkv/loadgen"
 	"ringkv/node"
@@ -234,7 +233,7 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 		}
 		return res.Line(), nil
 	}
-	acts := tuicmd.NewActions(f, o.ProfileDir, bench)
+	acts := console.NewActions(f, o.ProfileDir, bench)
 	defer acts.Close()
 	src := console.NewAdminSource(console.AdminConfig{Seeds: addrs, Dial: f.Admin})
 

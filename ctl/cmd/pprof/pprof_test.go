@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
+	pprofile "github.com/google/pprof/profile"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/profile"
 	"ringkv/internal/clustertest"
 	"ringkv/internal/spin"
 	"ringkv/node"
@@ -31,45 +32,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
 		goleak.IgnoreAnyFunction("github.com/dgraph-io/badger/v4/y.init.0.func1"),
 	)
-}
-
-func TestTop(t *testing.T) {
-	fn := func(id uint64, name string) *profile.Function { return &profile.Function{ID: id, Name: name} }
-	leaf, mid, root := fn(1, "pkg.leaf"), fn(2, "pkg.mid"), fn(3, "pkg.root")
-	loc := func(id uint64, fs ...*profile.Function) *profile.Location {
-		l := &profile.Location{ID: id}
-		for _, f := range fs {
-			l.Line = append(l.Line, profile.Line{Function: f})
-		}
-		return l
-	}
-	lLeaf, lMid, lRoot := loc(1, leaf), loc(2, mid), loc(3, root)
-	lInlined := loc(4, leaf, mid) // leaf inlined into mid
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
-		Sample: []*profile.Sample{
-			{Location: []*profile.Location{lLeaf, lMid, lRoot}, Value: []int64{1, 30}},
-			{Location: []*profile.Location{lMid, lRoot}, Value: []int64{1, 20}},
-			{Location: []*profile.Location{lInlined, lRoot}, Value: []int64{1, 10}},
-			{Location: []*profile.Location{lRoot, lRoot}, Value: []int64{1, 5}}, // recursion counts once
-		},
-	}
-	rows, unit, total := Top(p, 0)
-	want := []FuncRow{
-		{Function: "pkg.leaf", Flat: 40, Cum: 40},
-		{Function: "pkg.mid", Flat: 20, Cum: 60},
-		{Function: "pkg.root", Flat: 5, Cum: 65},
-	}
-	if !reflect.DeepEqual(rows, want) || unit != "cpu nanoseconds" || total != 65 {
-		t.Errorf("Top: got %v %q %d, want %v %q %d", rows, unit, total, want, "cpu nanoseconds", 65)
-	}
-	if rows, _, _ := Top(p, 2); len(rows) != 2 {
-		t.Errorf("Top(2): got %d rows, want 2", len(rows))
-	}
-	p.DefaultSampleType = "samples"
-	if _, unit, total := Top(p, 1); unit != "samples count" || total != 4 {
-		t.Errorf("default sample type: got %q total %d, want %q total 4", unit, total, "samples count")
-	}
 }
 
 func TestFlags(t *testing.T) {
@@ -186,21 +148,21 @@ func kvctl(t *testing.T, f *cli.Factory, args ...string) error {
 	return cmd.ExecuteContext(context.Background())
 }
 
-func parseFile(t *testing.T, path string) *profile.Profile {
+func parseFile(t *testing.T, path string) *pprofile.Profile {
 	t.Helper()
 	fh, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fh.Close()
-	p, err := profile.Parse(fh)
+	p, err := pprofile.Parse(fh)
 	if err != nil {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	return p
 }
 
-func functionsWithPrefix(p *profile.Profile, prefix string) int {
+func functionsWithPrefix(p *pprofile.Profile, prefix string) int {
 	n := 0
 	for _, s := range p.Sample {
 		for _, loc := range s.Location {
@@ -278,7 +240,7 @@ func TestCaptureFromCluster(t *testing.T) {
 
 	// The bench engineer's entry point, with a prefix: one node for the process, so the CPU
 	// profile, which the runtime allows once at a time, is not refused on two of three.
-	nodes, err := ResolveNodes(context.Background(), f, "", true)
+	nodes, err := profile.ResolveNodes(context.Background(), f, "", true)
 	if err != nil || len(nodes) != 1 || nodes[0].Label() != "n1+n2+n3" {
 		t.Fatalf("ResolveNodes --all: got %v, %v, want one node n1+n2+n3", nodes, err)
 	}
@@ -286,7 +248,7 @@ func TestCaptureFromCluster(t *testing.T) {
 	var all []string
 	for range 2 {
 		// Twice with the same names: the second run must not overwrite the first's files.
-		got, err := Capture(context.Background(), f, nodes, []string{"cpu", "heap"}, 1, dir, "bench-run1")
+		got, err := profile.Capture(context.Background(), f, nodes, []string{"cpu", "heap"}, 1, dir, "bench-run1")
 		if err != nil || len(got) != 2 {
 			t.Errorf("Capture: got files %v, %v, want a cpu and a heap profile", got, err)
 		}
@@ -337,7 +299,7 @@ func TestAdminSecret(t *testing.T) {
 				t.Errorf("Stats: got %v (%v), want %v", got, err, tt.want[0])
 			}
 			var buf bytes.Buffer
-			err = Fetch(ctx, admin, "heap", 0, &buf)
+			err = profile.Fetch(ctx, admin, "heap", 0, &buf)
 			if got := status.Code(err); got != tt.want[0] {
 				t.Errorf("Profile: got %v (%v), want %v", got, err, tt.want[0])
 			}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"ringkv/ctl/cli"
-	ringcmd "ringkv/ctl/cmd/ring"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -64,7 +63,7 @@ func PrintPlan(ios *cli.IOStreams, p *kvpb.RepairPlan, allRanges bool) error {
 		fmt.Fprintf(w, "replica pairs compared: %d (%s)\n", len(pairs), strings.Join(pairs, ", "))
 	}
 	if r := p.GetRequest().GetRateBytes(); r > 0 {
-		fmt.Fprintf(w, "streaming throttle: %s per receiving node\n", ringcmd.FormatRate(float64(r)))
+		fmt.Fprintf(w, "streaming throttle: %s per receiving node\n", present.Rate(float64(r)))
 	}
 	for _, s := range p.GetWarnings() {
 		fmt.Fprintf(w, "warning: %s\n", s)
@@ -214,7 +213,7 @@ func limit(b uint64) string {
 	if b == 0 {
 		return "the nodes' default"
 	}
-	return ringcmd.FormatRate(float64(b)) + " per receiving node"
+	return present.Rate(float64(b)) + " per receiving node"
 }
 
 // pairTable renders the table per replica pair (nothing without pairs).

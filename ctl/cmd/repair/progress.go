@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"ringkv/ctl/cli"
-	ringcmd "ringkv/ctl/cmd/ring"
 	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
@@ -144,7 +143,7 @@ func (r *Renderer) Line(p *kvpb.RepairProgress, now time.Time) string {
 		pct = fmt.Sprintf(" %.0f%%", min(100, 100*float64(done)/float64(total)))
 	}
 	return fmt.Sprintf("repair %d %s%s  ranges %d/%d  %s  ETA %s  streamed %d keys, %s  compared %d keys  throttle %s",
-		p.GetId(), present.RepairPhase(p), pct, done, total, ringcmd.FormatRate(rate), present.Duration(left),
+		p.GetId(), present.RepairPhase(p), pct, done, total, present.Rate(rate), present.Duration(left),
 		p.GetKeysStreamed(), present.Bytes(p.GetBytesStreamed()), p.GetKeysCompared(), limitShort(p.GetRateLimitBytes()))
 }
 
@@ -152,7 +151,7 @@ func limitShort(b uint64) string {
 	if b == 0 {
 		return "default"
 	}
-	return ringcmd.FormatRate(float64(b))
+	return present.Rate(float64(b))
 }
 
 // Update draws p. force draws even when piped and the last line is younger than Every.

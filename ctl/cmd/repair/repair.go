@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
-	ringcmd "ringkv/ctl/cmd/ring"
 	"ringkv/ctl/follow"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
@@ -172,7 +171,7 @@ func ParseToken(s string) (uint64, error) {
 
 func (o *Options) complete(cmd *cobra.Command, runF func(*Options) error) error {
 	if o.rate != "" {
-		b, err := ringcmd.ParseRate(o.rate)
+		b, err := cli.ParseRate(o.rate)
 		if err != nil {
 			return cli.UsageErrorf("--rate: %s", err)
 		}

@@ -161,7 +161,7 @@ func (o *ChangeOptions) flags(cmd *cobra.Command) {
 
 func (o *ChangeOptions) complete(cmd *cobra.Command, runF func(*ChangeOptions) error) error {
 	if o.rate != "" {
-		b, err := ParseRate(o.rate)
+		b, err := cli.ParseRate(o.rate)
 		if err != nil {
 			return cli.UsageErrorf("--rate: %s", err)
 		}

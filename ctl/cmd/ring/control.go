@@ -183,7 +183,7 @@ bytes); 0 lifts the throttle. Receivers pick the new rate up on their next range
   kvctl ring rate 0          unthrottled`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := ParseRate(args[0])
+			b, err := cli.ParseRate(args[0])
 			if err != nil {
 				return cli.UsageErrorf("%s", err)
 			}

@@ -5,8 +5,6 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,9 +12,6 @@ import (
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
-
-// MiB is the unit of every --rate: 1 MB/s on the command line is 2^20 bytes per second.
-const MiB = 1 << 20
 
 // errInterrupted: the operator stopped watching (Ctrl-C); the change goes on.
 var errInterrupted = errors.New("stopped watching")
@@ -65,41 +60,11 @@ lifts the throttle of a running change.`,
 	return cmd
 }
 
-// ParseRate parses a throttle in MB/s: "50", "2.5", "50MB/s", "512KB/s", "1G", "0" (unthrottled).
-// It returns bytes per second.
-func ParseRate(s string) (uint64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(t, "/S")
-	t = strings.TrimSuffix(t, "B")
-	t = strings.TrimSuffix(t, "I")
-	mult := float64(MiB)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult, t = 1<<10, t[:n-1]
-		case 'M':
-			t = t[:n-1]
-		case 'G':
-			mult, t = 1<<30, t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v > 1e6 {
-		return 0, fmt.Errorf("rate %q: want MB/s, e.g. 50, 2.5 or 512KB/s", s)
-	}
-	return uint64(v * mult), nil
-}
-
-// FormatRate formats bytes per second as MB/s (MiB).
-func FormatRate(bps float64) string {
-	return fmt.Sprintf("%.1f MB/s", bps/MiB)
-}
-
 func formatLimit(b uint64) string {
 	if b == 0 {
 		return "unthrottled"
 	}
-	return FormatRate(float64(b))
+	return present.Rate(float64(b))
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
 
@@ -34,7 +35,7 @@ func TestChangeFlags(t *testing.T) {
 		wantCode int
 	}{
 		{name: "add", cmd: NewCmdAdd, args: []string{"n4=127.0.0.1:9094", "--yes"}, wantID: "n4", wantAddr: "127.0.0.1:9094"},
-		{name: "add rate", cmd: NewCmdAdd, args: []string{"n4=h:1", "-y", "--rate", "2.5"}, wantID: "n4", wantAddr: "h:1", wantRate: 5 * MiB / 2},
+		{name: "add rate", cmd: NewCmdAdd, args: []string{"n4=h:1", "-y", "--rate", "2.5"}, wantID: "n4", wantAddr: "h:1", wantRate: 5 * present.MiB / 2},
 		{name: "add dry run without yes", cmd: NewCmdAdd, args: []string{"n4=h:1", "--dry-run"}, wantID: "n4", wantAddr: "h:1", wantDry: true},
 		{name: "add prompt on a terminal", cmd: NewCmdAdd, args: []string{"n4=h:1"}, tty: true, wantID: "n4", wantAddr: "h:1"},
 		{name: "add without yes when piped", cmd: NewCmdAdd, args: []string{"n4=h:1"}, wantCode: cli.ExitUsage},
@@ -86,31 +87,6 @@ func TestDrainAlias(t *testing.T) {
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    uint64
-		wantErr bool
-	}{
-		{"50", 50 * MiB, false},
-		{"2.5", 5 * MiB / 2, false},
-		{"50MB/s", 50 * MiB, false},
-		{"50mib/s", 50 * MiB, false},
-		{"512KB/s", 512 << 10, false},
-		{"1G", 1 << 30, false},
-		{"0", 0, false},
-		{"", 0, true},
-		{"-1", 0, true},
-		{"fast", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseRate(tt.in)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("ParseRate(%q): got %d, %v, want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 func TestRateFlags(t *testing.T) {
 	ios, _, _, _ := cli.Test()
 	var got *RateOptions
@@ -118,8 +94,8 @@ func TestRateFlags(t *testing.T) {
 	if err := cli.ExecuteTest(cmd, ios, "20"); err != nil {
 		t.Fatalf("rate 20: %v", err)
 	}
-	if got.RateBytes != 20*MiB {
-		t.Errorf("got %d bytes/s, want %d", got.RateBytes, 20*MiB)
+	if got.RateBytes != 20*present.MiB {
+		t.Errorf("got %d bytes/s, want %d", got.RateBytes, 20*present.MiB)
 	}
 	cmd = NewCmdRate(cli.NewFactory(ios), func(*RateOptions) error { return nil })
 	if code := cli.ExitCode(cli.ExecuteTest(cmd, ios, "slow")); code != cli.ExitUsage {
@@ -217,7 +193,7 @@ func addPlan(moves int) *kvpb.ChangePlan {
 }
 
 func progressOf(p *kvpb.ChangePlan, state kvpb.ChangeState, frac float64) *kvpb.ChangeProgress {
-	cp := &kvpb.ChangeProgress{Id: 7, State: state, Plan: p, KeysTotal: p.GetEstKeys(), BytesTotal: p.GetEstBytes(), RateLimitBytes: 10 * MiB}
+	cp := &kvpb.ChangeProgress{Id: 7, State: state, Plan: p, KeysTotal: p.GetEstKeys(), BytesTotal: p.GetEstBytes(), RateLimitBytes: 10 * present.MiB}
 	for _, m := range p.GetMoves() {
 		rs := &kvpb.RangeProgress{Move: m, State: kvpb.MoveState_MOVE_STATE_STREAMING, KeysDone: uint64(frac * float64(m.GetEstKeys())), BytesDone: uint64(frac * float64(m.GetEstBytes()))}
 		if frac >= 1 {
@@ -240,12 +216,12 @@ func TestAddFollowsTheChange(t *testing.T) {
 		watch: []*kvpb.ChangeProgress{progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.25), progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.5), progressOf(plan, kvpb.ChangeState_CHANGE_STATE_DONE, 1)}}
 	ios, _, out, errOut := cli.Test()
 	o := &ChangeOptions{Deps: fakeDeps(ios, fa, false), Kind: kvpb.ChangeRequest_ADD, NodeID: "n4", NodeAddr: "127.0.0.1:9094",
-		Yes: true, RateBytes: 10 * MiB, Interval: time.Second, Reconnect: time.Second}
+		Yes: true, RateBytes: 10 * present.MiB, Interval: time.Second, Reconnect: time.Second}
 	if err := runChange(context.Background(), o); err != nil {
 		t.Fatalf("add: %v\nstderr:\n%s", err, errOut)
 	}
-	if len(fa.started) != 1 || fa.started[0].GetRateBytes() != 10*MiB || fa.started[0].GetNodeId() != "n4" {
-		t.Fatalf("got StartChange calls %v, want one for n4 at 10 MiB/s", fa.started)
+	if len(fa.started) != 1 || fa.started[0].GetRateBytes() != 10*present.MiB || fa.started[0].GetNodeId() != "n4" {
+		t.Fatalf("got StartChange calls %v, want one for n4 at 10 present.MiB/s", fa.started)
 	}
 	for _, want := range []string{
 		"plan: add n4 (127.0.0.1:9094), ring epoch 3 -> 4",
@@ -374,11 +350,11 @@ func TestStatusAbortRate(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := runRate(context.Background(), &RateOptions{Deps: fakeDeps(ios, fa, false), RateBytes: 3 * MiB}); err != nil {
+	if err := runRate(context.Background(), &RateOptions{Deps: fakeDeps(ios, fa, false), RateBytes: 3 * present.MiB}); err != nil {
 		t.Fatalf("rate: %v", err)
 	}
-	if len(fa.rateSet) != 1 || fa.rateSet[0] != 3*MiB || !strings.Contains(out.String(), "3.0 MB/s") {
-		t.Errorf("got rates %v and %q, want one of 3 MiB/s", fa.rateSet, out)
+	if len(fa.rateSet) != 1 || fa.rateSet[0] != 3*present.MiB || !strings.Contains(out.String(), "3.0 MB/s") {
+		t.Errorf("got rates %v and %q, want one of 3 present.MiB/s", fa.rateSet, out)
 	}
 	out.Reset()
 	if err := runAbort(context.Background(), &AbortOptions{Deps: fakeDeps(ios, fa, false)}); err != nil {
@@ -513,7 +489,7 @@ func TestRendererFitsAndAgrees(t *testing.T) {
 	now = now.Add(time.Second)
 	buf.Reset()
 	p = progressOf(plan, kvpb.ChangeState_CHANGE_STATE_STREAMING, 0.5)
-	p.RateBytesPerSec, p.EtaSeconds = 25*MiB, 0
+	p.RateBytesPerSec, p.EtaSeconds = 25*present.MiB, 0
 	r.Update(p, false)
 	var lines []string
 	for _, l := range strings.Split(buf.String(), "\r\x1b[2K") {

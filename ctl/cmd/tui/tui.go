@@ -3,16 +3,13 @@ package tui
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
-	"ringkv/ctl/cmd/pprof"
 	"ringkv/loadgen"
-	"ringkv/proto/kvpb"
 	console "ringkv/tui"
 )
 
@@ -69,7 +66,7 @@ func run(cmd *cobra.Command, o *Options) error {
 	f := o.Factory
 	seeds := append(f.Addrs(), o.Seeds...)
 	src := console.NewAdminSource(console.AdminConfig{Seeds: seeds, Dial: f.Admin})
-	acts := NewActions(f, o.ProfileDir, backgroundBench(f, strings.Join(seeds, ","), o.BenchKeys))
+	acts := console.NewActions(f, o.ProfileDir, backgroundBench(f, strings.Join(seeds, ","), o.BenchKeys))
 	defer acts.Close()
 	return console.Run(cmd.Context(), console.Options{
 		Source:   src,
@@ -106,41 +103,4 @@ func backgroundBench(f *cli.Factory, addr string, keys int64) console.BenchFunc 
 		}
 		return res.Line(), nil
 	}
-}
-
-// NewActions returns the console's actions over f's connections: ring changes through the
-// node at f.Addr, CPU profiles captured and listed as `kvctl pprof cpu --top` does, written to
-// profileDir, and bench (nil = not available).
-func NewActions(f *cli.Factory, profileDir string, bench console.BenchFunc) *console.AdminActions {
-	return &console.AdminActions{
-		Admin: func() (kvpb.AdminClient, error) { return f.Admin("") },
-		Profile: func(ctx context.Context, nodeID, addr string, seconds int) (console.ProfileResult, error) {
-			return captureCPU(ctx, f, profileDir, nodeID, addr, seconds)
-		},
-		Bench: bench,
-	}
-}
-
-// captureCPU takes one CPU profile with kvctl pprof's capture and returns its ten hottest
-// functions by flat time.
-func captureCPU(ctx context.Context, f *cli.Factory, dir, nodeID, addr string, seconds int) (console.ProfileResult, error) {
-	files, err := pprof.Capture(ctx, f, []pprof.Node{{ID: nodeID, Addr: addr}}, []string{"cpu"}, seconds, dir, "")
-	if err != nil {
-		return console.ProfileResult{}, err
-	}
-	if len(files) == 0 {
-		return console.ProfileResult{}, fmt.Errorf("profile %s: no file written", nodeID)
-	}
-	rows, _, total, err := pprof.TopFile(files[0], 10)
-	if err != nil {
-		return console.ProfileResult{Path: files[0]}, err
-	}
-	res := console.ProfileResult{Path: files[0]}
-	for _, r := range rows {
-		res.Top = append(res.Top, fmt.Sprintf("%6.1f%%  %s", float64(r.Flat)*100/float64(max(total, 1)), r.Function))
-	}
-	if len(res.Top) == 0 {
-		res.Top = []string{"(no samples: the node was idle)"}
-	}
-	return res, nil
 }
