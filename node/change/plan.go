@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
 
 	"ringkv/node/cluster"
 	"ringkv/node/peers"
@@ -135,69 +134,40 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 	return out, est, nil
 }
 
-// estimate asks each move's source (then the range's other replicas) to count its ranges.
+// estimate asks each move's source to count its ranges; a source that cannot is a warning.
 func (s *Service) estimate(ctx context.Context, cur *ring.Ring, moves []ring.Move, warnings *[]string) map[moveKey]rangeCount {
 	bySource := map[string][]ring.Move{}
 	for _, m := range moves {
 		bySource[m.Source] = append(bySource[m.Source], m)
 	}
-	est := map[moveKey]rangeCount{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var srcs []string
+	var asks []peers.Count
 	for src, ms := range bySource {
-		wg.Go(func() {
-			counts, err := s.countOn(ctx, cur, src, ms)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %s", src, peers.ErrorLine(err)))
-				return
-			}
-			for i, m := range ms {
-				est[moveKey{m.Start, m.End, m.Target}] = counts[i]
-			}
-		})
+		m, ok := cur.Member(src)
+		if !ok {
+			*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %v: %s", src, cluster.ErrUnknownMember, src))
+			continue
+		}
+		a := peers.Count{Member: m}
+		for _, mv := range ms {
+			a.Ranges = append(a.Ranges, &kvpb.TokenRange{Start: mv.Start, End: mv.End})
+		}
+		srcs, asks = append(srcs, src), append(asks, a)
 	}
-	wg.Wait()
+	counts, errs := peers.CountRanges(ctx, s.cfg.Peers, asks, s.CountRanges)
+	est := map[moveKey]rangeCount{}
+	for k, src := range srcs {
+		if errs[k] != nil {
+			*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %s", src, peers.ErrorLine(errs[k])))
+			continue
+		}
+		for i, m := range bySource[src] {
+			c := counts[k][i]
+			est[moveKey{m.Start, m.End, m.Target}] = rangeCount{c.GetKeys(), c.GetBytes()}
+		}
+	}
 	sort.Strings(*warnings)
 	return est
-}
-
-func (s *Service) countOn(ctx context.Context, cur *ring.Ring, id string, ms []ring.Move) ([]rangeCount, error) {
-	ranges := make([]*kvpb.TokenRange, len(ms))
-	for i, m := range ms {
-		ranges[i] = &kvpb.TokenRange{Start: m.Start, End: m.End}
-	}
-	var resp *kvpb.CountRangesResponse
-	var err error
-	if id == s.cfg.Peers.Self {
-		var counts []*kvpb.RangeCount
-		counts, err = s.CountRanges(ranges)
-		resp = &kvpb.CountRangesResponse{Counts: counts}
-	} else {
-		m, ok := cur.Member(id)
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", cluster.ErrUnknownMember, id)
-		}
-		c, derr := s.cfg.Peers.Dial.Admin(m.Addr)
-		if derr != nil {
-			return nil, derr
-		}
-		cctx, cancel := context.WithTimeout(ctx, 4*s.cfg.Peers.CallTimeout())
-		defer cancel()
-		resp, err = c.CountRanges(cctx, &kvpb.CountRangesRequest{Ranges: ranges})
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.GetCounts()) != len(ms) {
-		return nil, fmt.Errorf("count ranges: got %d counts, want %d", len(resp.GetCounts()), len(ms))
-	}
-	out := make([]rangeCount, len(ms))
-	for i, c := range resp.GetCounts() {
-		out[i] = rangeCount{c.GetKeys(), c.GetBytes()}
-	}
-	return out, nil
 }
 
 // ownership lists each member's vnodes and shares in r, with counts from counts.

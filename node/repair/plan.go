@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"ringkv/node/peers"
@@ -130,33 +128,15 @@ func (s *Service) estimate(ctx context.Context, cur *ring.Ring, plan *kvpb.Repai
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var wg sync.WaitGroup
-	errs := make([]error, len(ids))
-	counts := make([][]*kvpb.RangeCount, len(ids))
+	asks := make([]peers.Count, len(ids))
 	for k, id := range ids {
-		m, _ := cur.Member(id)
-		wg.Go(func() {
-			req := &kvpb.CountRangesRequest{}
-			for _, i := range byNode[id] {
-				req.Ranges = append(req.Ranges, &kvpb.TokenRange{Start: plan.Ranges[i].Start, End: plan.Ranges[i].End})
-			}
-			c, err := s.cfg.Dial.Admin(m.Addr)
-			if err != nil {
-				errs[k] = err
-				return
-			}
-			cctx, cancel := context.WithTimeout(ctx, peers.DefaultTimeout)
-			defer cancel()
-			// WaitForReady: a connection still coming up (a node just started or restarted)
-			// is waited for, up to the timeout, rather than taken for a node that is down.
-			resp, err := c.CountRanges(cctx, req, grpc.WaitForReady(true))
-			if err == nil && len(resp.GetCounts()) != len(req.Ranges) {
-				err = fmt.Errorf("%d counts for %d ranges", len(resp.GetCounts()), len(req.Ranges))
-			}
-			errs[k], counts[k] = err, resp.GetCounts()
-		})
+		asks[k].Member, _ = cur.Member(id)
+		for _, i := range byNode[id] {
+			asks[k].Ranges = append(asks[k].Ranges, &kvpb.TokenRange{Start: plan.Ranges[i].Start, End: plan.Ranges[i].End})
+		}
 	}
-	wg.Wait()
+	// Every member is asked over its Admin service, this node's own included.
+	counts, errs := peers.CountRanges(ctx, peers.Peers{Self: s.cfg.Self, Dial: s.cfg.Dial}, asks, nil)
 	most := make([]uint64, len(members))
 	for k, id := range ids {
 		if errs[k] != nil {
