@@ -299,6 +299,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Interval: cfg.RepairInterval, BackgroundRate: cfg.RepairRate, Now: cfg.Now, Logger: logger,
 	})
 
+	n.stats.Prometheus().MustRegister(gauges{n})
+
 	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
 	changes := change.New(change.Config{
 		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.stats,

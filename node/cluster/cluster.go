@@ -368,6 +368,10 @@ func (c *Cluster) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// Term is this node's current raft term: it grows by one at every election, so its growth
+// counts leader changes and failed elections.
+func (c *Cluster) Term() uint64 { return c.raft.CurrentTerm() }
+
 // IsLeader reports whether this node is the raft leader.
 func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
 
