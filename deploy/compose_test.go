@@ -299,10 +299,10 @@ type composeCluster struct {
 	ports   map[string]int // RINGKV_N<i>_HTTP|GRPC -> host port
 }
 
-// startCompose runs deploy/up.sh on free loopback ports with its own project name and
+// startCompose runs deploy/up.sh (with upArgs) on free loopback ports with its own project name and
 // certificates, and deploy/down.sh at cleanup (checking nothing is left). It skips the test
 // without a Docker engine or compose, or with -short.
-func startCompose(t *testing.T) *composeCluster {
+func startCompose(t *testing.T, upArgs ...string) *composeCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: no containers")
@@ -341,14 +341,14 @@ func startCompose(t *testing.T) *composeCluster {
 			t.Logf("docker rmi %s: %v %s", image, err, out)
 		}
 	})
-	if out, err := c.script("up.sh").CombinedOutput(); err != nil {
+	if out, err := c.script("up.sh", upArgs...).CombinedOutput(); err != nil {
 		t.Fatalf("up.sh: %v\n%s", err, out)
 	}
 	return c
 }
 
-func (c *composeCluster) script(name string) *exec.Cmd {
-	cmd := exec.Command("./" + name)
+func (c *composeCluster) script(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command("./"+name, args...)
 	cmd.Env = c.env
 	return cmd
 }

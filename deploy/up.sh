@@ -2,7 +2,8 @@
 # Starts a 3-node ringkv cluster with mutual TLS in containers (deploy/compose.yaml):
 # builds the image ringkv:dev, creates certificates in deploy/certs/ when missing (or
 # $RINGKV_CERTS), starts n1..n3, waits until every node is ready, and prints how to reach it.
-# `deploy/up.sh --spare` also starts n4, an empty node for `kvctl ring add`.
+# `deploy/up.sh --spare` also starts n4, an empty node for `kvctl ring add`; `--monitoring`
+# also starts Prometheus (deploy/monitoring/) scraping n1..n3 with the alert rules loaded.
 set -euo pipefail
 source "$(dirname "$0")/compose.sh"
 certs=${RINGKV_CERTS:-$deploy/certs}
@@ -10,12 +11,19 @@ export RINGKV_CERTS=$certs
 image=${RINGKV_IMAGE:-ringkv:dev}
 nodes=(n1 n2 n3)
 profile=()
-if [[ ${1:-} == --spare ]]; then
-  nodes+=(n4)
-  profile=(--profile spare)
-fi
+services=()
+for arg in "$@"; do
+  case $arg in
+  --spare) nodes+=(n4); profile+=(--profile spare) ;;
+  --monitoring) services+=(prometheus); profile+=(--profile monitoring) ;;
+  *) echo "up.sh: unknown argument $arg (want --spare, --monitoring)" >&2; exit 2 ;;
+  esac
+done
 
 "$deploy/image.sh"
+if [[ ${#services[@]} -gt 0 ]]; then
+  "$deploy/monitoring/image.sh"
+fi
 
 # Certificates, with the image's own kvctl, owned by the caller. One node certificate serves
 # every node: its SANs are the compose host names and the host's loopback.
@@ -27,8 +35,12 @@ mkdir -p "$certs"
 # The node runs as user 10001 and must read node.key: on this one machine the key is made
 # readable to all. On several hosts, give each host its own key owned by the node's user.
 chmod 0644 "$certs/node.key"
+# Prometheus (user 65534) scrapes with the client certificate: the same holds for its key.
+if [[ ${#services[@]} -gt 0 ]]; then
+  chmod 0644 "$certs/client.key"
+fi
 
-compose "${profile[@]}" up -d "${nodes[@]}"
+compose "${profile[@]}" up -d "${nodes[@]}" "${services[@]}"
 
 echo -n "waiting for ${nodes[*]} to be ready"
 deadline=$((SECONDS + ${RINGKV_UP_TIMEOUT:-90}))
@@ -48,6 +60,20 @@ for n in "${nodes[@]}"; do
   done
 done
 echo " ready"
+if [[ ${#services[@]} -gt 0 ]]; then
+  prom=${RINGKV_PROMETHEUS_PORT:-19190}
+  echo -n "waiting for prometheus"
+  until ! command -v curl >/dev/null || curl -sf "http://127.0.0.1:$prom/-/ready" >/dev/null 2>&1; do
+    if ((SECONDS > deadline)); then
+      echo; echo "up.sh: prometheus is not ready; its log:" >&2
+      compose "${profile[@]}" logs --tail 30 prometheus >&2
+      exit 1
+    fi
+    echo -n .
+    sleep 1
+  done
+  echo " ready: http://127.0.0.1:$prom (targets: /targets, alerts: /alerts)"
+fi
 
 grpc1=${RINGKV_N1_GRPC:-19091}
 http1=${RINGKV_N1_HTTP:-18081}
