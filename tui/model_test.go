@@ -428,3 +428,18 @@ func TestHotNodeFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeETA: the changes screen spells a change's ETA as kvctl does (present.ETA):
+// "3m4s", not "3m04s".
+func TestChangeETA(t *testing.T) {
+	m := loaded(t, func() time.Time { return fixedNow })
+	p := fakeChange()
+	p.EtaSeconds = 184
+	nm, _ := m.Update(ChangeMsg{Progress: p})
+	m = nm.(Model)
+	m.view = ScreenChanges
+	screen := ansi.Strip(m.Render())
+	if want := "ETA 3m4s"; !strings.Contains(screen, want) {
+		t.Errorf("got screen\n%s\nwant it to hold %q", screen, want)
+	}
+}

@@ -411,7 +411,7 @@ func (m Model) changesView(h int) string {
 		b.WriteByte('\n')
 		barW := max(10, min(40, m.width-44))
 		b.WriteString(fmt.Sprintf("%-14s %s %s  %s/s  ETA %s\n", "total", m.bar(c.GetBytesDone(), c.GetBytesTotal(), barW),
-			pct(c.GetBytesDone(), c.GetBytesTotal()), present.BytesShort(c.GetRateBytesPerSec()), eta(c.GetEtaSeconds())))
+			pct(c.GetBytesDone(), c.GetBytesTotal()), present.BytesShort(c.GetRateBytesPerSec()), present.ETA(c.GetEtaSeconds())))
 		// Per node: what each receiver has taken in.
 		type agg struct{ done, total uint64 }
 		per := map[string]*agg{}
@@ -555,16 +555,6 @@ func pct(done, total uint64) string {
 		return "  -  "
 	}
 	return fmt.Sprintf("%3.0f%%", math.Min(100, float64(done)*100/float64(total)))
-}
-
-func eta(s float64) string {
-	if s <= 0 {
-		return "-"
-	}
-	if s < 60 {
-		return fmt.Sprintf("%.0fs", s)
-	}
-	return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
 }
 
 // fullHelp lists every binding: four columns side by side when they fit, else two by two.

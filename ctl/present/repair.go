@@ -139,20 +139,12 @@ func RepairLine(p *kvpb.RepairProgress) string {
 		l += fmt.Sprintf(" at %s/s", Bytes(uint64(r)))
 	}
 	if e := p.GetEtaSeconds(); e > 0 && p.GetState().InFlight() {
-		l += ", ETA " + Duration(time.Duration(e*float64(time.Second)))
+		l += ", ETA " + ETA(e)
 	}
 	if msg := p.GetError(); msg != "" {
 		l += " (" + msg + ")"
 	}
 	return l
-}
-
-// Duration is a wait or a span rounded to the second: "12s", "3m4s"; "-" when not positive.
-func Duration(d time.Duration) string {
-	if d <= 0 {
-		return "-"
-	}
-	return d.Round(time.Second).String()
 }
 
 // RepairPairHeader is the header of a repair's result table; RepairPairRow one row of it.
@@ -197,7 +189,7 @@ func RepairOutcome(p *kvpb.RepairProgress) string {
 		l += fmt.Sprintf(", %d keys repaired, %s streamed", keys, Bytes(p.GetBytesStreamed()))
 	}
 	if s, f := p.GetStartedUnix(), p.GetFinishedUnix(); s > 0 && f >= s {
-		l += " in " + (time.Duration(f-s) * time.Second).String()
+		l += " in " + Took(s, f)
 	}
 	if msg := p.GetError(); msg != "" {
 		l += " (" + msg + ")"

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/loadgen"
 	"ringkv/proto/kvpb"
 )
@@ -77,7 +78,7 @@ func (o *Options) runFill(ctx context.Context) error {
 		errs += iv.Errors
 		eta := "-"
 		if iv.Rate > 0 {
-			eta = (time.Duration(float64(cfg.Keys-done)/iv.Rate) * time.Second).Round(time.Second).String()
+			eta = present.ETA(float64(cfg.Keys-done) / iv.Rate)
 		}
 		line := fmt.Sprintf("filled %d/%d keys (%.0f%%), %.0f keys/s, %d errors, ETA %s",
 			done, cfg.Keys, 100*float64(done)/float64(cfg.Keys), iv.Rate, errs, eta)
@@ -100,7 +101,7 @@ func (o *Options) runFill(ctx context.Context) error {
 		}
 	} else {
 		fmt.Fprintf(o.IO.Out, "filled %d keys %s0..%s%d at %s in %s: %.0f keys/s, p99 %s, %d errors\n",
-			res.Requests, cfg.KeyPrefix, cfg.KeyPrefix, cfg.Keys-1, name, time.Since(start).Round(time.Millisecond),
+			res.Requests, cfg.KeyPrefix, cfg.KeyPrefix, cfg.Keys-1, name, present.Elapsed(time.Since(start)),
 			res.Achieved, fmtMs(time.Duration(res.Corrected.ValueAtPercentile(99))), res.ErrorCount())
 	}
 	if res.Interrupted {

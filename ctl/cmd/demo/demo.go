@@ -137,7 +137,7 @@ func Run(ctx context.Context, o *Options) (err error) {
 		return headless(ctx, o, c, dir)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "kvctl demo: %d nodes up in %s, data in %s (removed on exit)\n",
-		c.Len(), time.Since(start).Round(time.Millisecond), dir)
+		c.Len(), present.Elapsed(time.Since(start)), dir)
 	return runConsole(ctx, o, c, logs)
 }
 
@@ -391,7 +391,7 @@ func (r fillResult) Line() string {
 		rate = float64(written) / r.Elapsed.Seconds()
 	}
 	return fmt.Sprintf("filled %d of %d keys in %s (%.0f keys/s, %s%s)",
-		written, r.Wanted, r.Elapsed.Round(time.Millisecond), rate, r.errorsByKind(), note)
+		written, r.Wanted, present.Elapsed(r.Elapsed), rate, r.errorsByKind(), note)
 }
 
 // Failed tells whether the fill's errors say the cluster is in trouble.

@@ -446,7 +446,7 @@ func printOutcome(d Deps, p *kvpb.ChangeProgress) error {
 		kd, _, bd, _ := totals(p)
 		took := ""
 		if p.GetStartedUnix() > 0 && p.GetFinishedUnix() >= p.GetStartedUnix() {
-			took = fmt.Sprintf(" in %s", time.Duration(p.GetFinishedUnix()-p.GetStartedUnix())*time.Second)
+			took = " in " + present.Took(p.GetStartedUnix(), p.GetFinishedUnix())
 		}
 		fmt.Fprintf(d.IO.Out, "change %d %s: %s; moved %s, %d keys%s; ring epoch %d\n",
 			p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest()), present.Bytes(bd), kd, took, epochAfter(p))

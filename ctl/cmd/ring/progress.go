@@ -115,13 +115,6 @@ func percent(done, total uint64) string {
 
 func count(n uint64) string { return fmt.Sprint(n) }
 
-func eta(d time.Duration) string {
-	if d <= 0 {
-		return "-"
-	}
-	return d.Round(time.Second).String()
-}
-
 // summary is a one-line account of a change: state, bytes, keys, rate, ETA.
 func summary(p *kvpb.ChangeProgress) string {
 	kd, kt, bd, bt := totals(p)
@@ -131,7 +124,7 @@ func summary(p *kvpb.ChangeProgress) string {
 		s += ", " + present.Rate(p.GetRateBytesPerSec())
 	}
 	if p.GetEtaSeconds() > 0 {
-		s += ", ETA " + eta(time.Duration(p.GetEtaSeconds()*float64(time.Second)))
+		s += ", ETA " + present.ETA(p.GetEtaSeconds())
 	}
 	return s
 }
@@ -211,13 +204,13 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 	rd, ra := rangesDone(p)
 	// What matters most comes first, so that a narrow terminal cuts the least.
 	head := fmt.Sprintf("change %d %s: %s%s, %s, ETA %s, ranges %d/%d, bytes %s, keys %s, limit %s",
-		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), percent(bd, bt), present.Rate(rate), eta(left),
+		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), percent(bd, bt), present.Rate(rate), present.Duration(left),
 		rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count), formatLimit(p.GetRateLimitBytes()))
 	var parts, lines []string
 	for _, n := range nodes {
 		parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, present.Bytes(n.BytesDone), humanOrQ(n.BytesTotal), present.Rate(n.Rate)))
 		l := fmt.Sprintf("  -> %-10s%5s %10s  ETA %-6s ranges %d/%d  bytes %-28s keys %s",
-			n.ID, percent(n.BytesDone, n.BytesTotal), present.Rate(n.Rate), eta(n.ETA), n.RangesDone, n.Ranges,
+			n.ID, percent(n.BytesDone, n.BytesTotal), present.Rate(n.Rate), present.Duration(n.ETA), n.RangesDone, n.Ranges,
 			of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count))
 		if n.Failed > 0 {
 			l += fmt.Sprintf("  %d failed, retrying: %s", n.Failed, n.LastErr)

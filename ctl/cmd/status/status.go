@@ -169,7 +169,7 @@ func changeLine(c *kvpb.ChangeProgress) string {
 		l += fmt.Sprintf(" at %s/s", present.Bytes(uint64(r)))
 	}
 	if e := c.GetEtaSeconds(); e > 0 {
-		l += ", ETA " + (time.Duration(e * float64(time.Second))).Round(time.Second).String()
+		l += ", ETA " + present.ETA(e)
 	}
 	if msg := c.GetError(); msg != "" {
 		l += " (" + msg + ")"
