@@ -1,6 +1,7 @@
 package change
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -183,7 +184,7 @@ func ownership(r *ring.Ring, counts func(id string) (keys, bytes uint64, ok bool
 		}
 		out = append(out, o)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	slices.SortFunc(out, func(a, b *kvpb.NodeOwnership) int { return cmp.Compare(a.Id, b.Id) })
 	return out
 }
 

@@ -5,6 +5,7 @@ package hints
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -579,15 +580,7 @@ func (h *Log) Queues() []Queue {
 			h.mu.Unlock()
 		}
 	}
-	slices.SortFunc(out, func(a, b Queue) int {
-		switch {
-		case a.Peer < b.Peer:
-			return -1
-		case a.Peer > b.Peer:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Queue) int { return cmp.Compare(a.Peer, b.Peer) })
 	return out
 }
 

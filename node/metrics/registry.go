@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -242,15 +243,7 @@ func (r *Registry) table() *vnodeTable {
 
 func buildTable(rg *ring.Ring, self string, old *vnodeTable) *vnodeTable {
 	ranges := rg.Ranges()
-	slices.SortFunc(ranges, func(a, b ring.Range) int {
-		switch {
-		case a.End < b.End:
-			return -1
-		case a.End > b.End:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ranges, func(a, b ring.Range) int { return cmp.Compare(a.End, b.End) })
 	t := &vnodeTable{
 		ring:   rg,
 		ends:   make([]uint64, len(ranges)),

@@ -5,6 +5,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,15 +45,7 @@ func (c *Coordinator) Breakers() []Breaker {
 		}
 	}
 	c.peersMu.RUnlock()
-	slices.SortFunc(out, func(a, b Breaker) int {
-		switch {
-		case a.Peer < b.Peer:
-			return -1
-		case a.Peer > b.Peer:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Breaker) int { return cmp.Compare(a.Peer, b.Peer) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -134,19 +135,7 @@ func Plan(old, next *Ring) []Move {
 	}
 	moves = slices.DeleteFunc(moves, func(m Move) bool { return m.Source == "" })
 	slices.SortFunc(moves, func(a, b Move) int {
-		switch {
-		case a.Start < b.Start:
-			return -1
-		case a.Start > b.Start:
-			return 1
-		}
-		switch {
-		case a.Target < b.Target:
-			return -1
-		case a.Target > b.Target:
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Target, b.Target))
 	})
 	return moves
 }

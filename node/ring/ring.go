@@ -8,6 +8,7 @@
 package ring
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -183,15 +184,7 @@ func New(epoch uint64, replicas int, members []Member) (*Ring, error) {
 			vs = append(vs, vnode{t, int32(i)})
 		}
 	}
-	slices.SortFunc(vs, func(a, b vnode) int {
-		switch {
-		case a.token < b.token:
-			return -1
-		case a.token > b.token:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(vs, func(a, b vnode) int { return cmp.Compare(a.token, b.token) })
 	r.tokens = make([]uint64, len(vs))
 	r.owners = make([]int32, len(vs))
 	for i, v := range vs {
