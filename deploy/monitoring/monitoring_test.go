@@ -248,6 +248,33 @@ func dashboardExprs(t *testing.T) map[string]string {
 	return out
 }
 
+// dashboardCovers are what the dashboard must draw, by a metric or recording rule its
+// queries read: ops, p99 and errors per node, quorum, breakers, raft, hints, disk and
+// reserve, ring changes, repair, clock offset.
+var dashboardCovers = []string{
+	"instance_op:ringkv_ops:rate1m", "ringkv_op_duration_seconds", "instance_kind:ringkv_op_errors:rate1m",
+	"ringkv_ranges_without_quorum", "ringkv_breaker_state", "ringkv_raft_term", "ringkv_hints_queued",
+	"ringkv_hints_dropped_total", "ringkv_disk_free_bytes", "ringkv_disk_reserve_bytes",
+	"ringkv_ring_change_in_flight", "ringkv_ring_change_moves_pending",
+	"ringkv_repair_last_completed_timestamp_seconds", "ringkv_damaged_ranges", "ringkv_clock_offset_seconds",
+}
+
+// TestDashboardCovers: the dashboard draws each of dashboardCovers.
+func TestDashboardCovers(t *testing.T) {
+	read := map[string]bool{}
+	for _, e := range dashboardExprs(t) {
+		ms, rs := metricNames(e)
+		for _, m := range append(ms, rs...) {
+			read[m] = true
+		}
+	}
+	for _, m := range dashboardCovers {
+		if !read[m] {
+			t.Errorf("dashboard.json: no panel reads %s", m)
+		}
+	}
+}
+
 // TestDashboardQueries: every query of the dashboard parses as PromQL. promtool checks them
 // as the expressions of a generated rule file: Prometheus' own parser, without importing
 // github.com/prometheus/prometheus (a large module) into this one; `promtool query` would
