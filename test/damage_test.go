@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"ringkv/internal/damagetest"
 	"ringkv/proto/kvpb"
 )
 
@@ -101,30 +102,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// truncate cuts the file at path to 1/div of its size.
-func truncate(t *testing.T, path string, div int64) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	must(t, err)
-	must(t, os.Truncate(path, fi.Size()/div))
-}
-
-// largest is the largest file in dir with the extension ext.
-func largest(t *testing.T, dir, ext string) string {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
-	best, size := "", int64(-1)
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
-			best, size = f, fi.Size()
-		}
-	}
-	if best == "" {
-		t.Fatalf("no %s file in %s", ext, dir)
-	}
-	return best
-}
-
 // fill writes n 1 KiB values through p's HTTP API, 8 at a time.
 func fill(t *testing.T, p *proc, n int) {
 	t.Helper()
@@ -156,19 +133,11 @@ var damageKinds = []struct {
 	kill   bool // stopped by kill -9 rather than a clean stop
 	damage func(t *testing.T, dir string)
 }{
-	{name: "manifest deleted", damage: func(t *testing.T, dir string) { must(t, os.Remove(filepath.Join(dir, "MANIFEST"))) }},
-	{name: "manifest truncated", damage: func(t *testing.T, dir string) { truncate(t, filepath.Join(dir, "MANIFEST"), 3) }},
-	{name: "sst bytes flipped", damage: func(t *testing.T, dir string) {
-		p := largest(t, dir, ".sst")
-		b, err := os.ReadFile(p)
-		must(t, err)
-		for i := len(b) / 2; i < len(b)/2+64; i++ {
-			b[i] ^= 0xff
-		}
-		must(t, os.WriteFile(p, b, 0o644))
-	}},
-	{name: "sst truncated", damage: func(t *testing.T, dir string) { truncate(t, largest(t, dir, ".sst"), 2) }},
-	{name: "mem truncated", kill: true, damage: func(t *testing.T, dir string) { must(t, os.Truncate(largest(t, dir, ".mem"), 1<<20)) }},
+	{name: "manifest deleted", damage: func(t *testing.T, dir string) { damagetest.RemoveManifest(t, dir) }},
+	{name: "manifest truncated", damage: func(t *testing.T, dir string) { damagetest.TruncateManifest(t, dir) }},
+	{name: "sst bytes flipped", damage: func(t *testing.T, dir string) { damagetest.FlipBytes(t, damagetest.Largest(t, dir, ".sst"), 2) }},
+	{name: "sst truncated", damage: func(t *testing.T, dir string) { damagetest.TruncateTable(t, dir) }},
+	{name: "mem truncated", kill: true, damage: func(t *testing.T, dir string) { must(t, os.Truncate(damagetest.Largest(t, dir, ".mem"), 1<<20)) }},
 }
 
 // TestDamagedRangesRepairedFromPeers: damaged ranges repaired from the peers, end to end, with kvnode processes, 3

@@ -5,35 +5,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
+	"ringkv/internal/damagetest"
+	"ringkv/internal/testclock"
 	"ringkv/node/store"
 )
-
-// testClock is a clock a test moves by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func openHints(t *testing.T, cfg Config) *Log {
 	t.Helper()
@@ -78,12 +60,12 @@ func queueOf(h *Log, peer string) Queue {
 // hints added after the reopen come after the earlier ones; removed ones stay removed.
 func TestHintsPersistInOrder(t *testing.T) {
 	dir := t.TempDir()
-	clk := &testClock{t: time.Unix(1_700_000_000, 0)}
-	cfg := Config{Dir: dir, Now: clk.now}
+	clk := testclock.New(time.Unix(1_700_000_000, 0))
+	cfg := Config{Dir: dir, Now: clk.Now}
 	h := openHints(t, cfg)
 	addHints(t, h, "n1", 0, 3)
 	addHints(t, h, "n2", 0, 2)
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	addHints(t, h, "n1", 3, 5)
 	hs, err := h.Next("n1", 2)
 	if err != nil {
@@ -98,8 +80,8 @@ func TestHintsPersistInOrder(t *testing.T) {
 
 	h = openHints(t, cfg)
 	defer h.Close()
-	if q := queueOf(h, "n1"); q.Count != 3 || q.Bytes == 0 || !q.Oldest.Equal(clk.now().Add(-time.Second)) {
-		t.Errorf("n1 after reopen: %+v, want 3 hints, some bytes, the oldest written at %v", q, clk.now().Add(-time.Second))
+	if q := queueOf(h, "n1"); q.Count != 3 || q.Bytes == 0 || !q.Oldest.Equal(clk.Now().Add(-time.Second)) {
+		t.Errorf("n1 after reopen: %+v, want 3 hints, some bytes, the oldest written at %v", q, clk.Now().Add(-time.Second))
 	}
 	addHints(t, h, "n1", 5, 7)
 	hs, err = h.Next("n1", 100)
@@ -143,17 +125,17 @@ func TestHintsRemoveAfterAck(t *testing.T) {
 
 // Hints older than MaxAge are dropped by Expire and counted; younger ones stay.
 func TestHintsAgeBound(t *testing.T) {
-	clk := &testClock{t: time.Unix(1_700_000_000, 0)}
-	h := openHints(t, Config{Dir: t.TempDir(), MaxAge: time.Hour, Now: clk.now})
+	clk := testclock.New(time.Unix(1_700_000_000, 0))
+	h := openHints(t, Config{Dir: t.TempDir(), MaxAge: time.Hour, Now: clk.Now})
 	defer h.Close()
 	addHints(t, h, "n1", 0, 300) // more than one round of Expire's reads
 	addHints(t, h, "n2", 0, 1)
-	clk.add(40 * time.Minute)
+	clk.Advance(40 * time.Minute)
 	addHints(t, h, "n1", 300, 302)
 	if n, err := h.Expire(); err != nil || n != 0 {
 		t.Fatalf("Expire before the window: %d, %v; want 0 dropped", n, err)
 	}
-	clk.add(30 * time.Minute) // the first 301 are 70 minutes old, the last two 30
+	clk.Advance(30 * time.Minute) // the first 301 are 70 minutes old, the last two 30
 	n, err := h.Expire()
 	if err != nil || n != 301 {
 		t.Fatalf("Expire: %d, %v; want 301 dropped", n, err)
@@ -301,8 +283,8 @@ func TestHintsDamage(t *testing.T) {
 		damage func(t *testing.T, dir string)
 		moved  bool // the damaged files are still there to move aside
 	}{
-		{"manifest truncated", truncateManifest, false},
-		{"sst bytes flipped", flipTableBytes, true},
+		{"manifest truncated", damagetest.TruncateManifest, false},
+		{"sst bytes flipped", damagetest.FlipTableBytes, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Dir: filepath.Join(t.TempDir(), Dir)}
@@ -340,51 +322,5 @@ func TestHintsDamage(t *testing.T) {
 				t.Errorf("log after a clean restart: %q, want nothing at error level", log.String())
 			}
 		})
-	}
-}
-
-// The damage the hints' tests make to a closed badger directory, as the store's tests do.
-
-func largestFile(t *testing.T, dir, ext string) string {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
-	best, size := "", int64(-1)
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
-			best, size = f, fi.Size()
-		}
-	}
-	if best == "" {
-		t.Fatalf("no %s file in %s", ext, dir)
-	}
-	return best
-}
-
-// truncateManifest cuts the MANIFEST to a third of its size.
-func truncateManifest(t *testing.T, dir string) {
-	t.Helper()
-	p := filepath.Join(dir, "MANIFEST")
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(p, fi.Size()/3); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipTableBytes flips 64 bytes a third of the way into the largest table.
-func flipTableBytes(t *testing.T, dir string) {
-	t.Helper()
-	p := largestFile(t, dir, ".sst")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(b) / 3; i < len(b)/3+64; i++ {
-		b[i] ^= 0xff
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

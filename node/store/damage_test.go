@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"ringkv/internal/damagetest"
 )
 
 // filled writes n records into a new store in dir and closes it, leaving tables on disk.
@@ -31,62 +33,6 @@ func filled(t *testing.T, dir string, n int) {
 	}
 }
 
-func largestFile(t *testing.T, dir, ext string) string {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
-	best, size := "", int64(-1)
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
-			best, size = f, fi.Size()
-		}
-	}
-	if best == "" {
-		t.Fatalf("no %s file in %s", ext, dir)
-	}
-	return best
-}
-
-// The kinds of damage the store's and the hints' tests make to a closed badger directory.
-
-func removeManifest(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func truncateManifest(t *testing.T, dir string) { truncateTo(t, filepath.Join(dir, "MANIFEST"), 3) }
-
-func truncateTable(t *testing.T, dir string) { truncateTo(t, largestFile(t, dir, ".sst"), 2) }
-
-// truncateTo cuts the file at p to 1/div of its size.
-func truncateTo(t *testing.T, p string, div int64) {
-	t.Helper()
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(p, fi.Size()/div); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipTableBytes flips 64 bytes a third of the way into the largest table.
-func flipTableBytes(t *testing.T, dir string) {
-	t.Helper()
-	p := largestFile(t, dir, ".sst")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(b) / 3; i < len(b)/3+64; i++ {
-		b[i] ^= 0xff
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestDamageDetected: each kind of damage made to a closed store's directory makes Open
 // fail with ErrDamaged and a one-line reason (no panic, no store that opens emptier than it
 // closed); with Recover it opens and Damage says what was found.
@@ -95,10 +41,10 @@ func TestDamageDetected(t *testing.T) {
 		name   string
 		damage func(t *testing.T, dir string)
 	}{
-		{"manifest deleted", removeManifest},
-		{"manifest truncated", truncateManifest},
-		{"sst bytes flipped", flipTableBytes},
-		{"sst truncated to half", truncateTable},
+		{"manifest deleted", damagetest.RemoveManifest},
+		{"manifest truncated", damagetest.TruncateManifest},
+		{"sst bytes flipped", damagetest.FlipTableBytes},
+		{"sst truncated to half", damagetest.TruncateTable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
