@@ -90,6 +90,7 @@ Node i: HTTPS API on 127.0.0.1:1808i, gRPC on 127.0.0.1:1909i (n1: $http1, $grpc
 
 (kvctl: go install ./cmd/kvctl, or: docker run --rm --network host -v $certs:/certs --entrypoint /kvctl $image --certs-dir /certs ...)
 Spare node: deploy/up.sh --spare, then kvctl ... ring add n4=n4:9090 --yes
+Prometheus with the alert rules: deploy/up.sh --monitoring (docs/operations.md#monitoring)
 Replicas converge by themselves too: each node repairs its primary ranges every \$RINGKV_REPAIR_INTERVAL (default 1h).
 Stop and remove everything: deploy/down.sh
 MSG
