@@ -7,9 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"ringkv/node/peers"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
@@ -160,24 +157,8 @@ func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsS
 	if s.d.Stats == nil {
 		return GRPCError(fmt.Errorf("stats: %w", ErrUnimplemented))
 	}
-	every := time.Duration(req.GetIntervalMs()) * time.Millisecond
-	if every <= 0 {
-		every = time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := stream.Send(s.d.Stats.Snapshot(req.GetVnodes())); err != nil {
-			return err
-		}
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case <-s.d.Draining:
-			return status.Error(codes.Unavailable, "node is shutting down")
-		case <-t.C:
-		}
-	}
+	return watchLoop(stream.Context(), s.d.Draining, time.Duration(req.GetIntervalMs())*time.Millisecond,
+		nil, func() *kvpb.NodeStats { return s.d.Stats.Snapshot(req.GetVnodes()) }, stream.Send, nil)
 }
 
 // Profile streams a profile captured on this node.

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"ringkv/node/change"
 	"ringkv/proto/kvpb"
 )
@@ -90,31 +87,10 @@ func (s *Admin) WatchChange(req *kvpb.ChangeStatusRequest, stream kvpb.Admin_Wat
 	if err := s.changes(); err != nil {
 		return GRPCError(err)
 	}
-	every := time.Duration(req.GetIntervalMs()) * time.Millisecond
-	if every <= 0 {
-		every = time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
 	ctx := stream.Context()
-	for {
-		watch := s.d.Changes.Watch()
-		p := s.d.Changes.Progress(ctx)
-		if err := stream.Send(p); err != nil {
-			return err
-		}
-		if !p.GetState().InFlight() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.d.Draining:
-			return status.Error(codes.Unavailable, "node is shutting down")
-		case <-watch:
-		case <-t.C:
-		}
-	}
+	return watchLoop(ctx, s.d.Draining, time.Duration(req.GetIntervalMs())*time.Millisecond,
+		s.d.Changes.Watch, func() *kvpb.ChangeProgress { return s.d.Changes.Progress(ctx) }, stream.Send,
+		func(p *kvpb.ChangeProgress) bool { return !p.GetState().InFlight() })
 }
 
 // AbortChange cancels the change in flight and returns its final progress.

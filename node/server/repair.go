@@ -77,37 +77,9 @@ func (s *Admin) WatchRepair(req *kvpb.RepairStatusRequest, stream kvpb.Admin_Wat
 	if err := s.repairs(); err != nil {
 		return GRPCError(err)
 	}
-	every := time.Duration(req.GetIntervalMs()) * time.Millisecond
-	if every <= 0 {
-		every = time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	ctx := stream.Context()
-	for {
-		watch := s.d.Repairs.Watch()
-		p := s.d.Repairs.Progress()
-		if err := stream.Send(p); err != nil {
-			return err
-		}
-		if p.GetState() != kvpb.RepairState_REPAIR_STATE_RUNNING {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.d.Draining:
-			return status.Error(codes.Unavailable, "node is shutting down")
-		case <-watch:
-			// At most one message per 100 ms however fast ranges finish.
-			select {
-			case <-time.After(100 * time.Millisecond):
-			case <-ctx.Done():
-				return nil
-			}
-		case <-t.C:
-		}
-	}
+	return watchLoop(stream.Context(), s.d.Draining, time.Duration(req.GetIntervalMs())*time.Millisecond,
+		s.d.Repairs.Watch, s.d.Repairs.Progress, stream.Send,
+		func(p *kvpb.RepairProgress) bool { return p.GetState() != kvpb.RepairState_REPAIR_STATE_RUNNING })
 }
 
 // AbortRepair stops this node's session in flight and returns its final progress.
