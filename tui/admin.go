@@ -156,72 +156,66 @@ func (s *AdminSource) Run(ctx context.Context) error {
 	}
 }
 
-// watchStats keeps one WatchStats stream to addr, reconnecting after Retry.
+// watchStats keeps one WatchStats stream to addr; a stream that goes silent (a hung node) is
+// dropped after a few intervals.
 func (s *AdminSource) watchStats(ctx context.Context, addr string) {
-	for ctx.Err() == nil {
-		if err := s.streamStats(ctx, addr); err != nil && status.Code(err) == codes.Unimplemented {
-			s.wait(ctx, 10*s.cfg.Retry)
-			continue
-		}
-		s.wait(ctx, s.cfg.Retry)
-	}
-}
-
-func (s *AdminSource) streamStats(ctx context.Context, addr string) error {
-	c, err := s.cfg.Dial(addr)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := c.WatchStats(ctx, &kvpb.StatsRequest{IntervalMs: uint32(s.cfg.Interval.Milliseconds()), Vnodes: true})
-	if err != nil {
-		return err
-	}
-	for {
-		// A stream that goes silent (a hung node) is dropped after a few intervals.
-		timer := time.AfterFunc(4*s.cfg.Interval+time.Second, cancel)
-		ns, err := st.Recv()
-		timer.Stop()
+	keepWatching(ctx, s, s.stats, 4*s.cfg.Interval+time.Second, func(ctx context.Context) (watchStream[*kvpb.NodeStats], error) {
+		c, err := s.cfg.Dial(addr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		select {
-		case s.stats <- ns:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		return c.WatchStats(ctx, &kvpb.StatsRequest{IntervalMs: uint32(s.cfg.Interval.Milliseconds()), Vnodes: true})
+	})
 }
 
+// watchChange keeps one WatchChange stream to the first node that answers.
 func (s *AdminSource) watchChange(ctx context.Context) {
+	keepWatching(ctx, s, s.changes, 0, func(ctx context.Context) (watchStream[*kvpb.ChangeProgress], error) {
+		return each(ctx, s, "watch change", func(c kvpb.AdminClient) (watchStream[*kvpb.ChangeProgress], error) {
+			return c.WatchChange(ctx, &kvpb.ChangeStatusRequest{IntervalMs: 1000})
+		})
+	})
+}
+
+// watchStream is an Admin watch stream of T.
+type watchStream[T any] interface{ Recv() (T, error) }
+
+// keepWatching is the console's one watch loop: it opens a stream, passes what it receives
+// to out, and opens it again Retry after it ends (ten times Retry when the node lacks the
+// RPC), until ctx ends. silence > 0 drops a stream that sends nothing for that long.
+func keepWatching[T any](ctx context.Context, s *AdminSource, out chan<- T, silence time.Duration, open func(context.Context) (watchStream[T], error)) {
 	for ctx.Err() == nil {
-		err := s.streamChange(ctx)
+		err := func() error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			st, err := open(ctx)
+			if err != nil {
+				return err
+			}
+			for {
+				var timer *time.Timer
+				if silence > 0 {
+					timer = time.AfterFunc(silence, cancel)
+				}
+				v, err := st.Recv()
+				if timer != nil {
+					timer.Stop()
+				}
+				if err != nil {
+					return err
+				}
+				select {
+				case out <- v:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}()
 		if status.Code(err) == codes.Unimplemented {
 			s.wait(ctx, 10*s.cfg.Retry)
 			continue
 		}
 		s.wait(ctx, s.cfg.Retry)
-	}
-}
-
-func (s *AdminSource) streamChange(ctx context.Context) error {
-	st, err := each(ctx, s, "watch change", func(c kvpb.AdminClient) (kvpb.Admin_WatchChangeClient, error) {
-		return c.WatchChange(ctx, &kvpb.ChangeStatusRequest{IntervalMs: 1000})
-	})
-	if err != nil {
-		return err
-	}
-	for {
-		p, err := st.Recv()
-		if err != nil {
-			return err
-		}
-		select {
-		case s.changes <- p:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 }
 
