@@ -92,6 +92,7 @@ type Config struct {
 	IdleTimeout     time.Duration
 	// MinFreeDisk is the free space kept on the data volume: below it writes and replica
 	// applies are refused (HTTP 507), reads go on, and writes resume once space is back.
+	// The default (store.DefaultReserve) fits the volume: 5%, between 4 MiB and 1 GiB.
 	MinFreeDisk store.Reserve
 	// Hinted handoff: MaxHintBytes bounds the hints kept on disk for peers that
 	// missed writes (the oldest of the peer with the most go first); MaxHintWindow drops hints
@@ -394,7 +395,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
 	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above twice the p99 seen when they began")
 	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a deleted key's tombstone is kept at least this long, and purged only after a repair that began after the delete covered its range on every replica (keep it longer than a replica may stay down; 0 = never purge)")
-	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (default max(1GiB, 5%))")
+	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (\"disk full\"), reads go on, and writes resume once space is freed. Default 5% of the volume, at least 4MiB and at most 1GiB: 4MiB up to an 80MiB volume (a CI tmpfs, a container's scratch space), 1GiB from 20GiB, 0.1% of a TB (CockroachDB's ballast is min(1%, 1GiB)). Badger's memtables, tables and value-log files are sized to the reserve, so what badger writes on its own after writes stop (flushes, compactions) fits in it at any size; an eighth of it is held in a ballast file, deleted when something else fills the volume. A volume under 8MiB is refused; 0 keeps no reserve")
 	return fs
 }
 

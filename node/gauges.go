@@ -59,8 +59,8 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
 	if !n.cfg.InMemory {
-		free, reserve := n.st.Disk()
-		gauge(descDiskFree, float64(free))
+		_, _, reserve := n.st.Disk()
+		gauge(descDiskFree, float64(n.freeDisk()))
 		gauge(descDiskReserve, float64(reserve))
 	}
 	gauge(descClockBound, n.cfg.MaxClockOffset.Seconds())

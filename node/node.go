@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -471,7 +470,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: version.Get().Short(), RaftRole: n.cl.Role(),
-		FreeDiskBytes: freeDisk(n.cfg.DataDir), Process: admin.Process(),
+		FreeDiskBytes: n.freeDisk(), Process: admin.Process(),
 		Problems: n.problems(),
 	}
 	if n.cfg.Advertise != "" {
@@ -536,14 +535,18 @@ func (n *Node) Config() Config { return n.cfg }
 // Store returns the node's store (for tests and tools that inspect copies).
 func (n *Node) Store() *store.Store { return n.st }
 
-// freeDisk is the free space of the file system holding dir (0 when unknown or in memory).
-func freeDisk(dir string) uint64 {
-	if dir == "" {
+// freeDisk is the free space of the data volume (0 when unknown or in memory): as the store
+// last measured it when it watches the volume, else measured now.
+func (n *Node) freeDisk() uint64 {
+	if free, total, _ := n.st.Disk(); total > 0 {
+		return free
+	}
+	if n.cfg.InMemory || n.cfg.DataDir == "" {
 		return 0
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	free, _, err := store.Volume(n.cfg.DataDir)
+	if err != nil {
 		return 0
 	}
-	return st.Bavail * uint64(st.Bsize)
+	return free
 }

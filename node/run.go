@@ -111,6 +111,9 @@ func (n *Node) Run(ctx context.Context) error {
 	mcancel()
 	wg.Wait()
 	errs = append(errs, n.coord.Close())
+	// Badger flushes its memtables into memory-mapped files at Close, the hints' first: on a
+	// volume something else has filled, a look now frees the store's ballast for them.
+	n.st.CheckDisk()
 	if e := n.hints.Close(); e != nil {
 		errs = append(errs, fmt.Errorf("close hints: %w", e))
 	}

@@ -1,6 +1,10 @@
 package present
 
-import "ringkv/proto/kvpb"
+import (
+	"strings"
+
+	"ringkv/proto/kvpb"
+)
 
 // DiskFull is how kvctl and the console name a node whose data volume is below its reserve.
 const DiskFull = "DISK FULL"
@@ -12,12 +16,13 @@ const DiskFullShort = "FULL"
 // damaged data.
 const DataDamaged = "DATA DAMAGED"
 
-// Faults is the note of a node's faults in kvctl status: "DISK FULL", "DATA DAMAGED: 12
-// ranges damaged, awaiting repair (…)", or both; "" when it has none.
+// Faults is the note of a node's faults in kvctl status: "DISK FULL: 3.9 MiB free of 16.0
+// MiB, reserve 4.0 MiB (--min-free-disk)", "DATA DAMAGED: 12 ranges damaged, awaiting repair
+// (…)", or both; "" when it has none.
 func Faults(info *kvpb.NodeInfoResponse) string {
 	var s string
-	if info.GetDiskFull() != "" {
-		s = DiskFull
+	if r := info.GetDiskFull(); r != "" {
+		s = DiskFull + ": " + strings.TrimPrefix(r, "disk full: ")
 	}
 	d, n := info.GetDataDamage(), info.GetDamagedRanges()
 	if d == "" && n == 0 {

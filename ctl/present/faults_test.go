@@ -12,10 +12,10 @@ func TestFaults(t *testing.T) {
 		want string
 	}{
 		{&kvpb.NodeInfoResponse{}, ""},
-		{&kvpb.NodeInfoResponse{DiskFull: "x"}, "DISK FULL"},
+		{&kvpb.NodeInfoResponse{DiskFull: "disk full: 1.0 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk)"}, "DISK FULL: 1.0 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk)"},
 		{&kvpb.NodeInfoResponse{DataDamage: "MANIFEST missing", DamagedRanges: 12},
 			"DATA DAMAGED: 12 ranges damaged, awaiting repair (MANIFEST missing)"},
-		{&kvpb.NodeInfoResponse{DiskFull: "x", DataDamage: "no other replica"}, "DISK FULL; DATA DAMAGED (no other replica)"},
+		{&kvpb.NodeInfoResponse{DiskFull: "x", DataDamage: "no other replica"}, "DISK FULL: x; DATA DAMAGED (no other replica)"},
 	} {
 		if got := Faults(tc.info); got != tc.want {
 			t.Errorf("Faults(%v): got %q, want %q", tc.info, got, tc.want)

@@ -129,7 +129,7 @@ func quarantine(dir string) (string, error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || name == marksFile || name == "LOCK" {
+		if e.IsDir() || name == marksFile || name == ballastFile || name == "LOCK" {
 			continue
 		}
 		if err := os.Rename(filepath.Join(dir, name), filepath.Join(dst, name)); err != nil {

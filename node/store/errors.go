@@ -18,6 +18,8 @@ var (
 	// below Config.MinFreeDisk: the write is refused before badger sees it. HTTP 507, gRPC
 	// ResourceExhausted. Writes resume by themselves once space is freed.
 	ErrDiskFull = errors.New("disk full")
+	// ErrVolumeTooSmall is returned by Open for a data volume smaller than MinVolume.
+	ErrVolumeTooSmall = errors.New("data volume too small")
 	// ErrDamaged is returned by Open for a store whose files are damaged (a checksum
 	// mismatch, a malformed or missing file, fewer keys than the store held); with
 	// Config.Recover it opens what is left instead (Store.Damage).

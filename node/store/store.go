@@ -83,15 +83,24 @@ func Open(cfg Config) (*Store, error) {
 	var d *disk
 	if !cfg.InMemory && cfg.MinFreeDisk != (Reserve{}) {
 		// The volume is looked at before badger opens: on a full disk the store opens
-		// read-only (writes refused), and badger's memtables are sized to fit the reserve.
-		d = &disk{dir: cfg.Dir, reserve: cfg.MinFreeDisk, warn: logger.Warn}
-		d.check()
+		// read-only (writes refused), and badger's sizes are fitted to the reserve.
+		var err error
+		if d, err = newDisk(cfg.Dir, cfg.MinFreeDisk, logger.Warn); err != nil {
+			return nil, err
+		}
 		opts = fitReserve(opts, d.need.Load())
 		if err := d.err(); err != nil {
-			// Read-only badger replays its logs into memory and neither flushes nor
-			// compacts: nothing is written into space the volume does not have.
-			logger.Warn("opening on a full disk: read-only until space is freed", "err", err)
-			opts = opts.WithReadOnly(true)
+			if _, serr := os.Stat(filepath.Join(cfg.Dir, "MANIFEST")); serr == nil {
+				// Read-only badger replays its logs into memory and neither flushes nor
+				// compacts: nothing is written into space the volume does not have.
+				logger.Warn("opening on a full disk: read-only until space is freed", "err", err)
+				opts = opts.WithReadOnly(true)
+			} else {
+				// A new store has no log to replay, and badger's read-only open needs the
+				// MANIFEST that only a read-write open creates (a few bytes): it opens for
+				// writing, and writes are refused all the same until space is freed.
+				logger.Warn("opening a new store on a full disk: writes refused until space is freed", "err", err)
+			}
 		}
 	}
 	db, n, mk, damage, err := openChecked(cfg, opts, logger)
@@ -781,6 +790,18 @@ func (s *Store) Close() error {
 	<-s.marksDone
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
+	if s.disk != nil && !s.readOnly.Load() {
+		// Badger flushes its memtable at Close into a memory-mapped table: on a volume with no
+		// room that is a SIGBUS. A look now deletes the ballast when the volume is full;
+		// when even that leaves no room for the flush, badger is left unclosed, as after a
+		// crash: its write-ahead log holds every acknowledged write, replayed at the next Open.
+		s.disk.check()
+		if free, _, err := Volume(s.cfg.Dir); err == nil && free < 2*uint64(s.db.Opts().MemTableSize) {
+			s.logger.Warn("disk full at close: badger's memtable left unflushed in its write-ahead log, replayed at the next start",
+				"free", free, "memtable", s.db.Opts().MemTableSize)
+			return nil
+		}
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close badger: %w", err)
 	}
