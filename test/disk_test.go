@@ -151,7 +151,7 @@ func smallVolume(t *testing.T, mnt string) {
 			filler++
 			code, body := put(fmt.Sprintf("fill-%04d", filler))
 			if code == http.StatusInsufficientStorage {
-				if !diskFullLine(body) {
+				if !diskFullLine(body) || !strings.HasPrefix(body, "disk full: ") {
 					t.Fatalf("507 body: got %q, want \"disk full: X free of Y, reserve Z (--min-free-disk)\"", body)
 				}
 				t.Logf("507 after %d acknowledged 64 KiB writes: %s", len(acked), strings.TrimSpace(body))

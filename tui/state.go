@@ -62,6 +62,7 @@ type node struct {
 	id, addr string
 	state    kvpb.NodeState // from Status / ring
 	stats    *kvpb.NodeStats
+	diskFull string    // why its disk is full, from Status; "" when it is not
 	lastSeen time.Time // zero: never
 	down     bool
 	share    float64
@@ -131,6 +132,13 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 		n := m.node(ns.GetId())
 		n.addr = ns.GetGrpcAddr()
 		n.state = ns.GetState()
+		if info := ns.GetInfo(); info != nil {
+			was := n.diskFull
+			n.diskFull = info.GetDiskFull()
+			if (was != "") != (n.diskFull != "") { // logged as it fills and as it has room again
+				m.logEvent(now, present.DiskFullEvent(n.id, n.diskFull), n.diskFull != "")
+			}
+		}
 	}
 	if c := r.GetChange(); c != nil {
 		m.onChange(c, now)
@@ -273,9 +281,6 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 	}
 	n := m.node(s.GetId())
 	n.errRates = errRates(n.stats, s)
-	if s.GetDiskFull() != n.stats.GetDiskFull() {
-		m.logEvent(now, present.DiskFullEvent(n.id, s.GetDiskFull()), s.GetDiskFull())
-	}
 	n.stats = s
 	n.lastSeen = now
 	if n.down {

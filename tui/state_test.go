@@ -34,6 +34,10 @@ func TestApply(t *testing.T) {
 	stats := func(id string, epoch uint64) StatsMsg {
 		return StatsMsg{Stats: &kvpb.NodeStats{Id: id, Epoch: epoch, OpsPerSec: 10}}
 	}
+	diskFull := func(id, reason string) StatusMsg {
+		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Replicas: 3, Nodes: []*kvpb.NodeStatus{
+			{Id: id, GrpcAddr: id + ":9090", State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{DiskFull: reason}}}}}
+	}
 	change := func(id uint64, state kvpb.ChangeState) ChangeMsg {
 		return ChangeMsg{Progress: &kvpb.ChangeProgress{Id: id, State: state,
 			Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}}}
@@ -88,6 +92,14 @@ func TestApply(t *testing.T) {
 			steps:      []step{{0, status(1, "n1")}, {1600, TickMsg{}}, {1700, stats("n1", 1)}},
 			wantStates: "n1=UP", wantEpoch: 1,
 			wantEvents: []string{"node n1 down (no stats for 1.6s)", "node n1 up"}, wantRows: true,
+		},
+		{
+			name: "a full disk is logged once with its reason, and the room back",
+			steps: []step{{0, diskFull("n1", "")}, {10, diskFull("n1", "disk full: 3.9 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk)")},
+				{20, diskFull("n1", "disk full: 3.8 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk)")}, {30, diskFull("n1", "")}},
+			wantStates: "n1=UP", wantEpoch: 1,
+			wantEvents: []string{"node n1 DISK FULL: 3.9 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk); writes refused",
+				"node n1 has disk space again: writes resume"},
 		},
 		{
 			name:       "a change is logged once per state",

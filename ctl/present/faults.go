@@ -41,10 +41,12 @@ func Faults(info *kvpb.NodeInfoResponse) string {
 	return s
 }
 
-// DiskFullEvent is the console's event line when a node's disk fills up or has room again.
-func DiskFullEvent(id string, full bool) string {
-	if full {
-		return "node " + id + " " + DiskFull + ": writes refused"
+// DiskFullEvent is the console's event line when a node's disk fills up (reason is its
+// NodeInfo.disk_full: "disk full: 3.9 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk)")
+// or has room again (reason "").
+func DiskFullEvent(id, reason string) string {
+	if reason != "" {
+		return "node " + id + " " + DiskFull + ": " + strings.TrimPrefix(reason, "disk full: ") + "; writes refused"
 	}
 	return "node " + id + " has disk space again: writes resume"
 }

@@ -215,16 +215,19 @@ func size(n uint64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// admit is nil when a write of n bytes may go to badger, else the ErrDiskFull reason.
+// admit is nil when a write of n bytes may go to badger, else the ErrDiskFull reason. The
+// write whose look finds the volume full still goes (the slack is there for it), so the
+// writes refused are those after it, refused by the node before they reach a replica: the
+// client is told "disk full: …" and not that a replica failed.
 func (d *disk) admit(n int) error {
 	if d == nil {
 		return nil
 	}
-	if d.written.Add(int64(n)) > d.slack.Load() {
-		d.check()
-	}
 	if e := d.full.Load(); e != nil {
 		return *e
+	}
+	if d.written.Add(int64(n)) > d.slack.Load() {
+		d.check()
 	}
 	return nil
 }
