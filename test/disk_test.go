@@ -71,11 +71,11 @@ func umount(t *testing.T, dir string) {
 // freeBytes is the free space of the file system holding dir.
 func freeBytes(t *testing.T, dir string) int64 {
 	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	free, _, err := store.Volume(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bavail) * st.Bsize
+	return int64(free)
 }
 
 // randomValue is key's 64 KiB value, incompressible (badger compresses its tables).

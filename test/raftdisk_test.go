@@ -31,9 +31,8 @@ func fillUp(t *testing.T, dir string) {
 			chunk = chunk[:len(chunk)/2]
 		}
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil || st.Bavail != 0 {
-		t.Fatalf("after filling %s: %d blocks free (%v), want 0", dir, st.Bavail, err)
+	if free := freeBytes(t, dir); free != 0 {
+		t.Fatalf("after filling %s: %d bytes free, want 0", dir, free)
 	}
 }
 
