@@ -105,7 +105,7 @@ func openBreakers(bs []*kvpb.BreakerState) []string {
 // node has none), else the peers whose breaker is open: "open: n2,n3".
 func Breakers(bs []*kvpb.BreakerState) string {
 	if open := openBreakers(bs); len(open) > 0 {
-		return "open: " + strings.Join(open, ",")
+		return BreakerState(kvpb.BreakerState_OPEN) + ": " + strings.Join(open, ",")
 	}
 	return "ok"
 }
@@ -115,9 +115,9 @@ func Breakers(bs []*kvpb.BreakerState) string {
 func BreakersShort(bs []*kvpb.BreakerState) string {
 	switch open := openBreakers(bs); {
 	case len(open) == 1:
-		return "open " + open[0]
+		return BreakerState(kvpb.BreakerState_OPEN) + " " + open[0]
 	case len(open) > 1:
-		return fmt.Sprintf("%d open", len(open))
+		return fmt.Sprintf("%d %s", len(open), BreakerState(kvpb.BreakerState_OPEN))
 	}
 	return "ok"
 }
