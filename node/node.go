@@ -211,6 +211,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if n.hints, err = hints.Open(hints.Config{
 		Dir: hints.Path(cfg.DataDir), InMemory: cfg.InMemory, SyncWrites: cfg.SyncWrites,
 		MaxBytes: cfg.MaxHintBytes, MaxAge: cfg.MaxHintWindow, Writable: n.st.DiskFull, Logger: logger,
+		Badger: n.st.FitBadger,
 	}); err != nil {
 		return nil, fmt.Errorf("open hints: %w", err)
 	}

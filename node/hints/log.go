@@ -117,6 +117,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives badger's warnings; nil = slog.Default().
 	Logger *slog.Logger
+	// Badger, if set, adjusts the badger options after the log has set its own
+	// (Store.FitBadger: sizes fitted to the data volume's reserve, which the hints share).
+	Badger func(badger.Options) badger.Options
 }
 
 // Hint is one record owed to a peer.
@@ -171,6 +174,9 @@ func Open(cfg Config) (*Log, error) {
 		WithIndexCacheSize(0).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2)
+	if cfg.Badger != nil {
+		opts = cfg.Badger(opts)
+	}
 	// Damaged hints never keep a node from starting (no --recover needed, unlike the store):
 	// every write a hint holds is also on the replicas that acknowledged it, so losing hints
 	// loses no acknowledged write, only the fast way to the replica that missed it.

@@ -193,6 +193,24 @@ func TestHintsDiskFull(t *testing.T) {
 	}
 }
 
+// TestHintsFittedToReserve: the log's badger takes the sizes the store fits to its volume's
+// reserve (Store.FitBadger through Config.Badger): on a small volume its memtable flush at
+// Close must fit in what the reserve keeps free.
+func TestHintsFittedToReserve(t *testing.T) {
+	scfg := store.DefaultConfig()
+	scfg.Dir, scfg.MinFreeDisk = t.TempDir(), store.Reserve{Bytes: 4 << 20}
+	st, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := openHints(t, Config{Dir: t.TempDir(), Badger: st.FitBadger})
+	defer h.Close()
+	if got, want := h.db.Opts().MemTableSize, int64(256<<10); got != want {
+		t.Errorf("hints memtable with a 4 MiB reserve: got %d, want %d", got, want)
+	}
+}
+
 // Hints live beside the store, under its directory, and never show in its scans, counts,
 // deletes or key count; the store's own files and marks are untouched.
 func TestHintsInvisibleToStore(t *testing.T) {

@@ -297,6 +297,16 @@ func (s *Store) reopen() {
 	s.logger.Info("disk space back: store reopened for writes")
 }
 
+// FitBadger fits the options of another badger database on the store's volume (the hints')
+// to the store's reserve as the store's own are (see fitReserve), so that its flushes and
+// compactions after writes stop fit in the reserve too. Unchanged without a reserve.
+func (s *Store) FitBadger(opts badger.Options) badger.Options {
+	if s.disk == nil {
+		return opts
+	}
+	return fitReserve(opts, s.disk.need.Load())
+}
+
 // CheckDisk looks at the volume now (as the store does every DiskCheckInterval): on a full
 // volume it deletes the ballast, so that what badger writes on its own next — a flush at
 // Close, the store's or another badger's on the same volume — finds room.
