@@ -15,9 +15,9 @@ var (
 	raftWords = map[kvpb.RaftRole]string{
 		kvpb.RaftRole_RAFT_ROLE_NONE:      "none",
 		kvpb.RaftRole_RAFT_ROLE_LEADER:    "leader",
-		kvpb.RaftRole_RAFT_ROLE_FOLLOWER:  "follower",
+		kvpb.RaftRole_RAFT_ROLE_FOLLOWER:  "voter",
 		kvpb.RaftRole_RAFT_ROLE_CANDIDATE: "candidate",
-		kvpb.RaftRole_RAFT_ROLE_NONVOTER:  "nonvoter",
+		kvpb.RaftRole_RAFT_ROLE_NONVOTER:  "non-voter",
 	}
 	breakerWords = map[kvpb.BreakerState_State]string{
 		kvpb.BreakerState_CLOSED: "closed",
@@ -36,7 +36,8 @@ func word[E comparable](words map[E]string, e E) string {
 // plan's ownership after the change).
 func NodeState(s kvpb.NodeState) string { return word(nodeWords, s) }
 
-// RaftRole renders a node's raft role: "leader", "follower", "candidate", "nonvoter", "none".
+// RaftRole renders a node's raft role: "leader", "voter" (a follower), "candidate",
+// "non-voter", "none".
 func RaftRole(r kvpb.RaftRole) string { return word(raftWords, r) }
 
 // BreakerState renders a circuit breaker's state: "closed", "open".

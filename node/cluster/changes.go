@@ -132,6 +132,11 @@ func (c *Cluster) Begin(ctx context.Context, req ChangeRequest) (*Change, error)
 }
 
 func (c *Cluster) beginLocal(req ChangeRequest) (uint64, error) {
+	if ch := c.fsm.load().change; ch != nil && ch.Kind == req.Kind && ch.NodeID == req.NodeID && ch.Addr == req.Addr && slices.Equal(ch.Tokens, req.Tokens) {
+		// The same change is in flight: journaled by an earlier attempt of this request whose
+		// answer was lost when leadership moved (Begin retries then).
+		return ch.ID, nil
+	}
 	plan, err := c.Plan(req)
 	if err != nil {
 		return 0, err
@@ -336,9 +341,12 @@ func (c *Cluster) reconcile(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// reconcileMembers makes raft's configuration follow the ring: members of the current ring are
-// voters up to MaxVoters (the rest non-voters), a newcomer of the change in flight is a
-// non-voter, and servers in neither ring are removed (this node last).
+// reconcileMembers makes raft's configuration follow the ring: members of the current ring
+// join raft as non-voters, and the leader keeps Voters(members, MaxVoters) of them voting —
+// promoting live non-voters (lowest id first) when voters are missing, left, or have missed its
+// heartbeats for DeadVoterAfter, and demoting the voters beyond that number (dead ones first);
+// a newcomer of the change in flight is a non-voter; servers in neither ring are removed
+// after RemoveGrace (this node last).
 func (c *Cluster) reconcileMembers(p *published) error {
 	f := c.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -346,12 +354,8 @@ func (c *Cluster) reconcileMembers(p *published) error {
 	}
 	conf := f.Configuration()
 	inConf := map[string]raft.Server{}
-	voters := 0
 	for _, s := range conf.Servers {
 		inConf[string(s.ID)] = s
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
 	}
 	current := p.view.Current.Members()
 	desired := map[string]ring.Member{}
@@ -369,28 +373,7 @@ func (c *Cluster) reconcileMembers(p *published) error {
 	}
 	to := c.cfg.ApplyTimeout
 	var errs []error
-	for _, m := range current {
-		s, ok := inConf[m.ID]
-		switch {
-		case ok && (s.Suffrage == raft.Voter || voters >= c.cfg.MaxVoters):
-			continue
-		case voters < c.cfg.MaxVoters:
-			// AddVoter also promotes a non-voter.
-			if err := c.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Addr), 0, to).Error(); err != nil {
-				errs = append(errs, fmt.Errorf("add voter %s: %w", m.ID, err))
-				continue
-			}
-			voters++
-			c.logger.Info("raft voter added", "id", m.ID, "addr", m.Addr)
-		default:
-			if err := c.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Addr), 0, to).Error(); err != nil {
-				errs = append(errs, fmt.Errorf("add non-voter %s: %w", m.ID, err))
-				continue
-			}
-			c.logger.Info("raft non-voter added", "id", m.ID, "addr", m.Addr)
-		}
-	}
-	for _, m := range newcomers {
+	for _, m := range append(slices.Clone(current), newcomers...) {
 		if _, ok := inConf[m.ID]; ok {
 			continue
 		}
@@ -398,8 +381,11 @@ func (c *Cluster) reconcileMembers(p *published) error {
 			errs = append(errs, fmt.Errorf("add non-voter %s: %w", m.ID, err))
 			continue
 		}
-		c.logger.Info("raft non-voter added for the change in flight", "id", m.ID, "addr", m.Addr)
+		inConf[m.ID] = raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Addr), Suffrage: raft.Nonvoter}
+		c.logger.Info("raft non-voter added", "id", m.ID, "addr", m.Addr)
 	}
+	errs = append(errs, c.placeVoters(current, inConf)...)
+
 	var gone []raft.ServerID
 	now := time.Now()
 	for _, s := range conf.Servers {
@@ -430,6 +416,63 @@ func (c *Cluster) reconcileMembers(p *published) error {
 		c.logger.Info("raft server removed", "id", id)
 	}
 	return errors.Join(errs...)
+}
+
+// placeVoters promotes and demotes members of the current ring so that Voters(len(current),
+// MaxVoters) live members vote. inConf is raft's configuration by id.
+func (c *Cluster) placeVoters(current []ring.Member, inConf map[string]raft.Server) []error {
+	target := Voters(len(current), c.cfg.MaxVoters)
+	dead := func(id string) bool {
+		return id != c.cfg.ID && c.cfg.DeadVoterAfter > 0 && c.silent.longerThan(id, c.cfg.DeadVoterAfter)
+	}
+	var live, deadVoters, candidates []ring.Member
+	for _, m := range current { // sorted by id
+		s, ok := inConf[m.ID]
+		switch {
+		case !ok:
+		case s.Suffrage == raft.Voter && dead(m.ID):
+			deadVoters = append(deadVoters, m)
+		case s.Suffrage == raft.Voter:
+			live = append(live, m)
+		case !dead(m.ID):
+			candidates = append(candidates, m)
+		}
+	}
+	to := c.cfg.ApplyTimeout
+	var errs []error
+	for len(live) < target && len(candidates) > 0 {
+		m := candidates[0]
+		candidates = candidates[1:]
+		// AddVoter promotes a non-voter.
+		if err := c.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Addr), 0, to).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("promote %s to voter: %w", m.ID, err))
+			continue
+		}
+		live = append(live, m)
+		c.logger.Info("raft voter added", "id", m.ID, "addr", m.Addr, "voters", len(live), "target", target)
+	}
+	// Beyond the target: the dead voters first (once enough live ones vote), then the live
+	// ones with the highest ids, never this node (the leader).
+	var extra []ring.Member
+	if len(live) >= target {
+		extra = deadVoters
+	}
+	surplus := len(live) - target
+	for i := len(live) - 1; i >= 0 && surplus > 0; i-- {
+		if live[i].ID == c.cfg.ID {
+			continue
+		}
+		extra = append(extra, live[i])
+		surplus--
+	}
+	for _, m := range extra {
+		if err := c.raft.DemoteVoter(raft.ServerID(m.ID), 0, to).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("demote voter %s: %w", m.ID, err))
+			continue
+		}
+		c.logger.Info("raft voter demoted to non-voter", "id", m.ID, "dead", slices.ContainsFunc(deadVoters, func(d ring.Member) bool { return d.ID == m.ID }), "target", target)
+	}
+	return errs
 }
 
 func boolInt(b bool) int {

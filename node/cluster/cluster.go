@@ -64,8 +64,12 @@ type Config struct {
 	// Replicas is the replication factor fixed at founding; Vnodes the tokens per node.
 	Replicas int
 	Vnodes   int
-	// MaxVoters caps raft voters; further members join as non-voters.
+	// MaxVoters caps raft voters; the group keeps an odd number of them (Voters), and the
+	// other members are non-voters.
 	MaxVoters int
+	// DeadVoterAfter is how long a voter may miss the leader's heartbeats before the leader
+	// hands its vote to a live non-voter (0: never).
+	DeadVoterAfter time.Duration
 	// ApplyTimeout bounds one raft apply or membership change on the leader.
 	ApplyTimeout time.Duration
 	// ReconcileInterval is how often the leader retries its duties (journal the founders' ring,
@@ -96,6 +100,7 @@ func DefaultConfig() Config {
 		ApplyTimeout:      10 * time.Second,
 		ReconcileInterval: time.Second,
 		RemoveGrace:       5 * time.Second,
+		DeadVoterAfter:    10 * time.Second,
 		RaftLogLevel:      "warn",
 	}
 }
@@ -115,7 +120,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: vnodes %d < 1: %w", c.Vnodes, ErrInvalidArgument)
 	case c.MaxVoters < 1:
 		return fmt.Errorf("cluster: max voters %d < 1: %w", c.MaxVoters, ErrInvalidArgument)
-	case c.ApplyTimeout <= 0 || c.ReconcileInterval <= 0 || c.RemoveGrace < 0:
+	case c.ApplyTimeout <= 0 || c.ReconcileInterval <= 0 || c.RemoveGrace < 0 || c.DeadVoterAfter < 0:
 		return fmt.Errorf("cluster: non-positive timeout: %w", ErrInvalidArgument)
 	}
 	if len(c.Peers) > 0 {
@@ -156,6 +161,8 @@ type Cluster struct {
 
 	// departed: when the leader first saw each raft server outside the ring (Run's goroutine only).
 	departed map[string]time.Time
+	// silent: the raft servers that miss this node's heartbeats while it leads, and since when.
+	silent *silence
 
 	closeOnce sync.Once
 	closeErr  error
@@ -174,7 +181,7 @@ func New(cfg Config) (*Cluster, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "cluster")
-	c := &Cluster{cfg: cfg, logger: logger, departed: map[string]time.Time{}}
+	c := &Cluster{cfg: cfg, logger: logger, departed: map[string]time.Time{}, silent: newSilence()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -250,20 +257,29 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state: %w", err)
 	}
+	if !existing && len(cfg.Peers) > 0 {
+		// Every founder writes the same first configuration before raft starts, the non-voters
+		// too (raft's live bootstrap refuses a node that would not vote): the voters elect a
+		// leader among themselves, which then finds the non-voters' logs already matching.
+		conf := founderConfiguration(cfg.Peers, cfg.MaxVoters)
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, c.trans, conf); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("bootstrap raft: %w", err)
+		}
+		role := "non-voter"
+		if hasVote(conf, cfg.ID) {
+			role = "voter"
+		}
+		logger.Info("bootstrapped cluster metadata", "founders", len(cfg.Peers), "voters", Voters(len(cfg.Peers), cfg.MaxVoters), "role", role)
+	}
 	c.raft, err = raft.NewRaft(rc, c.fsm, logs, stable, snaps, c.trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	c.raft.RegisterObserver(raft.NewObserver(nil, false, c.silent.observe))
 	switch {
 	case existing:
 		logger.Info("recovered cluster metadata from disk", "dir", cfg.Dir, "ring", c.hasRing)
-	case len(cfg.Peers) > 0:
-		f := c.raft.BootstrapCluster(founderConfiguration(cfg.Peers, cfg.MaxVoters))
-		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return nil, fmt.Errorf("bootstrap raft: %w", err)
-		}
-		logger.Info("bootstrapped cluster metadata", "founders", len(cfg.Peers))
-	default:
+	case len(cfg.Peers) == 0:
 		logger.Info("no ring: awaiting admission by a ring change")
 	}
 	if !c.hasRing && c.founder != nil {
@@ -291,13 +307,27 @@ func founderRing(cfg Config) (*ring.Ring, error) {
 	return r, nil
 }
 
+// Voters is how many of members raft voters the metadata group keeps: as many as it can up
+// to maxVoters, but an odd number — a fourth voter of four tolerates no more failures than
+// three do, and makes the quorum larger.
+func Voters(members, maxVoters int) int {
+	n := min(members, maxVoters)
+	if n > 1 && n%2 == 0 {
+		n--
+	}
+	return max(n, 0)
+}
+
+// founderConfiguration is the founders' first raft configuration: the first Voters founders
+// by id vote, the others are non-voters.
 func founderConfiguration(peers []Peer, maxVoters int) raft.Configuration {
 	sorted := slices.Clone(peers)
 	slices.SortFunc(sorted, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	voters := Voters(len(sorted), maxVoters)
 	var conf raft.Configuration
 	for i, p := range sorted {
 		s := raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)}
-		if i >= maxVoters {
+		if i >= voters {
 			s.Suffrage = raft.Nonvoter
 		}
 		conf.Servers = append(conf.Servers, s)
@@ -375,7 +405,7 @@ func (c *Cluster) Term() uint64 { return c.raft.CurrentTerm() }
 // IsLeader reports whether this node is the raft leader.
 func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
 
-// Role is this node's raft role: leader, follower, nonvoter, candidate or none.
+// Role is this node's raft role: leader, follower (a voter), non-voter, candidate or none.
 func (c *Cluster) Role() kvpb.RaftRole {
 	switch c.raft.State() {
 	case raft.Leader:

@@ -92,10 +92,15 @@ func TestFounderConfiguration(t *testing.T) {
 		wantVoters          int
 	}{
 		{1, 5, 1},
+		{2, 5, 1},
 		{3, 5, 3},
+		{4, 5, 3},
 		{5, 5, 5},
+		{6, 5, 5},
 		{7, 5, 5},
+		{9, 5, 5},
 		{4, 3, 3},
+		{8, 4, 3},
 	}
 	for _, tt := range tests {
 		var peers []Peer

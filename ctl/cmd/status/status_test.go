@@ -94,7 +94,7 @@ func TestStatusOfCluster(t *testing.T) {
 				continue
 			}
 			// NODE ADDR STATE ROLE EPOCH OPS/S P99 KEYS DISK FREE HINTS LAST-REPAIRED BREAKERS NOTE
-			if len(f) != 14 || f[2] != "UP" || (f[3] != "leader" && f[3] != "follower") || f[10] == "-" || f[11] == "-" || f[12] == "-" {
+			if len(f) != 14 || f[2] != "UP" || (f[3] != "leader" && f[3] != "voter") || f[10] == "-" || f[11] == "-" || f[12] == "-" {
 				t.Errorf("row %q: want 14 columns, UP, a raft role, hints, last repaired and a breaker summary", l)
 			}
 		}
@@ -158,7 +158,7 @@ func TestPrint(t *testing.T) {
 		"repair #2 on n2: n3's ranges, comparing, ranges 3/12 (25%)",
 		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tHINTS\tLAST-REPAIRED\tBREAKERS\tNOTE",
 		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\t120 (15.0 KiB)\t5m ago\topen: n3\t",
-		"n2\t127.0.0.1:9092\tUP\tfollower\t8\t0.0\t-\t0\t0 B\t-\t0, 3 dropped\tnever\tok\tepoch behind (8)",
+		"n2\t127.0.0.1:9092\tUP\tvoter\t8\t0.0\t-\t0\t0 B\t-\t0, 3 dropped\tnever\tok\tepoch behind (8)",
 		"n3\t127.0.0.1:9093\tDOWN\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tconnection refused",
 	}
 	got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
