@@ -29,6 +29,7 @@ var ErrRefused = errors.New("ring change refused")
 type Cluster interface {
 	Plan(req cluster.ChangeRequest) (*cluster.Plan, error)
 	Begin(ctx context.Context, req cluster.ChangeRequest) (*cluster.Change, error)
+	MoveDone(ctx context.Context, changeID uint64, move int) error
 	Abort(ctx context.Context, changeID uint64) error
 	SetRate(ctx context.Context, rateBytes uint64) error
 	Change() *cluster.Change
@@ -98,15 +99,17 @@ type rangeCount struct{ keys, bytes uint64 }
 
 // Plan computes what a change would do, with estimates, warnings and refusals.
 func (s *Service) Plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	plan, _, err := s.plan(ctx, req)
+	plan, _, _, err := s.plan(ctx, req)
 	return plan, err
 }
 
 // Start plans a change and journals it unless the plan has refusals (force overrides those
 // that forcing can help) or nothing to move (ErrRefused). It returns once the change is in
-// flight.
+// flight. A forced change gives up at once on the moves that cannot happen while nodes are
+// down (no live replica of the range, or a receiver that does not answer): it records them
+// done, so that the change completes without those nodes.
 func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	plan, est, err := s.plan(ctx, req)
+	plan, est, cp, err := s.plan(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +126,17 @@ func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Cha
 	ch, err := s.cfg.Cluster.Begin(ctx, cr)
 	if err != nil {
 		return nil, err
+	}
+	for i, mv := range ch.Moves {
+		m := ring.Move{Start: mv.Start, End: mv.End, Source: mv.Source, Target: mv.Target}
+		if !cp.skipped(m) || mv.Done {
+			continue
+		}
+		// Nothing will be streamed for it: its progress counts nothing.
+		est[moveKey{m.Start, m.End, m.Target}] = rangeCount{}
+		if err := s.cfg.Cluster.MoveDone(ctx, ch.ID, i); err != nil {
+			return nil, fmt.Errorf("give up move %d (%s) of change %d: %w", i, m, ch.ID, err)
+		}
 	}
 	s.estMu.Lock()
 	s.est[ch.ID] = est

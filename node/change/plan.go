@@ -17,19 +17,19 @@ import (
 // plan builds the ChangePlan of req against this node's ring: the cluster's plan, the moves'
 // estimated keys and bytes (asked of each move's source), ownership before and after, and
 // warnings and refusals from the nodes' answers.
-func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, map[moveKey]rangeCount, error) {
+func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, map[moveKey]rangeCount, copies, error) {
 	var rbWarnings []string
 	var measured, predicted map[string]float64
 	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
 		cur, _ := peers.Members(s.cfg.View())
 		if cur == nil {
-			return nil, nil, cluster.ErrNoRing
+			return nil, nil, copies{}, cluster.ErrNoRing
 		}
 		var full *kvpb.ChangeRequest
 		var err error
 		full, measured, predicted, err = s.planRebalance(ctx, cur, req, &rbWarnings)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, copies{}, err
 		}
 		if full == nil { // nothing worth moving: a plan without moves (StartChange refuses it)
 			out := &kvpb.ChangePlan{Request: req, FromEpoch: cur.Epoch(), ToEpoch: cur.Epoch(), Warnings: rbWarnings}
@@ -45,17 +45,17 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 			})
 			setLoad(out.Before, measured)
 			out.After = out.Before
-			return out, nil, nil
+			return out, nil, copies{}, nil
 		}
 		req = full
 	}
 	cr, err := changeRequest(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, copies{}, err
 	}
 	p, err := s.cfg.Cluster.Plan(cr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, copies{}, err
 	}
 	out := &kvpb.ChangePlan{
 		Request: req, FromEpoch: p.Current.Epoch(), ToEpoch: p.Next.Epoch(),
@@ -72,16 +72,23 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 	}
 	infos, errs := peers.Infos(ctx, s.cfg.Peers, members, s.cfg.Info)
 	info := map[string]*kvpb.NodeInfoResponse{}
+	dead := map[string]bool{}
 	for i, m := range members {
 		switch {
 		case errs[i] == nil:
 			info[m.ID] = infos[i]
 		case cr.Kind == cluster.KindAdd && m.ID == cr.NodeID:
 			out.Refusals = append(out.Refusals, fmt.Sprintf("%s at %s does not answer: %s", m.ID, m.Addr, peers.ErrorLine(errs[i])))
+		case cr.Kind == cluster.KindRemove && m.ID == cr.NodeID:
+			dead[m.ID] = true
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s at %s does not answer (%s): its ranges are rebuilt from the other replicas", m.ID, m.Addr, peers.ErrorLine(errs[i])))
 		default:
+			dead[m.ID] = true
 			out.Warnings = append(out.Warnings, fmt.Sprintf("%s at %s is unreachable: %s", m.ID, m.Addr, peers.ErrorLine(errs[i])))
 		}
 	}
+	cp := liveCopies(p.Current, p.Moves, dead)
+	out.Refusals = append(out.Refusals, cp.refusals()...)
 	if cr.Kind == cluster.KindAdd {
 		if ni := info[cr.NodeID]; ni != nil {
 			switch {
@@ -96,7 +103,7 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 	}
 
 	// Estimates: each source counts its moves' ranges.
-	est := s.estimate(ctx, p.Current, p.Moves, &out.Warnings)
+	est := s.estimate(ctx, p.Current, p.Moves, dead, &out.Warnings)
 	need := map[string]uint64{}
 	for _, m := range p.Moves {
 		c := est[moveKey{m.Start, m.End, m.Target}]
@@ -132,40 +139,84 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 	}
 	setLoad(out.Before, measured)
 	setLoad(out.After, predicted)
-	return out, est, nil
+	return out, est, cp, nil
 }
 
-// estimate asks each move's source to count its ranges; a source that cannot is a warning.
-func (s *Service) estimate(ctx context.Context, cur *ring.Ring, moves []ring.Move, warnings *[]string) map[moveKey]rangeCount {
-	bySource := map[string][]ring.Move{}
-	for _, m := range moves {
-		bySource[m.Source] = append(bySource[m.Source], m)
-	}
-	var srcs []string
-	var asks []peers.Count
-	for src, ms := range bySource {
-		m, ok := cur.Member(src)
-		if !ok {
-			*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %v: %s", src, cluster.ErrUnknownMember, src))
-			continue
-		}
-		a := peers.Count{Member: m}
-		for _, mv := range ms {
-			a.Ranges = append(a.Ranges, &kvpb.TokenRange{Start: mv.Start, End: mv.End})
-		}
-		srcs, asks = append(srcs, src), append(asks, a)
-	}
-	counts, errs := peers.CountRanges(ctx, s.cfg.Peers, asks, s.CountRanges)
+// estimate asks each move's source to count its range or, when the source is dead or does not
+// answer, the range's other replicas in turn (dead: members known not to answer).
+func (s *Service) estimate(ctx context.Context, cur *ring.Ring, moves []ring.Move, dead map[string]bool, warnings *[]string) map[moveKey]rangeCount {
 	est := map[moveKey]rangeCount{}
-	for k, src := range srcs {
-		if errs[k] != nil {
-			*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %s", src, peers.ErrorLine(errs[k])))
-			continue
+	tried := make([]int, len(moves)) // per move: candidates tried so far
+	failed := map[string]error{}
+	pending := make([]int, len(moves))
+	for i := range moves {
+		pending[i] = i
+	}
+	for len(pending) > 0 {
+		bySource := map[string][]int{}
+		var srcs []string
+		for _, i := range pending {
+			cands := candidates(cur, moves[i])
+			for tried[i] < len(cands) && (dead[cands[tried[i]]] || failed[cands[tried[i]]] != nil) {
+				tried[i]++
+			}
+			if tried[i] == len(cands) {
+				continue // no replica of the range answers: no estimate
+			}
+			src := cands[tried[i]]
+			tried[i]++
+			if _, ok := bySource[src]; !ok {
+				srcs = append(srcs, src)
+			}
+			bySource[src] = append(bySource[src], i)
 		}
-		for i, m := range bySource[src] {
-			c := counts[k][i]
-			est[moveKey{m.Start, m.End, m.Target}] = rangeCount{c.GetKeys(), c.GetBytes()}
+		var asks []peers.Count
+		var asked []string
+		for _, src := range srcs {
+			m, ok := cur.Member(src)
+			if !ok {
+				failed[src] = fmt.Errorf("%w: %s", cluster.ErrUnknownMember, src)
+				continue
+			}
+			a := peers.Count{Member: m}
+			for _, i := range bySource[src] {
+				a.Ranges = append(a.Ranges, &kvpb.TokenRange{Start: moves[i].Start, End: moves[i].End})
+			}
+			asks, asked = append(asks, a), append(asked, src)
 		}
+		counts, errs := peers.CountRanges(ctx, s.cfg.Peers, asks, s.CountRanges)
+		var rest []int
+		for _, src := range srcs {
+			if failed[src] != nil {
+				rest = append(rest, bySource[src]...)
+			}
+		}
+		for k, src := range asked {
+			if errs[k] != nil {
+				failed[src] = errs[k]
+				rest = append(rest, bySource[src]...)
+				continue
+			}
+			for j, i := range bySource[src] {
+				m, c := moves[i], counts[k][j]
+				est[moveKey{m.Start, m.End, m.Target}] = rangeCount{c.GetKeys(), c.GetBytes()}
+			}
+		}
+		pending = rest
+	}
+	for src, err := range failed {
+		if !dead[src] {
+			*warnings = append(*warnings, fmt.Sprintf("no estimate from %s: %s", src, peers.ErrorLine(err)))
+		}
+	}
+	missing := 0
+	for _, m := range moves {
+		if _, ok := est[moveKey{m.Start, m.End, m.Target}]; !ok {
+			missing++
+		}
+	}
+	if missing > 0 {
+		*warnings = append(*warnings, fmt.Sprintf("no estimate for %d of %d moves: no replica of their ranges answered", missing, len(moves)))
 	}
 	sort.Strings(*warnings)
 	return est

@@ -3,6 +3,7 @@ package change
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -36,6 +37,12 @@ func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 		rp := &kvpb.RangeProgress{
 			Move:  &kvpb.RangeMove{Start: p.Move.Start, End: p.Move.End, Source: p.Move.Source, Target: p.Move.Target},
 			State: p.State, KeysDone: p.Keys, BytesDone: p.Bytes, Error: p.Err, PullingFrom: p.Source,
+		}
+		// The receiver's own estimate, from how far through the range its pull has come
+		// (the move's estimate is the source's count, which this node does not know).
+		if f := (ring.Move{Start: p.Move.Start, End: p.Move.End}).Covered(p.Position); f > 0 && p.State != cluster.MoveDone {
+			rp.Move.EstKeys = uint64(math.Ceil(float64(p.Keys) / f))
+			rp.Move.EstBytes = uint64(math.Ceil(float64(p.Bytes) / f))
 		}
 		end := now
 		if p.State != cluster.MoveStreaming && !p.Finished.IsZero() {
@@ -86,8 +93,10 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		k := moveKey{mv.Start, mv.End, mv.Target}
 		e := est[k]
 		rp := &kvpb.RangeProgress{Move: &kvpb.RangeMove{Start: mv.Start, End: mv.End, Source: mv.Source, Target: mv.Target, EstKeys: e.keys, EstBytes: e.bytes}, State: cluster.MovePending}
+		var byPosition rangeCount // the receiver's estimate from how far its pull has come
 		if got := remote[k]; got != nil {
 			rp.State, rp.KeysDone, rp.BytesDone, rp.Error, rp.RateBytesPerSec, rp.PullingFrom = got.GetState(), got.GetKeysDone(), got.GetBytesDone(), got.GetError(), got.GetRateBytesPerSec(), got.GetPullingFrom()
+			byPosition = rangeCount{got.GetMove().GetEstKeys(), got.GetMove().GetEstBytes()}
 		} else if errText, ok := remote[moveKey{target: mv.Target}]; ok {
 			rp.Error = errText.GetError()
 		}
@@ -97,7 +106,12 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 			if rp.KeysDone == 0 && rp.BytesDone == 0 {
 				rp.KeysDone, rp.BytesDone = e.keys, e.bytes
 			}
+			// What was pulled is what there was: the estimate is corrected to it.
+			e = rangeCount{rp.KeysDone, rp.BytesDone}
+		} else {
+			e = remaining(e, byPosition, rp.KeysDone, rp.BytesDone)
 		}
+		rp.Move.EstKeys, rp.Move.EstBytes = e.keys, e.bytes
 		if rp.State == cluster.MoveStreaming {
 			rate += rp.RateBytesPerSec
 			if rp.RateBytesPerSec > 0 && e.bytes > rp.BytesDone {
@@ -111,8 +125,8 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		out.Plan.Moves = append(out.Plan.Moves, rp.Move)
 		out.KeysDone += rp.KeysDone
 		out.BytesDone += rp.BytesDone
-		out.KeysTotal += max(e.keys, rp.KeysDone)
-		out.BytesTotal += max(e.bytes, rp.BytesDone)
+		out.KeysTotal += e.keys
+		out.BytesTotal += e.bytes
 	}
 	out.Plan.EstKeys, out.Plan.EstBytes = out.KeysTotal, out.BytesTotal
 	if rate == 0 && ch.StartedUnix > 0 && flying {
@@ -125,6 +139,20 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		out.EtaSeconds = float64(out.BytesTotal-out.BytesDone) / rate
 	}
 	return out
+}
+
+// remaining is the estimate of a move not done yet, given what its receiver pulled so far
+// (keys, bytes): the source's count while the pull stays below it; once the pull reaches it,
+// the count was wrong and the receiver's estimate from its position in the range replaces it;
+// and always more than was pulled, so that a move in flight never reads complete.
+func remaining(est, byPosition rangeCount, keys, bytes uint64) rangeCount {
+	if keys >= est.keys {
+		est.keys = max(byPosition.keys, keys+1)
+	}
+	if bytes >= est.bytes {
+		est.bytes = max(byPosition.bytes, bytes+1)
+	}
+	return est
 }
 
 // changeEstimates returns the cached estimates of ch's moves, counting them on the sources
@@ -145,8 +173,8 @@ func (s *Service) changeEstimates(ctx context.Context, ch *cluster.Change, flyin
 		moves[i] = ring.Move{Start: m.Start, End: m.End, Source: m.Source, Target: m.Target}
 	}
 	var warnings []string
-	est = s.estimate(ctx, v.Current, moves, &warnings)
-	if len(warnings) == 0 {
+	est = s.estimate(ctx, v.Current, moves, nil, &warnings)
+	if len(est) == len(moves) { // every move estimated, by its source or another replica
 		s.estMu.Lock()
 		for id := range s.est {
 			if id < ch.ID {

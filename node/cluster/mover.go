@@ -62,6 +62,12 @@ type MoveProgress struct {
 	Err       string
 	Attempts  int
 	resumeKey []byte
+	// Position is the furthest token of the range a pull has reached (Move.Start before the
+	// first record): with Keys and Bytes, what the rest of the range holds can be judged.
+	Position uint64
+	// resumeKeys and resumeBytes are what Keys and Bytes counted up to resumeKey: where a
+	// retry's count starts again, so that a range pulled twice is counted once.
+	resumeKeys, resumeBytes uint64
 }
 
 // MoverConfig tunes a Mover.
@@ -284,7 +290,8 @@ func (m *Mover) update(k moveKey, fn func(p *MoveProgress)) {
 // fallbackAttempts is the attempt of a move from which, when its source fails, the mover
 // pulls from all of the range's other replicas instead of waiting for the source: a source
 // that restarts within a few retry intervals is waited for (pulling from all the others
-// costs their data twice over).
+// costs their data twice over). From twice that attempt on, the replicas that answer are
+// enough: the others are taken for dead (a dead node being removed, or a second one down).
 const fallbackAttempts = 3
 
 // pull streams one move into the local store from its source or, if that keeps failing, from
@@ -317,8 +324,13 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 	var pulledKeys, pulledBytes uint64
 	m.update(k, func(p *MoveProgress) {
 		p.Move, p.State, p.Started, p.Err = mv, MoveStreaming, time.Now(), ""
+		if p.Attempts == 0 {
+			p.Position = mv.Start
+		}
 		p.Attempts++
 		resume, attempts = p.resumeKey, p.Attempts
+		// What an earlier attempt pulled past the point this one resumes from comes again.
+		p.Keys, p.Bytes = p.resumeKeys, p.resumeBytes
 	})
 	rate := ch.RateBytes
 	if cur := m.c.Change(); cur != nil && cur.ID == ch.ID {
@@ -326,8 +338,13 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 	}
 	// stream pulls the range from src after from; advance records the position reached as
 	// where a retry resumes (only the move's own source's position means anything there).
+	// Several replicas pulled one after the other send the same keys: the move's count is the
+	// largest of theirs.
 	stream := func(src ring.Member, from []byte, advance bool) error {
-		m.update(k, func(p *MoveProgress) { p.Source = src.ID })
+		// base: what was counted up to from (the resume point); keys, bytes: this stream's.
+		var base struct{ keys, bytes uint64 }
+		m.update(k, func(p *MoveProgress) { p.Source, base.keys, base.bytes = src.ID, p.resumeKeys, p.resumeBytes })
+		var keys, bytes uint64
 		return m.src.StreamRange(ctx, src, mv.Start, mv.End, from, rate, func(batch []store.Entry) error {
 			if _, err := m.sink.ApplyBatch(batch); err != nil {
 				return fmt.Errorf("apply: %w", err)
@@ -344,11 +361,16 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			pulledBytes += n
 			last := batch[len(batch)-1]
 			sk := store.StoreKey(last.Token, last.Key)
+			keys += uint64(len(batch))
+			bytes += n
 			m.update(k, func(p *MoveProgress) {
-				p.Keys += uint64(len(batch))
-				p.Bytes += n
+				p.Keys = max(p.Keys, base.keys+keys)
+				p.Bytes = max(p.Bytes, base.bytes+bytes)
+				if rm := (ring.Move{Start: mv.Start, End: mv.End}); rm.Covered(last.Token) > rm.Covered(p.Position) {
+					p.Position = last.Token
+				}
 				if advance {
-					p.resumeKey = sk
+					p.resumeKey, p.resumeKeys, p.resumeBytes = sk, p.Keys, p.Bytes
 				}
 			})
 			if advance {
@@ -368,15 +390,32 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		// The source (the replica this node displaces) stays unreachable. One other replica
 		// may lack a write the source holds (acknowledged by a quorum without it); the
 		// union of all the others holds every such write. Pull each of them, from where the
-		// source stopped; if one fails, the move fails and is retried from the source.
-		err = nil
+		// source stopped; if one fails, the move fails and is retried from the source —
+		// until the source has failed 2×fallbackAttempts times: then the replicas that
+		// answer are enough (a dead node is being removed, or another is down too), and
+		// the move fails only when none answers.
+		settle := attempts >= 2*fallbackAttempts
+		var failed []error
 		for _, r := range others {
-			if err = stream(r, resume, false); err != nil {
+			if e := stream(r, resume, false); e != nil {
 				if ctx.Err() == nil {
-					m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", r.ID, "err", err)
+					m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", r.ID, "err", e)
 				}
-				break
+				failed = append(failed, e)
+				if !settle {
+					break
+				}
 			}
+		}
+		switch {
+		case len(failed) == 0:
+			err = nil
+		case settle && len(failed) < len(others):
+			err = nil
+			m.logger.Warn("range pulled from the replicas that answer", "change", ch.ID, "move", i,
+				"range", ring.FormatRange(mv.Start, mv.End), "answered", len(others)-len(failed), "replicas", len(others)+1)
+		default:
+			err = failed[len(failed)-1]
 		}
 	}
 	streamed()

@@ -340,3 +340,92 @@ func TestMoverFallsBackToAllOtherReplicas(t *testing.T) {
 		}
 	}
 }
+
+// failingSource fails each pull from source after limit records: a source that goes away
+// mid-stream, again and again.
+type failingSource struct {
+	src    RangeSource
+	source string
+	limit  int
+}
+
+func (s failingSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rate uint64,
+	fn func(batch []store.Entry) error) error {
+	if source.ID != s.source {
+		return s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, fn)
+	}
+	n := 0
+	err := s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, func(batch []store.Entry) error {
+		for _, e := range batch {
+			if n == s.limit {
+				return fmt.Errorf("%s: connection reset", source.ID)
+			}
+			n++
+			if err := fn([]store.Entry{e}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && n == s.limit {
+		return fmt.Errorf("%s: connection reset", source.ID)
+	}
+	return err
+}
+
+// A move's count is what its range holds, however often its source failed and however many
+// replicas it was pulled from; and with its source dead and one more replica of the range down,
+// the receiver settles for the replica that answers.
+func TestMoverCountsOnceAndSettles(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		src  func(storeSource) RangeSource
+	}{
+		{"source fails mid-stream", func(s storeSource) RangeSource { return failingSource{src: s, source: "n1", limit: 7} }},
+		{"source and one replica dead", func(s storeSource) RangeSource {
+			return deadSource{src: s, dead: map[string]bool{"n1": true, "n2": true}}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := startFounders(t, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
+			all := append(nodes, newcomer)
+			stores := storeSource{}
+			for _, n := range all {
+				stores[n.id] = openStore(t, filepath.Join(t.TempDir(), "store-"+n.id))
+			}
+			const keys = 600
+			r := nodes[0].c.View().Current
+			for i := range keys {
+				key := fmt.Appendf(nil, "key-%05d", i)
+				tok := ring.Token(key)
+				for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
+					if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
+						t.Fatalf("seed: %v", err)
+					}
+				}
+			}
+			for _, n := range nodes {
+				startMover(t, n, stores, stores[n.id])
+			}
+			m, _ := startMover(t, newcomer, tt.src(stores), stores["n4"])
+			if _, err := nodes[0].c.Begin(ctx, ChangeRequest{Kind: KindAdd, NodeID: "n4", Addr: newcomer.addr}); err != nil {
+				t.Fatalf("add: %v", err)
+			}
+			waitEpoch(t, all, 2, false)
+			checkPlacement(t, nodes[0].c.View().Current, stores, keys)
+			for _, p := range m.Progress() {
+				want, _, err := stores["n4"].CountRange(p.Move.Start, p.Move.End)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Keys != want {
+					t.Errorf("move %d %s from %s (%d attempts): got %d keys counted, want %d", p.Index,
+						ring.FormatRange(p.Move.Start, p.Move.End), p.Move.Source, p.Attempts, p.Keys, want)
+				}
+			}
+		})
+	}
+}

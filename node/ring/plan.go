@@ -20,6 +20,15 @@ func (m Move) Contains(t uint64) bool { return contains(m.Start, m.End, t) }
 // Fraction is the move's share of the token space.
 func (m Move) Fraction() float64 { return span(m.Start, m.End) }
 
+// Covered is the share of the move's range (0 to 1) that lies at or before token pos, walking
+// from Start: how far a token-ordered pull that has reached pos has come. pos == Start is 0.
+func (m Move) Covered(pos uint64) float64 {
+	if pos == m.Start || !m.Contains(pos) {
+		return 0
+	}
+	return min(1, span(m.Start, pos)/span(m.Start, m.End))
+}
+
 func (m Move) String() string {
 	return fmt.Sprintf("%s %s -> %s", FormatRange(m.Start, m.End), m.Source, m.Target)
 }

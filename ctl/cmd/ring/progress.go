@@ -102,7 +102,12 @@ func of(done, total uint64, h func(uint64) string) string {
 	if total == 0 {
 		return h(done)
 	}
-	return fmt.Sprintf("%s of %s (%.0f%%)", h(done), h(total), math.Min(100, 100*float64(done)/float64(total)))
+	return fmt.Sprintf("%s of %s (%s)", h(done), h(total), donePct(done, total))
+}
+
+// donePct is done over total in whole percent, rounded down: 100% only when done reaches total.
+func donePct(done, total uint64) string {
+	return fmt.Sprintf("%.0f%%", math.Min(100, math.Floor(100*float64(done)/float64(total))))
 }
 
 // percent is " 68%" of done over total, "" when the total is unknown.
@@ -110,7 +115,7 @@ func percent(done, total uint64) string {
 	if total == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" %.0f%%", math.Min(100, 100*float64(done)/float64(total)))
+	return " " + donePct(done, total)
 }
 
 func count(n uint64) string { return fmt.Sprint(n) }
