@@ -90,6 +90,10 @@ func TestConsoleAtScale(t *testing.T) {
 					if key != "3" && !strings.Contains(screen, "n1 ") {
 						t.Errorf("screen %s names no node", key)
 					}
+					// Nodes in the order an operator counts them: n2 right after n1, not n10.
+					if i, j := strings.Index(screen, "\nn2 "), strings.Index(screen, "\nn10 "); key != "3" && (i < 0 || j >= 0 && j < i) {
+						t.Errorf("screen %s: got n2 at %d, n10 at %d, want n2 listed first", key, i, j)
+					}
 					if t.Failed() || testing.Verbose() {
 						t.Logf("screen %s:\n%s", key, screen)
 					}

@@ -381,7 +381,7 @@ func (m *clusterState) sortedIDs() []string {
 	for id := range m.nodes {
 		ids = append(ids, id)
 	}
-	sort.Strings(ids)
+	slices.SortFunc(ids, present.CompareIDs)
 	return ids
 }
 

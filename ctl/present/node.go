@@ -1,6 +1,11 @@
 package present
 
-import "ringkv/proto/kvpb"
+import (
+	"cmp"
+	"strings"
+
+	"ringkv/proto/kvpb"
+)
 
 // The words every surface shows for a node's state, its raft role and a circuit breaker's
 // state. A value an older node did not report reads "-".
@@ -42,3 +47,36 @@ func RaftRole(r kvpb.RaftRole) string { return word(raftWords, r) }
 
 // BreakerState renders a circuit breaker's state: "closed", "open".
 func BreakerState(s kvpb.BreakerState_State) string { return word(breakerWords, s) }
+
+// CompareIDs orders node ids as an operator counts them: runs of digits by their value, so
+// n2 comes before n10 (and ringkv-9 before ringkv-10); otherwise byte by byte.
+func CompareIDs(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if c := cmp.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// digits is the length of the run of ASCII digits that s begins with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
+}

@@ -1,6 +1,7 @@
 package present
 
 import (
+	"slices"
 	"testing"
 
 	"ringkv/proto/kvpb"
@@ -26,5 +27,15 @@ func TestNodeWords(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+func TestCompareIDs(t *testing.T) {
+	want := []string{"n1", "n2", "n9", "n10", "n11", "n99", "n100", "ringkv-2", "ringkv-10", "ringkv-extra-0", "x"}
+	got := slices.Clone(want)
+	slices.Reverse(got)
+	slices.SortFunc(got, CompareIDs)
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }
