@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,11 +49,9 @@ func buildBins(t *testing.T) bins {
 			return
 		}
 		binsVal = bins{kvnode: filepath.Join(dir, "kvnode"), kvctl: filepath.Join(dir, "kvctl")}
-		for pkg, out := range map[string]string{"ringkv/cmd/kvnode": binsVal.kvnode, "ringkv/cmd/kvctl": binsVal.kvctl} {
-			if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-				binsErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-				return
-			}
+		// One go build for both: their packages compile side by side.
+		if b, err := exec.Command("go", "build", "-o", dir+"/", "ringkv/cmd/kvnode", "ringkv/cmd/kvctl").CombinedOutput(); err != nil {
+			binsErr = fmt.Errorf("go build kvnode and kvctl: %v\n%s", err, b)
 		}
 	})
 	if binsErr != nil {
@@ -536,10 +535,11 @@ func ownershipOf(r *kvpb.RingResponse, id string) *kvpb.NodeOwnership {
 
 // streamedBytes sums what the receivers report having streamed for the last change (their
 // local progress, counted by each receiver's mover since it started). failedOver is the part
-// of bytes in ranges pulled from another replica than the move's source: a source that stays
-// unreachable has its range pulled from each other replica in turn (their union holds every
-// acknowledged write), so those bytes come more than once by design.
-func (c *tcluster) streamedBytes(receivers []*proc) (keys, bytes, failedOver uint64) {
+// of bytes in ranges pulled from another replica than the move's source, or whose source is
+// one of killed: a source that stays unreachable has its range pulled from each other
+// replica in turn (their union holds every acknowledged write), and a pull that fails there
+// starts again from where the source stopped, so those bytes come more than once by design.
+func (c *tcluster) streamedBytes(receivers []*proc, killed ...*proc) (keys, bytes, failedOver uint64) {
 	c.t.Helper()
 	for _, p := range receivers {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -551,7 +551,8 @@ func (c *tcluster) streamedBytes(receivers []*proc) (keys, bytes, failedOver uin
 		for _, r := range lp.GetRanges() {
 			keys += r.GetKeysDone()
 			bytes += r.GetBytesDone()
-			if from := r.GetPullingFrom(); from != "" && from != r.GetMove().GetSource() {
+			src := r.GetMove().GetSource()
+			if from := r.GetPullingFrom(); from != "" && from != src || slices.ContainsFunc(killed, func(k *proc) bool { return k.id == src }) {
 				failedOver += r.GetBytesDone()
 			}
 		}
@@ -602,6 +603,15 @@ func (c *tcluster) changeStatus(p *proc) (*kvpb.ChangeProgress, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return c.admin(p).ChangeStatus(ctx, &kvpb.ChangeStatusRequest{})
+}
+
+// long skips t under -short: a case of tens of seconds, which ./test.sh without -short (and
+// so .ci/run) runs.
+func long(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("tens of seconds of kvnode processes: runs without -short (./test.sh, .ci/run)")
+	}
 }
 
 func mkdirTemp() (string, error) { return os.MkdirTemp("", "ringkv-test-bins-") }

@@ -84,16 +84,6 @@ func freeAddr(t *testing.T) string {
 	return ""
 }
 
-func buildKvnode(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kvnode")
-	cmd := exec.Command("go", "build", "-o", bin, "ringkv/cmd/kvnode")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build kvnode: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func (p *proc) start(t *testing.T, bin, peers string) {
 	t.Helper()
 	p.log = &logBuf{}
@@ -139,7 +129,8 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
 // one is killed with SIGKILL and restarted on the same data directory; afterwards every
 // acknowledged write is readable with the default quorum through every node.
 func TestKillNineUnderWrites(t *testing.T) {
-	bin := buildKvnode(t)
+	t.Parallel()
+	bin := buildBins(t).kvnode
 	base := t.TempDir()
 	ps := make([]*proc, 3)
 	var peers []string

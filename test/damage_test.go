@@ -29,6 +29,7 @@ import (
 // one-line message and exit 1 (no panic, no node serving fewer keys as if whole); with
 // --recover it starts and NodeInfo says what was damaged.
 func TestDamageRefusedOrRecovered(t *testing.T) {
+	t.Parallel()
 	bin := buildBins(t).kvnode
 	const keys = 3000
 	for _, tc := range damageKinds {
@@ -159,11 +160,14 @@ var damageKinds = []struct {
 // two kinds run here: one where badger lost its table index and one where a table is bad.
 // Each takes ~60 s of three processes; all five took 396 s.
 func TestDamagedRangesRepairedFromPeers(t *testing.T) {
+	long(t)
+	t.Parallel()
 	for _, tc := range damageKinds {
 		if tc.name != "manifest deleted" && tc.name != "sst bytes flipped" {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c := startClusterFlags(t, 3, 0, []string{"--max-hint-bytes", "1"})
 			n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 			acked := map[string]string{}
@@ -344,38 +348,57 @@ func stop(c *tcluster, p *proc) {
 	c.mu.Unlock()
 }
 
-// quorumReads reads acknowledged keys with ack=2 through each of nodes in turn (every key
-// when sample is 0, else sample of them), the first node first; it says which answers
-// reported a key missing or stale ("" when none did). Errors (a 504 when too few replicas
-// can answer honestly) are not answers and are only counted.
+// quorumReads reads acknowledged keys with ack=2 through each of nodes in turn, the first
+// node first (every key when sample is 0, else sample of them), 16 keys at a time; it says
+// which answers reported a key missing or stale ("" when none did). Errors (a 504 when too
+// few replicas can answer honestly, after the replica timeout) are not answers and are only
+// counted.
 func quorumReads(c *tcluster, nodes []*proc, acked map[string]string, sample int) string {
+	type read struct{ key, want string }
+	reads := make(chan read)
+	var mu sync.Mutex
 	bad, errs, n := 0, 0, 0
 	first := ""
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for r := range reads {
+				for _, p := range nodes {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					resp, err := c.kv(p).Get(ctx, &kvpb.GetRequest{Key: []byte(r.key), Ack: 2, From: 3})
+					cancel()
+					why := ""
+					switch {
+					case status.Code(err) == codes.NotFound:
+						why = "not found"
+					case err != nil:
+					case string(resp.GetValue()) != r.want:
+						why = "a stale value"
+					}
+					mu.Lock()
+					switch {
+					case why != "":
+						bad++
+						if first == "" {
+							first = fmt.Sprintf("GET %s through %s: %s", r.key, p.id, why)
+						}
+					case err != nil:
+						errs++
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
 	for key, want := range acked {
 		if sample > 0 && n >= sample {
 			break
 		}
 		n++
-		for _, p := range nodes {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			resp, err := c.kv(p).Get(ctx, &kvpb.GetRequest{Key: []byte(key), Ack: 2, From: 3})
-			cancel()
-			switch {
-			case status.Code(err) == codes.NotFound:
-				bad++
-				if first == "" {
-					first = fmt.Sprintf("GET %s through %s: not found", key, p.id)
-				}
-			case err != nil:
-				errs++
-			case string(resp.GetValue()) != want:
-				bad++
-				if first == "" {
-					first = fmt.Sprintf("GET %s through %s: a stale value", key, p.id)
-				}
-			}
-		}
+		reads <- read{key, want}
 	}
+	close(reads)
+	wg.Wait()
 	if bad == 0 {
 		return ""
 	}

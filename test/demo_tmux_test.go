@@ -55,6 +55,7 @@ func (x demoTmux) waitScreen(what string, d time.Duration, cond func(string) boo
 // the cluster with its heatmap, ? shows the help, q quits with exit status 0, the alternate
 // screen is left (the pane shows the shell's output again) and the data directory is gone.
 func TestDemoInTmux(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("tmux not installed (.ci/run installs it): %v", err)
@@ -62,10 +63,7 @@ func TestDemoInTmux(t *testing.T) {
 		t.Skip("tmux not installed; install it (or run .ci/run) to run the demo end-to-end test")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kvctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "ringkv/cmd/kvctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build kvctl: %v\n%s", err, out)
-	}
+	bin := buildBins(t).kvctl
 	x := demoTmux{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	exitFile := filepath.Join(dir, "exit")
 	script := "cd " + dir + " && " + bin + " demo --profile-dir " + dir +

@@ -101,6 +101,7 @@ func diskFullLine(s string) bool {
 // cleanly (exit 0, no SIGBUS of a flush into a mapped file); every acknowledged write reads
 // back after a restart.
 func TestSmallVolumes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		mount func(t *testing.T) string
@@ -261,6 +262,7 @@ func smallVolume(t *testing.T, mnt string) {
 // TestVolumeTooSmall: on a 4 MiB tmpfs kvnode refuses to start, in one line naming the
 // minimum, exit 1 (not a crash, not "damaged").
 func TestVolumeTooSmall(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "4m")
 	bin := buildBins(t).kvnode
 	out, err := exec.Command(bin, "--id", "n1", "--data", filepath.Join(mnt, "n1"), "--grpc", freeAddr(t), "--http", freeAddr(t),
@@ -288,6 +290,7 @@ func TestVolumeTooSmall(t *testing.T) {
 // acknowledged write. Then another process fills n3's volume to the last byte and n3 stops
 // cleanly (exit 0): its store, opened afterwards, still holds every acknowledged write.
 func TestClusterWithSmallVolume(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "16m")
 	ballast := filepath.Join(mnt, "test-ballast")
 	if err := os.WriteFile(ballast, []byte(strings.Repeat(randomValue("ballast"), 64)), 0o644); err != nil {

@@ -78,6 +78,7 @@ func stopProc(t *testing.T, p *proc) {
 // connections opened against it still answers a normal client (new connections each),
 // and is not out of files: it makes room by closing the oldest idle connections.
 func TestFloodIdleConnections(t *testing.T) {
+	t.Parallel()
 	bin := buildBins(t).kvnode
 	wrapper := filepath.Join(t.TempDir(), "kvnode-nofile-1024")
 	script := "#!/bin/sh\nexec prlimit --nofile=1024:1024 " + bin + " \"$@\"\n"

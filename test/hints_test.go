@@ -20,6 +20,7 @@ import (
 // disk after it stopped) and n1's hint queue drains to 0. With hints in memory (as they
 // once were) the kill took them with it and n3 held none of the 2000.
 func TestHintsSurviveCoordinatorKill(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, 0)
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
 	c.kill(n3)

@@ -118,6 +118,7 @@ func replicaFrom(t *testing.T, n *netns, addr string) kvpb.ReplicaClient {
 // is refused with PermissionDenied and not stored; the same write from the member's
 // address is accepted and stored, as is one from loopback; the node said so at start.
 func TestInternalRPCsFromMembersOnly(t *testing.T) {
+	t.Parallel()
 	member := newNetns(t, "m", 231)
 	stranger := newNetns(t, "s", 232)
 	bin := buildBins(t).kvnode

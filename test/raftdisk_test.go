@@ -44,6 +44,7 @@ func fillUp(t *testing.T, dir string) {
 // follows the new leader), says its disk is full, and every write acknowledged before
 // still reads back through it at a quorum, and it stops cleanly on the full disk (exit 0).
 func TestRaftOnFullDisk(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "40m")
 	c := startClusterDirs(t, 3, 0, []string{"--min-free-disk", "8MiB"}, map[string]string{"n3": filepath.Join(mnt, "n3")})
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")

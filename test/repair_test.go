@@ -114,6 +114,7 @@ func (c *tcluster) checkEveryNode(acked map[string]string) {
 // TestRepairAfterKillNine: after Admin.StartRepair (what kvctl repair calls) every node holds
 // every acknowledged key.
 func TestRepairAfterKillNine(t *testing.T) {
+	t.Parallel()
 	c, acked := missedWrites(t, []string{"--repair-interval", "0"})
 	n2 := c.node("n2")
 	admin := c.admin(n2)
@@ -163,6 +164,7 @@ func TestRepairAfterKillNine(t *testing.T) {
 // TestBackgroundRepairAfterKillNine: with --repair-interval 2s and no one asking, the nodes
 // converge by themselves.
 func TestBackgroundRepairAfterKillNine(t *testing.T) {
+	t.Parallel()
 	c, acked := missedWrites(t, []string{"--repair-interval", "2s"})
 	waitFor(t, 120*time.Second, "every node holds every acknowledged key", func() error {
 		for _, p := range c.nodes {
@@ -183,6 +185,8 @@ func TestBackgroundRepairAfterKillNine(t *testing.T) {
 // succeeding, and nothing acknowledged (before, while a node was down, or during the repair)
 // is lost.
 func TestRepairUnderLoad(t *testing.T) {
+	long(t)
+	t.Parallel()
 	c := startClusterFlags(t, 3, 0, []string{"--repair-interval", "0"})
 	const prior, size = 3000, 200
 	c.load(c.nodes, prior, size, 8)

@@ -32,6 +32,7 @@ func (c *tcluster) storedKeys(p *proc) (uint64, error) {
 // after `kvctl repair` every node stores every key. It skips, only on Unimplemented, while
 // the node has no repair.
 func TestKvctlRepairAfterHintLoss(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, 0)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
