@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,17 +184,37 @@ func (tr *traffic) finish(t *testing.T) map[string]string {
 	return tr.acked
 }
 
-// startChange starts a ring change, retrying while the metadata group elects its leader.
+// startChange starts a ring change, retrying while the metadata group elects its leader. An
+// attempt that timed out or lost its leader may have been applied all the same: a retry
+// refused because a change is in flight takes that change when it is this one.
 func startChange(t *testing.T, admin kvpb.AdminClient, req *kvpb.ChangeRequest) *kvpb.ChangePlan {
 	t.Helper()
 	var plan *kvpb.ChangePlan
-	eventually.Succeeds(t, 15*time.Second, func() error {
+	retried := false
+	eventually.Succeeds(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var err error
 		plan, err = admin.StartChange(ctx, req)
-		if status.Code(err) == codes.Unavailable {
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			retried = true
 			return err
+		case codes.FailedPrecondition:
+			if !retried {
+				break
+			}
+			// The node asked may not have applied the change yet: poll until it has.
+			p, serr := admin.ChangeStatus(ctx, &kvpb.ChangeStatusRequest{})
+			if serr != nil {
+				return serr
+			}
+			got := p.GetPlan().GetRequest()
+			if got.GetKind() != req.GetKind() || got.GetNodeId() != req.GetNodeId() {
+				return fmt.Errorf("start change, retried: %v; the change in flight is %v, not this one", err, got)
+			}
+			plan = p.GetPlan()
+			return nil
 		}
 		if err != nil {
 			t.Fatalf("start change: %v", err)
@@ -228,51 +249,72 @@ func waitChange(t *testing.T, admin kvpb.AdminClient, d time.Duration) *kvpb.Cha
 	}
 }
 
-// checkReadBack reads every key with the default quorum from every listed node (4 readers
-// per node).
+// checkReadBack reads every key with the default quorum, each through one listed node in
+// turn, and the first readBackEverywhere keys (in key order) through every listed node, 8
+// reads at a time. Every key through every node was 4 times the reads for no more routes
+// checked: each node coordinates hundreds of keys either way.
 func checkReadBack(t *testing.T, c *node.LocalCluster, nodes []int, want map[string]string) {
 	t.Helper()
-	type kv struct{ k, v string }
-	all := make([]kv, 0, len(want))
-	for k, v := range want {
-		all = append(all, kv{k, v})
+	type read struct {
+		k, v string
+		via  int
 	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	clients := map[int]kvpb.KVClient{}
 	for _, i := range nodes {
-		client := kvpb.NewKVClient(dialNode(t, c.Config(i).GRPCAddr))
-		var bad atomic.Int64
-		var mu sync.Mutex
-		var examples []string
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Go(func() {
-				for j := w; j < len(all); j += 4 {
-					var resp *kvpb.GetResponse
-					var err error
-					for range 3 { // a timeout on a loaded machine is not a lost write: ask again
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						resp, err = client.Get(ctx, &kvpb.GetRequest{Key: []byte(all[j].k)})
-						cancel()
-						if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable {
-							break
-						}
-					}
-					if err != nil || string(resp.GetValue()) != all[j].v {
-						bad.Add(1)
-						mu.Lock()
-						if len(examples) < 3 {
-							examples = append(examples, fmt.Sprintf("%s: got %q, %v; want %q", all[j].k, resp.GetValue(), err, all[j].v))
-						}
-						mu.Unlock()
+		clients[i] = kvpb.NewKVClient(dialNode(t, c.Config(i).GRPCAddr))
+	}
+	reads := make(chan read)
+	var bad atomic.Int64
+	var mu sync.Mutex
+	var examples []string
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for r := range reads {
+				var resp *kvpb.GetResponse
+				var err error
+				for range 3 { // a timeout on a loaded machine is not a lost write: ask again
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					resp, err = clients[r.via].Get(ctx, &kvpb.GetRequest{Key: []byte(r.k)})
+					cancel()
+					if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable {
+						break
 					}
 				}
-			})
-		}
-		wg.Wait()
-		if n := bad.Load(); n > 0 {
-			t.Fatalf("node %s: %d of %d keys did not read back, e.g. %v", c.Config(i).ID, n, len(all), examples)
+				if err != nil || string(resp.GetValue()) != r.v {
+					bad.Add(1)
+					mu.Lock()
+					if len(examples) < 3 {
+						examples = append(examples, fmt.Sprintf("%s through %s: got %q, %v; want %q", r.k, c.Config(r.via).ID, resp.GetValue(), err, r.v))
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	total := 0
+	for j, k := range keys {
+		for n, i := range nodes {
+			if j < readBackEverywhere || n == j%len(nodes) {
+				reads <- read{k, want[k], i}
+				total++
+			}
 		}
 	}
+	close(reads)
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d of %d quorum reads did not read back, e.g. %v", n, total, examples)
+	}
 }
+
+// readBackEverywhere is how many keys checkReadBack reads through every node.
+const readBackEverywhere = 100
 
 // checkOnlyReplicated waits until every key each node stores is one it replicates in r.
 func checkOnlyReplicated(t *testing.T, c *node.LocalCluster, nodes []int, r *ring.Ring) {
@@ -438,8 +480,9 @@ func TestRingDrainUnderLoad(t *testing.T) {
 // forced); a change in flight refuses another; an aborted add returns to the old ring with
 // nothing lost and the newcomer emptied.
 func TestRingRefusalsAndAbort(t *testing.T) {
-	// 4 KiB/s per receiver: n4 receives ~20 KB, which then takes seconds, time to abort.
-	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ChangeRate = 4 << 10 })
+	// 1 KiB/s per receiver: n4 receives ~20 KB, which then takes 20 s, time to abort. (At
+	// 4 KiB/s, 5 s, the change ended before the abort at a load average of 30.)
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ChangeRate = 1 << 10 })
 	want := loadKeys(t, c, "a", 1000)
 	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
 	n4, err := c.StartEmpty("n4")
@@ -649,18 +692,27 @@ func TestRingRebalanceUnderLoad(t *testing.T) {
 		t.Fatalf("plan on an evenly loaded cluster: %v", err)
 	}
 
-	// Hot keys: 5 keys read over and over through every node.
+	// Hot keys: 5 keys read over and over, a second at a time, until the plan sees the
+	// imbalance (3 s of reads were too few at a load average of 30: n3 5% above the mean).
 	kv := kvpb.NewKVClient(dialNode(t, c.Config(0).GRPCAddr))
-	hot := time.Now().Add(3 * time.Second)
-	for i := 0; time.Now().Before(hot); i++ {
-		k := fmt.Sprintf("k%d", i%5)
-		if _, err := kv.Get(ctx, &kvpb.GetRequest{Key: []byte(k)}); err != nil {
-			t.Fatalf("get %s: %v", k, err)
+	var plan *kvpb.ChangePlan
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; {
+		for hot := time.Now().Add(time.Second); time.Now().Before(hot); i++ {
+			k := fmt.Sprintf("k%d", i%5)
+			if _, err := kv.Get(ctx, &kvpb.GetRequest{Key: []byte(k)}); err != nil {
+				t.Fatalf("get %s: %v", k, err)
+			}
 		}
-	}
-	plan, err := admin.PlanChange(ctx, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE, MaxMoves: 4})
-	if err != nil {
-		t.Fatalf("plan: %v", err)
+		var err error
+		plan, err = admin.PlanChange(ctx, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE, MaxMoves: 4})
+		if err != nil {
+			t.Fatalf("plan: %v", err)
+		}
+		if len(plan.GetRequest().GetTokenMoves()) > 0 || time.Now().After(deadline) {
+			break
+		}
+		t.Logf("after %d hot reads: %v", i, plan.GetWarnings())
 	}
 	tms := plan.GetRequest().GetTokenMoves()
 	if len(tms) == 0 || len(tms) > 4 || len(plan.GetMoves()) == 0 {

@@ -270,9 +270,20 @@ func TestMissedUpdates(t *testing.T) { missedUpdates(t) }
 // The course's replication cases again, with both cores kept busy by spin loops: a node
 // that is slow because the machine is busy is not a dead node, and a restarted one is
 // used at once.
-func TestMissedUpdatesBusy(t *testing.T)     { spin.Cores(t); missedUpdates(t) }
-func TestQuorumWithOneDownBusy(t *testing.T) { spin.Cores(t); quorumWithOneDown(t) }
-func TestNodeAloneBusy(t *testing.T)         { spin.Cores(t); nodeAlone(t) }
+// They take every core from whatever runs beside them: ./test.sh runs them in its serial
+// tier, and skips them under -short.
+func TestMissedUpdatesBusy(t *testing.T)     { busy(t); missedUpdates(t) }
+func TestQuorumWithOneDownBusy(t *testing.T) { busy(t); quorumWithOneDown(t) }
+func TestNodeAloneBusy(t *testing.T)         { busy(t); nodeAlone(t) }
+
+// busy keeps every core busy for the rest of t (spin.Cores), or skips t under -short.
+func busy(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the same cases with every core busy: runs without -short (./test.sh, .ci/run)")
+	}
+	spin.Cores(t)
+}
 
 func missedUpdates(t *testing.T) {
 	type op struct {
