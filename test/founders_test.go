@@ -65,6 +65,7 @@ func nodeIDs(n int) []string {
 // TestFoundersOfAnyCount: more founders than raft voters found a cluster that serves — the
 // first five by id vote, the others join as non-voters — and a cluster grows the same way.
 func TestFoundersOfAnyCount(t *testing.T) {
+	t.Parallel()
 	t.Run("9 founders", func(t *testing.T) {
 		c := startCluster(t, 9, 0)
 		c.waitAllUp(c.nodes[0], nodeIDs(9), 5)
@@ -91,6 +92,7 @@ func TestFoundersOfAnyCount(t *testing.T) {
 // --force (the second dead node would receive ranges), that of the second does not. Every
 // acknowledged write is served at quorum afterwards.
 func TestRemoveDeadNodes(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 7, 0)
 	c.waitAllUp(c.nodes[0], nodeIDs(7), 5)
 	n1, n4, n5, n6 := c.node("n1"), c.node("n4"), c.node("n5"), c.node("n6")
