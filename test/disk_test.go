@@ -96,10 +96,10 @@ func diskFullLine(s string) bool {
 // TestSmallVolumes: a kvnode with default flags on a new directory of a small volume (tmpfs
 // of 16, 24 and 64 MiB, a 24 MiB ext4 image) starts; 64 KiB PUTs fill it until 507 "disk
 // full: X free of Y, reserve Z (--min-free-disk)", which /readyz, NodeInfo and kvctl status
-// say too; reads go on; it restarts on the full disk; once space is freed writes resume by
-// themselves; then another process fills the volume to the last byte and the node stops
-// cleanly (exit 0, no SIGBUS of a flush into a mapped file); every acknowledged write reads
-// back after a restart.
+// say too; reads go on; another process takes the last byte and the node stops cleanly (exit
+// 0, no SIGBUS of a flush into a mapped file); it restarts on the full disk; once space is
+// freed writes resume by themselves; another process fills the volume to the last byte again
+// and the node stops cleanly; every acknowledged write reads back after a restart.
 func TestSmallVolumes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -207,8 +207,17 @@ func smallVolume(t *testing.T, mnt string) {
 	checkReads("disk full")
 	checkFull()
 
-	// A restart on a full disk (more ballast: the state of a fresh start has no hysteresis).
+	// Full of its own writes, then another process takes the last byte: it stops cleanly.
+	fillUp(t, mnt)
 	stopProc(t, p)
+	if t.Failed() {
+		t.Fatalf("stop on a full volume whose last byte another process took:\n%s", crashOf(p.log.String()))
+	}
+	if err := os.Remove(filepath.Join(mnt, "ballast")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart on a full disk (more ballast: the state of a fresh start has no hysteresis).
 	if free := freeBytes(t, mnt); free > 1<<20 {
 		if err := os.WriteFile(ballast+"2", make([]byte, free-1<<20), 0o644); err != nil {
 			t.Fatalf("write ballast: %v", err)

@@ -244,6 +244,12 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		}
 	}
 	db, err = openBadger(opts)
+	if err != nil && opts.ReadOnly && strings.Contains(err.Error(), "truncate required") {
+		// A write-ahead log left by a crash (or a stop on a full disk) is replayed by
+		// truncating it, which a read-only open cannot do: not damage, a disk too full to
+		// replay it.
+		return nil, 0, m, "", fmt.Errorf("%w: opening %s needs room to replay its write-ahead log (%s free is enough); free space on the data volume", ErrDiskFull, cfg.Dir, size(uint64(2*opts.MemTableSize)))
+	}
 	if err != nil && !isDamage(err) {
 		return nil, 0, m, "", fmt.Errorf("open badger %q: %w", cfg.Dir, err)
 	}

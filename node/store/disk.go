@@ -135,7 +135,8 @@ func newDisk(dir string, r Reserve, warn func(string, ...any)) (*disk, error) {
 }
 
 // check looks at the volume now and sets the state; it deletes the ballast when the volume
-// is full and makes it again when there is room.
+// is full and has less room left than the ballast holds, and makes it again when there is
+// room.
 func (d *disk) check() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -150,7 +151,9 @@ func (d *disk) check() {
 	// so a flush or compaction that frees a little does not flap the state.
 	full := avail < need || (was && avail < need+need/4)
 	switch {
-	case full && d.held > 0:
+	case full && d.held > 0 && free < d.held:
+		// Something else took the room the reserve kept (a full disk of our own writes
+		// still has most of the reserve free): the ballast gives it back to badger.
 		if err := os.Remove(filepath.Join(d.dir, ballastFile)); err == nil || os.IsNotExist(err) {
 			d.held = 0
 		}
@@ -180,6 +183,23 @@ func (d *disk) check() {
 // the reserve) — four memtables of fitReserve's size, what badger writes on its own between
 // a volume filling up and the writes it refuses.
 func ballastSize(reserve uint64) uint64 { return min(reserve, max(reserve/8, 1<<20)) }
+
+// room reports whether the volume has n bytes free, deleting the ballast first if it has not.
+func (d *disk) room(n uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	free, _, err := Volume(d.dir)
+	if err != nil {
+		return false
+	}
+	if free < n && d.held > 0 {
+		if err := os.Remove(filepath.Join(d.dir, ballastFile)); err == nil || os.IsNotExist(err) {
+			free += d.held
+			d.held = 0
+		}
+	}
+	return free >= n
+}
 
 // makeBallast allocates n bytes to the file at path and returns what it holds: n, or 0 when
 // the file system refuses (then it is removed; the next look tries again).
@@ -307,13 +327,23 @@ func (s *Store) FitBadger(opts badger.Options) badger.Options {
 	return fitReserve(opts, s.disk.need.Load())
 }
 
-// CheckDisk looks at the volume now (as the store does every DiskCheckInterval): on a full
-// volume it deletes the ballast, so that what badger writes on its own next — a flush at
-// Close, the store's or another badger's on the same volume — finds room.
-func (s *Store) CheckDisk() {
-	if s.disk != nil {
-		s.disk.check()
+// CheckDisk looks at the volume now (as the store does every DiskCheckInterval): when
+// something else has filled it, it deletes the ballast, so that what badger writes on its own
+// next finds room. It reports whether the volume has room for badger's flushes at Close (two
+// of the store's memtables: the store's and the hints'); without it a database on the volume
+// is best left unclosed, as after a crash (its write-ahead log is replayed at the next start).
+func (s *Store) CheckDisk() (room bool) {
+	if s.disk == nil {
+		return true
 	}
+	s.disk.check()
+	return s.roomToFlush()
+}
+
+// roomToFlush reports whether the volume has room for two of the store's memtables.
+func (s *Store) roomToFlush() bool {
+	free, _, err := Volume(s.cfg.Dir)
+	return err != nil || free >= 2*uint64(s.memtable)
 }
 
 // DiskFull is nil while the store's volume has more free space than its reserve, else an

@@ -51,6 +51,8 @@ type Store struct {
 
 	// disk watches the data volume's free space; nil in memory or without a reserve.
 	disk *disk
+	// memtable is badger's memtable size, fitted to the reserve.
+	memtable int64
 
 	stopGC   chan struct{}
 	gcDone   chan struct{}
@@ -90,16 +92,18 @@ func Open(cfg Config) (*Store, error) {
 		}
 		opts = fitReserve(opts, d.need.Load())
 		if err := d.err(); err != nil {
-			if _, serr := os.Stat(filepath.Join(cfg.Dir, "MANIFEST")); serr == nil {
+			_, serr := os.Stat(filepath.Join(cfg.Dir, "MANIFEST"))
+			if serr == nil && !d.room(uint64(2*opts.MemTableSize)) {
 				// Read-only badger replays its logs into memory and neither flushes nor
 				// compacts: nothing is written into space the volume does not have.
 				logger.Warn("opening on a full disk: read-only until space is freed", "err", err)
 				opts = opts.WithReadOnly(true)
 			} else {
-				// A new store has no log to replay, and badger's read-only open needs the
-				// MANIFEST that only a read-write open creates (a few bytes): it opens for
-				// writing, and writes are refused all the same until space is freed.
-				logger.Warn("opening a new store on a full disk: writes refused until space is freed", "err", err)
+				// With room for badger's flushes of the logs it replays (the ballast given
+				// up for them if need be) it opens for writing, and writes are refused all
+				// the same until space is freed: a read-only open cannot replay a log left by
+				// a crash (it would have to truncate it), nor open a new store (no MANIFEST).
+				logger.Warn("opening on a full disk: writes refused until space is freed", "err", err)
 			}
 		}
 	}
@@ -112,6 +116,7 @@ func Open(cfg Config) (*Store, error) {
 		cfg:       cfg,
 		logger:    logger,
 		disk:      d,
+		memtable:  opts.MemTableSize,
 		stopGC:    make(chan struct{}),
 		gcDone:    make(chan struct{}),
 		diskDone:  make(chan struct{}),
@@ -795,10 +800,9 @@ func (s *Store) Close() error {
 		// room that is a SIGBUS. A look now deletes the ballast when the volume is full;
 		// when even that leaves no room for the flush, badger is left unclosed, as after a
 		// crash: its write-ahead log holds every acknowledged write, replayed at the next Open.
-		s.disk.check()
-		if free, _, err := Volume(s.cfg.Dir); err == nil && free < 2*uint64(s.db.Opts().MemTableSize) {
+		if !s.CheckDisk() {
 			s.logger.Warn("disk full at close: badger's memtable left unflushed in its write-ahead log, replayed at the next start",
-				"free", free, "memtable", s.db.Opts().MemTableSize)
+				"memtable", s.memtable)
 			return nil
 		}
 	}
