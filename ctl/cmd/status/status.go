@@ -4,6 +4,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,7 +108,11 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 		}
 	}
 	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "HINTS", "LAST-REPAIRED", "BREAKERS", "NOTE")
-	for _, n := range resp.GetNodes() {
+	// The table lists the nodes as an operator counts them (n2 before n10); -o json keeps
+	// the server's order.
+	nodes := slices.Clone(resp.GetNodes())
+	slices.SortStableFunc(nodes, func(a, b *kvpb.NodeStatus) int { return present.CompareIDs(a.GetId(), b.GetId()) })
+	for _, n := range nodes {
 		info := n.GetInfo()
 		if info == nil {
 			t.Row(n.GetId(), n.GetGrpcAddr(), present.NodeState(n.GetState()), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", n.GetError())

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,26 @@ func TestPrint(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("line %d: got %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestPrintOrder: the table lists nodes as an operator counts them, n2 before n10.
+func TestPrintOrder(t *testing.T) {
+	resp := &kvpb.StatusResponse{Epoch: 1, Replicas: 3}
+	for _, id := range []string{"n1", "n10", "n11", "n2", "n9"} {
+		resp.Nodes = append(resp.Nodes, &kvpb.NodeStatus{Id: id, State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{Epoch: 1}})
+	}
+	ios, _, out, _ := cli.Test()
+	if err := PrintAt(ios, resp, time.Unix(1_000_000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "n") && f[0] != "nodes" {
+			got = append(got, f[0])
+		}
+	}
+	if want := "[n1 n2 n9 n10 n11]"; fmt.Sprint(got) != want {
+		t.Errorf("got rows %v, want %s\n%s", got, want, out)
 	}
 }
