@@ -168,9 +168,12 @@ func memberIDs(r *ring.Ring) []string {
 	return ids
 }
 
+// waitEpoch waits until every node is at epoch with a change in flight or not. 30 s: a
+// change that streams took longer than 10 s at a load average of 30; a quiet machine takes
+// well under a second.
 func waitEpoch(t *testing.T, nodes []*testNode, epoch uint64, inFlight bool) {
 	t.Helper()
-	eventually.Succeeds(t, 10*time.Second, func() error {
+	eventually.Succeeds(t, 30*time.Second, func() error {
 		for _, n := range nodes {
 			if got := n.c.Epoch(); got != epoch {
 				return fmt.Errorf("%s: got epoch %d, want %d", n.id, got, epoch)
