@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -166,7 +167,7 @@ func (d *disk) check() {
 	d.slack.Store(int64(max(need/8, 64<<10)))
 	d.written.Store(0)
 	if full {
-		e := fmt.Errorf("%w: %s free of %s, reserve %s (--min-free-disk)", ErrDiskFull, size(avail), size(total), size(need))
+		e := fmt.Errorf("%w: %s free of %s, reserve %s (--min-free-disk)", ErrDiskFull, sizeDown(avail), size(total), size(need))
 		d.full.Store(&e)
 		if !was {
 			d.warn("disk full: writes refused until space is freed", "free", avail, "size", total, "reserve", need, "dir", d.dir)
@@ -223,7 +224,13 @@ func makeBallast(path string, n uint64) uint64 {
 }
 
 // size formats a byte count as ctl/present.Bytes does: 512 B, 1.5 KiB, 20.0 MiB.
-func size(n uint64) string {
+func size(n uint64) string { return sizeOf(n, false) }
+
+// sizeDown is size rounded down, for free space: 4,193,000 bytes free below a reserve of
+// 4 MiB read "3.9 MiB", not "4.0 MiB".
+func sizeDown(n uint64) string { return sizeOf(n, true) }
+
+func sizeOf(n uint64, down bool) string {
 	if n < 1<<10 {
 		return fmt.Sprintf("%d B", n)
 	}
@@ -232,7 +239,11 @@ func size(n uint64) string {
 		div <<= 10
 		exp++
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	v := float64(n) / float64(div)
+	if down {
+		v = math.Floor(v*10) / 10
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[exp])
 }
 
 // admit is nil when a write of n bytes may go to badger, else the ErrDiskFull reason. The

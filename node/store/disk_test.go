@@ -46,6 +46,25 @@ func TestParseReserve(t *testing.T) {
 	}
 }
 
+func TestSizeDown(t *testing.T) {
+	for _, tc := range []struct {
+		n          uint64
+		size, down string
+	}{
+		{4<<20 - 2000, "4.0 MiB", "3.9 MiB"},
+		{4 << 20, "4.0 MiB", "4.0 MiB"},
+		{1536, "1.5 KiB", "1.5 KiB"},
+		{512, "512 B", "512 B"},
+	} {
+		if got := size(tc.n); got != tc.size {
+			t.Errorf("size(%d): got %q, want %q", tc.n, got, tc.size)
+		}
+		if got := sizeDown(tc.n); got != tc.down {
+			t.Errorf("sizeDown(%d): got %q, want %q", tc.n, got, tc.down)
+		}
+	}
+}
+
 // TestDiskFullRefusesWrites: a store whose volume is below its reserve opens (read-only),
 // refuses Apply and ApplyBatch with ErrDiskFull before badger sees them, and still reads.
 func TestDiskFullRefusesWrites(t *testing.T) {
