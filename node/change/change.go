@@ -9,7 +9,6 @@ package change
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,11 +17,12 @@ import (
 	"ringkv/node/peers"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // ErrRefused: a ring change whose plan has refusals was started without force, or one with
 // nothing to move.
-var ErrRefused = errors.New("ring change refused")
+var ErrRefused = rpcerr.New(kvpb.Reason_REASON_REFUSED, "ring change refused")
 
 // Cluster is the metadata group's ring-change API (cluster.Cluster). Safe for concurrent
 // use; the change calls forward to the raft leader.

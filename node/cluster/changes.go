@@ -13,6 +13,7 @@ import (
 
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // ChangeRequest asks for a ring change.
@@ -267,7 +268,7 @@ func (c *Cluster) onLeader(ctx context.Context, local func() error, remote func(
 			var cl kvpb.ClusterClient
 			cl, err = c.clients.get(addr)
 			if err == nil {
-				err = fromStatus(remote(ctx, cl))
+				err = rpcerr.Decode(remote(ctx, cl))
 			}
 			if err != nil && isUnavailable(err) {
 				err = fmt.Errorf("leader %s at %s: %w: %w", id, addr, ErrNoLeader, err)

@@ -11,17 +11,17 @@
 package hlc
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // ErrClockOffset is a timestamp, or a clock, further from this node's clock than the
 // bound (MaxOffset): it is refused, never adopted.
-var ErrClockOffset = errors.New("clock offset beyond the bound")
+var ErrClockOffset = rpcerr.New(kvpb.Reason_REASON_CLOCK_OFFSET, "clock offset beyond the bound")
 
 // logicalBits is the width of the logical counter in a timestamp.
 const logicalBits = kvpb.TimestampLogicalBits

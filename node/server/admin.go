@@ -11,6 +11,7 @@ import (
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // StatsSource gives snapshots of a node's counters (metrics.Registry). Safe for concurrent use.
@@ -117,7 +118,7 @@ func (s *Admin) NodeInfo(ctx context.Context, _ *kvpb.NodeInfoRequest) (*kvpb.No
 func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResponse, error) {
 	cur, ms := peers.Members(s.d.View())
 	if cur == nil {
-		return nil, GRPCError(replica.ErrNotAdmitted)
+		return nil, rpcerr.Encode(replica.ErrNotAdmitted)
 	}
 	resp := &kvpb.RingResponse{Ring: RingToProto(cur)}
 	share, rshare := cur.Ownership(), cur.ReplicaOwnership()
@@ -147,7 +148,7 @@ func (s *Admin) Ring(ctx context.Context, req *kvpb.RingRequest) (*kvpb.RingResp
 // Stats returns one snapshot of this node's counters.
 func (s *Admin) Stats(_ context.Context, req *kvpb.StatsRequest) (*kvpb.NodeStats, error) {
 	if s.d.Stats == nil {
-		return nil, GRPCError(fmt.Errorf("stats: %w", ErrUnimplemented))
+		return nil, rpcerr.Encode(fmt.Errorf("stats: %w", ErrUnimplemented))
 	}
 	return s.d.Stats.Snapshot(req.GetVnodes()), nil
 }
@@ -155,7 +156,7 @@ func (s *Admin) Stats(_ context.Context, req *kvpb.StatsRequest) (*kvpb.NodeStat
 // WatchStats pushes a snapshot every interval until the client goes away.
 func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsServer) error {
 	if s.d.Stats == nil {
-		return GRPCError(fmt.Errorf("stats: %w", ErrUnimplemented))
+		return rpcerr.Encode(fmt.Errorf("stats: %w", ErrUnimplemented))
 	}
 	return watchLoop(stream.Context(), s.d.Draining, time.Duration(req.GetIntervalMs())*time.Millisecond,
 		nil, func() *kvpb.NodeStats { return s.d.Stats.Snapshot(req.GetVnodes()) }, stream.Send, nil)
@@ -164,11 +165,11 @@ func (s *Admin) WatchStats(req *kvpb.StatsRequest, stream kvpb.Admin_WatchStatsS
 // Profile streams a profile captured on this node.
 func (s *Admin) Profile(req *kvpb.ProfileRequest, stream kvpb.Admin_ProfileServer) error {
 	if s.d.Profiler == nil {
-		return GRPCError(fmt.Errorf("profiles: %w", ErrUnimplemented))
+		return rpcerr.Encode(fmt.Errorf("profiles: %w", ErrUnimplemented))
 	}
 	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&kvpb.ProfileChunk{Data: b}) }}
 	if err := s.d.Profiler.Capture(stream.Context(), req.GetKind(), int(req.GetSeconds()), w); err != nil {
-		return GRPCError(fmt.Errorf("profile %s: %w", req.GetKind(), err))
+		return rpcerr.Encode(fmt.Errorf("profile %s: %w", req.GetKind(), err))
 	}
 	return nil
 }
@@ -176,7 +177,7 @@ func (s *Admin) Profile(req *kvpb.ProfileRequest, stream kvpb.Admin_ProfileServe
 // LogTail returns the node's most recent log lines.
 func (s *Admin) LogTail(_ context.Context, req *kvpb.LogTailRequest) (*kvpb.LogTailResponse, error) {
 	if s.d.Logs == nil {
-		return nil, GRPCError(fmt.Errorf("log tail: %w", ErrUnimplemented))
+		return nil, rpcerr.Encode(fmt.Errorf("log tail: %w", ErrUnimplemented))
 	}
 	n := int(req.GetLines())
 	if n <= 0 {

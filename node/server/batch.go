@@ -14,6 +14,7 @@ import (
 
 	"ringkv/node/replica"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // Batch serves the Reads and Writes of one long-lived stream (see kv.proto). The stream was
@@ -81,7 +82,7 @@ func (s *Replica) Batch(srv kvpb.Replica_BatchServer) error {
 }
 
 // errStopping ends the Batch streams of a node whose gRPC server is stopping.
-var errStopping = status.Error(codes.Unavailable, "replica batch: node stopping")
+var errStopping = rpcerr.Encode(fmt.Errorf("replica batch: %w", ErrShuttingDown))
 
 // serveItem runs one item through the unary handler of its kind.
 func (s *Replica) serveItem(ctx context.Context, it *kvpb.BatchItem) (res *kvpb.BatchResult) {
@@ -93,7 +94,7 @@ func (s *Replica) serveItem(ctx context.Context, it *kvpb.BatchItem) (res *kvpb.
 	}()
 	if t := it.GetTimeoutNanos(); t != 0 {
 		if t < 0 {
-			res.Result = statusResult(status.Error(codes.DeadlineExceeded, "batch item: deadline passed before it was sent"))
+			res.Result = statusResult(fmt.Errorf("batch item: deadline passed before it was sent: %w", context.DeadlineExceeded))
 			return res
 		}
 		var cancel context.CancelFunc
@@ -123,7 +124,7 @@ func (s *Replica) serveItem(ctx context.Context, it *kvpb.BatchItem) (res *kvpb.
 
 // statusResult is err's gRPC status, serialized, as a BatchResult.
 func statusResult(err error) *kvpb.BatchResult_Status {
-	st := status.Convert(GRPCError(err))
+	st := status.Convert(rpcerr.Encode(err))
 	b, merr := proto.Marshal(st.Proto())
 	if merr != nil {
 		b, _ = proto.Marshal(status.New(codes.Internal, "batch result: "+merr.Error()).Proto())

@@ -7,6 +7,7 @@ import (
 
 	"ringkv/node/change"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // Changes is the ring-change domain the Admin service hands change RPCs to (change.Service):
@@ -41,30 +42,30 @@ func (s *Admin) changes() error {
 // PlanChange computes what a change would do, with estimates, warnings and refusals.
 func (s *Admin) PlanChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
 	if err := s.changes(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	plan, err := s.d.Changes.Plan(ctx, req)
-	return plan, GRPCError(err)
+	return plan, rpcerr.Encode(err)
 }
 
 // StartChange plans a change and journals it unless refused. It returns once the change is
 // in flight.
 func (s *Admin) StartChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
 	if err := s.changes(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	plan, err := s.d.Changes.Start(ctx, req)
-	return plan, GRPCError(err)
+	return plan, rpcerr.Encode(err)
 }
 
 // CountRanges counts what this node stores in each range.
 func (s *Admin) CountRanges(_ context.Context, req *kvpb.CountRangesRequest) (*kvpb.CountRangesResponse, error) {
 	if err := s.changes(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	counts, err := s.d.Changes.CountRanges(req.GetRanges())
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.CountRangesResponse{Counts: counts}, nil
 }
@@ -73,7 +74,7 @@ func (s *Admin) CountRanges(_ context.Context, req *kvpb.CountRangesRequest) (*k
 // receiver; with local, only this node's own progress as a receiver.
 func (s *Admin) ChangeStatus(ctx context.Context, req *kvpb.ChangeStatusRequest) (*kvpb.ChangeProgress, error) {
 	if err := s.changes(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	if req.GetLocal() {
 		return s.d.Changes.LocalProgress(), nil
@@ -85,7 +86,7 @@ func (s *Admin) ChangeStatus(ctx context.Context, req *kvpb.ChangeStatusRequest)
 // leaves flight (its final state is the last message).
 func (s *Admin) WatchChange(req *kvpb.ChangeStatusRequest, stream kvpb.Admin_WatchChangeServer) error {
 	if err := s.changes(); err != nil {
-		return GRPCError(err)
+		return rpcerr.Encode(err)
 	}
 	ctx := stream.Context()
 	return watchLoop(ctx, s.d.Draining, time.Duration(req.GetIntervalMs())*time.Millisecond,
@@ -96,17 +97,17 @@ func (s *Admin) WatchChange(req *kvpb.ChangeStatusRequest, stream kvpb.Admin_Wat
 // AbortChange cancels the change in flight and returns its final progress.
 func (s *Admin) AbortChange(ctx context.Context, _ *kvpb.AbortChangeRequest) (*kvpb.ChangeProgress, error) {
 	if err := s.changes(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	p, err := s.d.Changes.Abort(ctx)
-	return p, GRPCError(err)
+	return p, rpcerr.Encode(err)
 }
 
 // SetChangeRate changes the streaming throttle of the change in flight.
 func (s *Admin) SetChangeRate(ctx context.Context, req *kvpb.SetChangeRateRequest) (*kvpb.ChangeProgress, error) {
 	if err := s.changes(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	p, err := s.d.Changes.SetRate(ctx, req.GetRateBytes())
-	return p, GRPCError(err)
+	return p, rpcerr.Encode(err)
 }

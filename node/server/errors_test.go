@@ -15,6 +15,7 @@ import (
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/proto/rpcerr"
 )
 
 // refusing is a replica whose every call fails with err: the fault a real store cannot
@@ -102,8 +103,8 @@ func TestDamagedRangeRefusalOverGRPC(t *testing.T) {
 	t.Cleanup(func() { co.Close() })
 	for range 2 * replica.DefaultConfig().BreakerFailures {
 		_, _, err := co.Get(context.Background(), []byte("k"), 2, 2)
-		if !errors.Is(err, replica.ErrRangeDamaged) || !errors.Is(err, replica.ErrNotEnoughReplicas) || HTTPStatus(err) != 504 {
-			t.Fatalf("Get with ack=2 and the peer's range damaged: got %v (HTTP %d), want ErrNotEnoughReplicas wrapping ErrRangeDamaged, 504", err, HTTPStatus(err))
+		if !errors.Is(err, replica.ErrRangeDamaged) || !errors.Is(err, replica.ErrNotEnoughReplicas) || rpcerr.HTTPStatus(err) != 504 {
+			t.Fatalf("Get with ack=2 and the peer's range damaged: got %v (HTTP %d), want ErrNotEnoughReplicas wrapping ErrRangeDamaged, 504", err, rpcerr.HTTPStatus(err))
 		}
 	}
 	for _, b := range co.Breakers() {

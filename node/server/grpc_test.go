@@ -19,6 +19,7 @@ import (
 
 	"ringkv/node/auth"
 	"ringkv/node/replica"
+	"ringkv/proto/rpcerr"
 )
 
 func TestAuthorize(t *testing.T) {
@@ -97,11 +98,11 @@ func TestErrorTable(t *testing.T) {
 		{errors.New("mystery"), codes.Internal, 500},
 	}
 	for _, tt := range tests {
-		if got := status.Code(GRPCError(tt.err)); got != tt.wantGRPC {
-			t.Errorf("GRPCError(%v) = %v, want %v", tt.err, got, tt.wantGRPC)
+		if got := status.Code(rpcerr.Encode(tt.err)); got != tt.wantGRPC {
+			t.Errorf("rpcerr.Encode(%v) = %v, want %v", tt.err, got, tt.wantGRPC)
 		}
-		if got := HTTPStatus(tt.err); got != tt.wantHTTP {
-			t.Errorf("HTTPStatus(%v) = %d, want %d", tt.err, got, tt.wantHTTP)
+		if got := rpcerr.HTTPStatus(tt.err); got != tt.wantHTTP {
+			t.Errorf("rpcerr.HTTPStatus(%v) = %d, want %d", tt.err, got, tt.wantHTTP)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/proto/rpcerr"
 )
 
 // Coordinator is the data path the KV and HTTP APIs call (replica.Coordinator). Safe for
@@ -161,7 +162,7 @@ func (h *httpAPI) readValue(w http.ResponseWriter, r *http.Request) ([]byte, err
 
 // fail writes err's status with a one-line reason.
 func (h *httpAPI) fail(w http.ResponseWriter, err error) {
-	code := HTTPStatus(err)
+	code := rpcerr.HTTPStatus(err)
 	if code >= 500 && code != http.StatusGatewayTimeout && code != http.StatusServiceUnavailable {
 		h.d.Logger.Warn("http request failed", "status", code, "err", err)
 	}

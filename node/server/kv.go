@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // KV implements the client gRPC API over the coordinator.
@@ -29,14 +30,14 @@ func (s *KV) entity(key []byte, ack, from uint32) (Entity, error) {
 func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
 	e, err := s.entity(req.GetKey(), req.GetAck(), req.GetFrom())
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	rec, found, err := s.d.Coordinator.Get(ctx, e.Key, e.Ack, e.From)
 	if err == nil && !found {
 		err = ErrNotFound
 	}
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.GetResponse{Value: rec.Value, Timestamp: rec.TS}, nil
 }
@@ -45,11 +46,11 @@ func (s *KV) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, 
 func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
 	e, err := s.entity(req.GetKey(), req.GetAck(), req.GetFrom())
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	ts, err := s.d.Coordinator.Put(ctx, e.Key, req.GetValue(), e.Ack, e.From)
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.PutResponse{Timestamp: ts}, nil
 }
@@ -58,11 +59,11 @@ func (s *KV) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, 
 func (s *KV) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
 	e, err := s.entity(req.GetKey(), req.GetAck(), req.GetFrom())
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	ts, err := s.d.Coordinator.Delete(ctx, e.Key, e.Ack, e.From)
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.DeleteResponse{Timestamp: ts}, nil
 }

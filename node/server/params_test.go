@@ -12,6 +12,7 @@ import (
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/proto/rpcerr"
 )
 
 func TestParseEntityQuery(t *testing.T) {
@@ -58,8 +59,8 @@ func TestParseEntityQuery(t *testing.T) {
 				if !errors.Is(err, tt.wantError) {
 					t.Fatalf("ParseEntityQuery(%.40q) error = %v, want %v", tt.query, err, tt.wantError)
 				}
-				if HTTPStatus(err) != 400 {
-					t.Errorf("HTTPStatus(%v) = %d, want 400", err, HTTPStatus(err))
+				if rpcerr.HTTPStatus(err) != 400 {
+					t.Errorf("rpcerr.HTTPStatus(%v) = %d, want 400", err, rpcerr.HTTPStatus(err))
 				}
 				if strings.Contains(err.Error(), "\n") {
 					t.Errorf("error %q is not one line", err)
@@ -84,7 +85,7 @@ func FuzzParseEntityQuery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, q string) {
 		e, err := ParseEntityQuery(q)
 		if err != nil {
-			if code := HTTPStatus(err); code != 400 {
+			if code := rpcerr.HTTPStatus(err); code != 400 {
 				t.Fatalf("ParseEntityQuery(%q) error %v maps to %d, want 400", q, err, code)
 			}
 			return

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"ringkv/node/repair"
+	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // Repairs is the repair domain the Admin service hands the repair RPCs to (repair.Service):
@@ -48,25 +47,25 @@ func (s *Admin) repairs() error {
 // PlanRepair computes what a repair would compare, with estimates and refusals.
 func (s *Admin) PlanRepair(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error) {
 	if err := s.repairs(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	plan, err := s.d.Repairs.Plan(ctx, req)
-	return plan, GRPCError(err)
+	return plan, rpcerr.Encode(err)
 }
 
 // StartRepair starts a repair session coordinated by this node unless refused.
 func (s *Admin) StartRepair(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error) {
 	if err := s.repairs(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	plan, err := s.d.Repairs.Start(ctx, req)
-	return plan, GRPCError(err)
+	return plan, rpcerr.Encode(err)
 }
 
 // RepairStatus is the progress of this node's session in flight, else its last one.
 func (s *Admin) RepairStatus(context.Context, *kvpb.RepairStatusRequest) (*kvpb.RepairProgress, error) {
 	if err := s.repairs(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return s.d.Repairs.Progress(), nil
 }
@@ -75,7 +74,7 @@ func (s *Admin) RepairStatus(context.Context, *kvpb.RepairStatusRequest) (*kvpb.
 // over (its final state is the last message).
 func (s *Admin) WatchRepair(req *kvpb.RepairStatusRequest, stream kvpb.Admin_WatchRepairServer) error {
 	if err := s.repairs(); err != nil {
-		return GRPCError(err)
+		return rpcerr.Encode(err)
 	}
 	return watchLoop(stream.Context(), s.d.Draining, time.Duration(req.GetIntervalMs())*time.Millisecond,
 		s.d.Repairs.Watch, s.d.Repairs.Progress, stream.Send,
@@ -85,10 +84,10 @@ func (s *Admin) WatchRepair(req *kvpb.RepairStatusRequest, stream kvpb.Admin_Wat
 // AbortRepair stops this node's session in flight and returns its final progress.
 func (s *Admin) AbortRepair(ctx context.Context, _ *kvpb.AbortRepairRequest) (*kvpb.RepairProgress, error) {
 	if err := s.repairs(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	p, err := s.d.Repairs.Abort(ctx)
-	return p, GRPCError(err)
+	return p, rpcerr.Encode(err)
 }
 
 func (s *Replica) repairReplica() error {
@@ -102,7 +101,7 @@ func (s *Replica) repairReplica() error {
 // descent's summary (one level's nodes) and then the leaves under some of those nodes.
 func (s *Replica) RangeTree(ctx context.Context, req *kvpb.RangeTreeRequest) (*kvpb.RangeTreeResponse, error) {
 	if err := s.repairReplica(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	s.sawEpoch(req.GetEpoch())
 	depth, rate := int(req.GetDepth()), req.GetRateBytes()
@@ -110,7 +109,7 @@ func (s *Replica) RangeTree(ctx context.Context, req *kvpb.RangeTreeRequest) (*k
 	case req.GetSummary():
 		id, t, err := s.d.Repair.Summary(ctx, req.GetStart(), req.GetEnd(), depth, rate)
 		if err != nil {
-			return nil, GRPCError(err)
+			return nil, rpcerr.Encode(err)
 		}
 		level := min(int(req.GetLevel()), t.Depth)
 		return &kvpb.RangeTreeResponse{Depth: uint32(t.Depth), TreeId: id, Level: uint32(level), Nodes: repair.EncodeNodes(t.Level(level)),
@@ -118,14 +117,14 @@ func (s *Replica) RangeTree(ctx context.Context, req *kvpb.RangeTreeRequest) (*k
 	case req.GetTreeId() != 0:
 		t, leaves, err := s.d.Repair.Under(req.GetTreeId(), int(req.GetLevel()), req.GetSubtrees())
 		if err != nil {
-			return nil, GRPCError(err)
+			return nil, rpcerr.Encode(err)
 		}
 		return &kvpb.RangeTreeResponse{Depth: uint32(t.Depth), TreeId: req.GetTreeId(), Level: req.GetLevel(), Leaves: repair.EncodeLeaves(leaves),
 			Keys: t.Keys, Bytes: t.Bytes, Epoch: s.epoch()}, nil
 	}
 	t, err := s.d.Repair.Tree(ctx, req.GetStart(), req.GetEnd(), depth, rate)
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.RangeTreeResponse{Depth: uint32(t.Depth), Leaves: repair.EncodeLeaves(t.Leaves), Keys: t.Keys, Bytes: t.Bytes, Epoch: s.epoch()}, nil
 }
@@ -133,15 +132,15 @@ func (s *Replica) RangeTree(ctx context.Context, req *kvpb.RangeTreeRequest) (*k
 // PullRanges pulls token ranges from another replica into this node.
 func (s *Replica) PullRanges(ctx context.Context, req *kvpb.PullRangesRequest) (*kvpb.PullRangesResponse, error) {
 	if err := s.repairReplica(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	if req.GetSourceAddr() == "" {
-		return nil, status.Error(codes.InvalidArgument, "pull ranges: no source address")
+		return nil, rpcerr.Encode(fmt.Errorf("%w: pull ranges: no source address", replica.ErrInvalidArgument))
 	}
 	s.sawEpoch(req.GetEpoch())
 	res, err := s.d.Repair.Pull(ctx, ring.Member{ID: req.GetSourceId(), Addr: req.GetSourceAddr()}, spans(req.GetSpans()), req.GetRateBytes())
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.PullRangesResponse{KeysReceived: res.Received, KeysApplied: res.Applied, BytesReceived: res.Bytes, Epoch: s.epoch()}, nil
 }
@@ -149,12 +148,12 @@ func (s *Replica) PullRanges(ctx context.Context, req *kvpb.PullRangesRequest) (
 // MarkRepaired records a completed repair of ranges and purges what it makes safe to.
 func (s *Replica) MarkRepaired(ctx context.Context, req *kvpb.MarkRepairedRequest) (*kvpb.MarkRepairedResponse, error) {
 	if err := s.repairReplica(); err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	s.sawEpoch(req.GetEpoch())
 	n, err := s.d.Repair.MarkRepaired(ctx, spans(req.GetRanges()), time.Unix(0, req.GetStartedUnixNanos()), time.Unix(0, req.GetFinishedUnixNanos()))
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	return &kvpb.MarkRepairedResponse{TombstonesPurged: uint64(n), Epoch: s.epoch()}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"ringkv/node/store"
 	"ringkv/node/stream"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // chunkRecords and chunkBytes bound one RangeChunk of StreamRange.
@@ -118,13 +119,13 @@ func (s *Replica) observe(op replica.Op, start time.Time, err error) {
 // Read returns this node's version of a key, tombstones included.
 func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (_ *kvpb.ReadResponse, err error) {
 	if len(req.GetKey()) == 0 {
-		return nil, GRPCError(errEmptyKey)
+		return nil, rpcerr.Encode(errEmptyKey)
 	}
 	s.sawEpoch(req.GetEpoch())
 	defer func(start time.Time) { s.observe(replica.OpGet, start, err) }(time.Now())
 	rec, found, err := s.d.Local.Read(ctx, req.GetKey())
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	resp := &kvpb.ReadResponse{Found: found, Epoch: s.epoch(), WallNanos: time.Now().UnixNano()}
 	if found {
@@ -136,10 +137,10 @@ func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (_ *kvpb.Read
 // Write applies a version unless this node holds one at least as new.
 func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.WriteResponse, err error) {
 	if len(req.GetKey()) == 0 {
-		return nil, GRPCError(errEmptyKey)
+		return nil, rpcerr.Encode(errEmptyKey)
 	}
 	if req.GetRecord() == nil {
-		return nil, GRPCError(fmt.Errorf("%w: missing record", replica.ErrInvalidArgument))
+		return nil, rpcerr.Encode(fmt.Errorf("%w: missing record", replica.ErrInvalidArgument))
 	}
 	s.sawEpoch(req.GetEpoch())
 	op := replica.OpPut
@@ -152,13 +153,13 @@ func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.Wr
 		// A record stamped far ahead of this clock would win every later write of its key
 		// and drag the cluster's clocks with it: refused, counted, never adopted.
 		if err := s.d.Clock.Check(rec.TS); err != nil {
-			return nil, GRPCError(err)
+			return nil, rpcerr.Encode(err)
 		}
 	}
 	vid := ring.ViewID{Epoch: req.GetEpoch(), Change: req.GetChangeId(), InFlight: req.GetChangeInFlight()}
 	applied, err := s.d.Local.Write(ctx, req.GetKey(), rec, vid)
 	if err != nil {
-		return nil, GRPCError(err)
+		return nil, rpcerr.Encode(err)
 	}
 	if s.d.Clock != nil {
 		s.d.Clock.Update(rec.TS) // checked above
@@ -174,7 +175,7 @@ var errChunkFull = errors.New("chunk full")
 // (stream.ChunkChecksum).
 func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, srv kvpb.Replica_StreamRangeServer) error {
 	if s.d.Store == nil {
-		return status.Error(codes.Unimplemented, "stream range: not wired on this node")
+		return rpcerr.Encode(fmt.Errorf("stream range: %w: not wired on this node", ErrUnimplemented))
 	}
 	ctx := srv.Context()
 	s.sawEpoch(req.GetEpoch())
@@ -207,7 +208,7 @@ func (s *Replica) StreamRange(req *kvpb.StreamRangeRequest, srv kvpb.Replica_Str
 		})
 		full := errors.Is(err, errChunkFull)
 		if err != nil && !full {
-			return GRPCError(fmt.Errorf("stream range (%d, %d]: %w", req.GetStart(), req.GetEnd(), err))
+			return rpcerr.Encode(fmt.Errorf("stream range (%d, %d]: %w", req.GetStart(), req.GetEnd(), err))
 		}
 		chunk.Last = !full
 		chunk.Checksum = stream.ChunkChecksum(chunk.Records)

@@ -4,8 +4,7 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"ringkv/proto/rpcerr"
 )
 
 // watchGap is the least time between two messages of a watch stream that a change woke: an
@@ -43,7 +42,7 @@ func watchLoop[P any](ctx context.Context, draining <-chan struct{}, interval ti
 		case <-ctx.Done():
 			return nil
 		case <-draining:
-			return status.Error(codes.Unavailable, "node is shutting down")
+			return rpcerr.Encode(ErrShuttingDown)
 		case <-wake:
 			select {
 			case <-time.After(watchGap):

@@ -1,6 +1,11 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
+)
 
 var (
 	// ErrInvalidConfig is returned by Config.Validate and Open for a bad Config.
@@ -17,7 +22,7 @@ var (
 	// ErrDiskFull is returned by Apply and ApplyBatch while the data volume's free space is
 	// below Config.MinFreeDisk: the write is refused before badger sees it. HTTP 507, gRPC
 	// ResourceExhausted. Writes resume by themselves once space is freed.
-	ErrDiskFull = errors.New("disk full")
+	ErrDiskFull = rpcerr.New(kvpb.Reason_REASON_DISK_FULL, "disk full")
 	// ErrVolumeTooSmall is returned by Open for a data volume smaller than MinVolume.
 	ErrVolumeTooSmall = errors.New("data volume too small")
 	// ErrDamaged is returned by Open for a store whose files are damaged (a checksum
@@ -25,5 +30,5 @@ var (
 	// Config.Recover it opens what is left instead (Store.Damage).
 	ErrDamaged = errors.New("data damaged")
 	// ErrClosed is returned by operations on a closed Store.
-	ErrClosed = errors.New("store closed")
+	ErrClosed = rpcerr.New(kvpb.Reason_REASON_STORE_CLOSED, "store closed")
 )

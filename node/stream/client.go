@@ -19,10 +19,11 @@ import (
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // ErrChecksum: a streamed chunk did not match its checksum (after the retries).
-var ErrChecksum = errors.New("range chunk checksum mismatch")
+var ErrChecksum = rpcerr.New(kvpb.Reason_REASON_CHECKSUM, "range chunk checksum mismatch")
 
 // checksumRetries is how often RangeClient re-pulls a range from its last good key after a
 // chunk failed its checksum.

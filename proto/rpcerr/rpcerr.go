@@ -268,8 +268,8 @@ func Alive(err error) bool {
 
 // Decode turns a gRPC status error from a ringkv node back into an error of its reason:
 // errors.Is(Decode(err), sentinel) holds for the sentinel the server encoded, and for
-// context.DeadlineExceeded / context.Canceled on those codes. Its text is err's; it keeps
-// the status (status.FromError). An error without a status, or a status without a reason
+// context.DeadlineExceeded / context.Canceled on those codes. Its text is the status message
+// (the server's words); it keeps the status (status.FromError, Encode pass it on). An error without a status, or a status without a reason
 // (a transport failure), comes back as it is.
 func Decode(err error) error {
 	st, ok := status.FromError(err)
@@ -297,7 +297,7 @@ type wireError struct {
 	reason kvpb.Reason
 }
 
-func (e *wireError) Error() string              { return e.err.Error() }
+func (e *wireError) Error() string              { return e.st.Message() }
 func (e *wireError) Unwrap() error              { return e.err }
 func (e *wireError) GRPCStatus() *status.Status { return e.st }
 func (e *wireError) Is(target error) bool {
