@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/internal/eventually"
-	"ringkv/node/replica"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // TestFutureTimestampRefused: a Replica.Write stamped a year ahead is refused with
@@ -26,8 +26,8 @@ func TestFutureTimestampRefused(t *testing.T) {
 	future := uint64(time.Now().Add(365*24*time.Hour).UnixMilli()) << 16
 	epoch := c.Node(1).View().Current.Epoch()
 	_, err := rc.Write(ctx, &kvpb.WriteRequest{Key: []byte("k"), Record: &kvpb.Record{Timestamp: future, Value: []byte("from the future")}, Epoch: epoch})
-	if status.Code(err) != codes.FailedPrecondition || replica.Reason(err) != replica.ReasonClockOffset {
-		t.Fatalf("Replica.Write a year ahead: got %v (reason %q), want FailedPrecondition %s", err, replica.Reason(err), replica.ReasonClockOffset)
+	if status.Code(err) != codes.FailedPrecondition || rpcerr.ReasonOf(err) != kvpb.Reason_REASON_CLOCK_OFFSET {
+		t.Fatalf("Replica.Write a year ahead: got %v (reason %v), want FailedPrecondition %s", err, rpcerr.ReasonOf(err), kvpb.Reason_REASON_CLOCK_OFFSET)
 	}
 	if !strings.Contains(err.Error(), "ahead of this node's clock") {
 		t.Errorf("got %q, want it to say the timestamp is ahead of the node's clock", err)

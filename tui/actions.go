@@ -12,6 +12,7 @@ import (
 	"ringkv/ctl/present"
 	"ringkv/ctl/profile"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // BenchFunc runs a background load at rate requests per second until ctx ends and returns
@@ -157,13 +158,14 @@ func (a *AdminActions) StopBench(ctx context.Context) (string, error) {
 
 // rpcError makes a gRPC error one readable line, "plan remove n1: not available: ..." for an
 // RPC the cluster does not implement (it wraps ErrNotAvailable), "plan remove n1:
-// unavailable: ..." for other status errors; it keeps err in the chain.
+// unavailable: ..." for other status errors; it keeps err, decoded through the one error
+// table (rpcerr.Decode, so it matches the node's sentinel), in the chain.
 func rpcError(what string, err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return &actionError{what: what, st: st, err: err}
+	return &actionError{what: what, st: st, err: rpcerr.Decode(err)}
 }
 
 type actionError struct {

@@ -10,24 +10,22 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"errors"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // ErrorKinds are the kinds errors are counted by (the "kind" label). An unknown kind counts
 // as "internal".
-var ErrorKinds = [...]string{"timeout", "canceled", "unavailable", "breaker_open", "invalid", "internal"}
+var ErrorKinds = [...]string{rpcerr.KindTimeout, rpcerr.KindCanceled, rpcerr.KindUnavailable, rpcerr.KindBreakerOpen,
+	rpcerr.KindInvalid, rpcerr.KindInternal}
 
 const (
 	numOps   = replica.NumOps
@@ -107,36 +105,9 @@ func New(cfg Config) *Registry {
 	return r
 }
 
-// DefaultErrorKind classifies an error by the replica sentinels, context errors and gRPC codes.
-func DefaultErrorKind(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, replica.ErrBreakerOpen):
-		return "breaker_open"
-	case errors.Is(err, replica.ErrNotEnoughReplicas), errors.Is(err, replica.ErrReplicaUnavailable),
-		errors.Is(err, replica.ErrNotAdmitted), errors.Is(err, replica.ErrClosed):
-		return "unavailable"
-	case errors.Is(err, replica.ErrInvalidArgument), errors.Is(err, replica.ErrKeyTooLarge),
-		errors.Is(err, replica.ErrValueTooLarge):
-		return "invalid"
-	}
-	if s, ok := status.FromError(err); ok {
-		switch s.Code() {
-		case codes.DeadlineExceeded:
-			return "timeout"
-		case codes.Canceled:
-			return "canceled"
-		case codes.Unavailable:
-			return "unavailable"
-		case codes.InvalidArgument, codes.OutOfRange:
-			return "invalid"
-		}
-	}
-	return "internal"
-}
+// DefaultErrorKind classifies an error by the one error table (rpcerr.Kind): the reasons it
+// carries, else its gRPC code.
+func DefaultErrorKind(err error) string { return rpcerr.Kind(err) }
 
 func kindIndex(kind string) int {
 	for i, k := range ErrorKinds {

@@ -31,8 +31,7 @@ var (
 	// than its own: a ring change the sender has not applied yet (the write
 	// did not also go to the change's pending replicas), or a ring in which
 	// this node no longer replicates the key. The sender catches up and
-	// retries. gRPC FailedPrecondition on the Replica service with an
-	// errdetails.ErrorInfo of ErrorDomain and ReasonStaleView (other
+	// retries. gRPC FailedPrecondition with the reason STALE_VIEW (other
 	// FailedPrecondition refusals carry other reasons); a refusal, so it does
 	// not count against the peer's breaker.
 	ErrStaleView = rpcerr.New(kvpb.Reason_REASON_STALE_VIEW, "stale ring view")
@@ -43,28 +42,8 @@ var (
 	// its store marked damaged (started with --recover, not yet repaired from the peers):
 	// its copy may miss acknowledged writes, so it must not count toward a read's R. The
 	// coordinator asks another replica instead. gRPC FailedPrecondition with the
-	// ErrorInfo reason ReasonRangeDamaged; a refusal, so it does not count against the
-	// peer's breaker. Writes to the range are still applied.
+	// reason RANGE_DAMAGED; a refusal, so it does not count against the peer's breaker. Writes to the range are still applied.
 	ErrRangeDamaged = rpcerr.New(kvpb.Reason_REASON_RANGE_DAMAGED, "range damaged, awaiting repair")
 	// ErrClosed is returned by a Coordinator after Close.
 	ErrClosed = rpcerr.New(kvpb.Reason_REASON_COORDINATOR_CLOSED, "coordinator closed")
 )
-
-// ErrorDomain is the domain of the errdetails.ErrorInfo a node attaches to the
-// gRPC status of a domain error; its reason names the error, so two errors
-// that share a code stay apart on the way back.
-const ErrorDomain = "ringkv"
-
-// ReasonStaleView is the ErrorInfo reason of ErrStaleView.
-const ReasonStaleView = "STALE_VIEW"
-
-// ReasonClockOffset is the ErrorInfo reason of hlc.ErrClockOffset: a replica refused a
-// record stamped too far ahead of its clock, or a node refused to coordinate a write.
-const ReasonClockOffset = "CLOCK_OFFSET"
-
-// ReasonDiskFull is the ErrorInfo reason of store.ErrDiskFull: a replica that refused a write
-// because its disk is below its reserve (alive, so not a failure for its breaker).
-const ReasonDiskFull = "DISK_FULL"
-
-// ReasonRangeDamaged is the ErrorInfo reason of ErrRangeDamaged.
-const ReasonRangeDamaged = "RANGE_DAMAGED"

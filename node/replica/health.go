@@ -17,8 +17,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
-	"ringkv/node/hlc"
-	"ringkv/node/store"
+	"ringkv/proto/rpcerr"
 )
 
 // Breakers returns the breaker of every peer in the ring and of every peer
@@ -260,10 +259,10 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 		}
 	case c.base.Err() != nil:
 		// cancelled by Close: says nothing about the peer
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotAdmitted), errors.Is(err, ErrStaleView), errors.Is(err, hlc.ErrClockOffset), errors.Is(err, store.ErrDiskFull),
-		errors.Is(err, ErrRangeDamaged):
+	case rpcerr.Alive(err):
 		// The peer answered with a refusal (e.g. not a replica of the key while it catches up
-		// on a ring change): it is alive, and its breaker must not open on a healthy node.
+		// on a ring change, a full disk, a clock too far behind): it is alive, and its breaker
+		// must not open on a healthy node. The error table says which answers are refusals.
 		t.p.br.success()
 	default:
 		t.p.br.failure(c.cfg.Now(), dead(err), strings.ReplaceAll(err.Error(), "\n", "; "))

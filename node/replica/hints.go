@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"ringkv/node/hints"
-	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
+	"ringkv/proto/rpcerr"
 )
 
 // Hinted handoff: when a write's call to a peer fails (down, timed out, breaker open), the
@@ -90,10 +90,9 @@ func (c *Coordinator) Hints() HintStats {
 // hintable reports whether a failed call to a peer should leave a hint: the peer did not take
 // the write for want of being reachable, not because it refused it.
 func (c *Coordinator) hintable(t target, err error) bool {
-	return t.p != nil && err != nil && c.base.Err() == nil &&
-		!errors.Is(err, ErrStaleView) && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrNotAdmitted) &&
-		!errors.Is(err, hlc.ErrClockOffset) &&
-		!errors.Is(err, store.ErrDiskFull) // a full peer refuses; hints for it would only grow
+	// A peer that refused the write (rpcerr.Alive: a stale view, a bad request, a full disk, a
+	// clock offset) would refuse the hint too; hints for a full peer would only grow.
+	return t.p != nil && err != nil && c.base.Err() == nil && !rpcerr.Alive(err)
 }
 
 // keepHint stores a hint for t after a failed write call. A hint that cannot be stored (a

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"ringkv/node/hlc"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // Remote is a peer's Replica service as a Replica. Safe for concurrent use.
@@ -207,63 +206,32 @@ func RecordFromProto(p *kvpb.Record) store.Record {
 	return rec
 }
 
-// FromStatus maps a gRPC error from a peer to this package's errors (and
-// hlc.ErrClockOffset for FailedPrecondition with ReasonClockOffset):
-// Unavailable, ResourceExhausted, Aborted, Unauthenticated and
-// PermissionDenied to ErrReplicaUnavailable, DeadlineExceeded and Canceled
-// to the context errors, InvalidArgument to ErrInvalidArgument,
-// FailedPrecondition with the ErrorInfo reason ReasonStaleView to
-// ErrStaleView, ReasonRangeDamaged to ErrRangeDamaged, ResourceExhausted with ReasonDiskFull to store.ErrDiskFull. Other codes, and FailedPrecondition for any other reason (a
-// refused ring change, a busy capture), keep the status error. The status
-// message is kept in the text.
+// FromStatus decodes a gRPC error from a peer through the one error table (rpcerr.Decode):
+// the error matches (errors.Is) the sentinel the peer encoded (ErrStaleView, ErrRangeDamaged,
+// hlc.ErrClockOffset, store.ErrDiskFull, ...) and keeps its status. A peer that cannot serve
+// the call is, to a coordinator, a replica that is unavailable whatever its reason:
+// Unavailable, Aborted, Unauthenticated, PermissionDenied and ResourceExhausted (but a full
+// disk) also match ErrReplicaUnavailable, and InvalidArgument of any reason
+// ErrInvalidArgument.
 func FromStatus(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
 	}
-	var sentinel error
+	dec := rpcerr.Decode(err)
+	var class error
 	switch st.Code() {
 	case codes.ResourceExhausted:
-		sentinel = ErrReplicaUnavailable
-		if Reason(err) == ReasonDiskFull {
-			sentinel = store.ErrDiskFull
+		if !errors.Is(dec, store.ErrDiskFull) {
+			class = ErrReplicaUnavailable
 		}
 	case codes.Unavailable, codes.Aborted, codes.Unauthenticated, codes.PermissionDenied:
-		sentinel = ErrReplicaUnavailable
-	case codes.DeadlineExceeded:
-		sentinel = context.DeadlineExceeded
-	case codes.Canceled:
-		sentinel = context.Canceled
+		class = ErrReplicaUnavailable
 	case codes.InvalidArgument:
-		sentinel = ErrInvalidArgument
-	case codes.FailedPrecondition:
-		switch Reason(err) {
-		case ReasonStaleView:
-			sentinel = ErrStaleView
-		case ReasonClockOffset:
-			sentinel = hlc.ErrClockOffset
-		case ReasonRangeDamaged:
-			sentinel = ErrRangeDamaged
-		default:
-			return err
-		}
-	default:
-		return err
+		class = ErrInvalidArgument
 	}
-	return fmt.Errorf("%w: %w", sentinel, err)
-}
-
-// Reason is the reason of the ErrorInfo of ErrorDomain in err's gRPC status
-// ("" when it has none).
-func Reason(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
+	if class == nil || errors.Is(dec, class) {
+		return dec
 	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
-			return info.GetReason()
-		}
-	}
-	return ""
+	return fmt.Errorf("%w: %w", class, dec)
 }

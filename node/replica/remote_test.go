@@ -15,6 +15,7 @@ import (
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // replicaServer is a minimal Replica service over a real Local, standing in
@@ -34,7 +35,7 @@ type replicaServer struct {
 func (s *replicaServer) injected(c codes.Code) error {
 	st := status.New(c, "injected")
 	if r, _ := s.reason.Load().(string); r != "" {
-		st, _ = st.WithDetails(&errdetails.ErrorInfo{Reason: r, Domain: ErrorDomain})
+		st, _ = st.WithDetails(&errdetails.ErrorInfo{Reason: r, Domain: rpcerr.Domain})
 	}
 	return st.Err()
 }
@@ -116,8 +117,8 @@ func TestRemote(t *testing.T) {
 		{codes.Unavailable, "", ErrReplicaUnavailable},
 		{codes.DeadlineExceeded, "", context.DeadlineExceeded},
 		{codes.InvalidArgument, "", ErrInvalidArgument},
-		{codes.FailedPrecondition, ReasonStaleView, ErrStaleView},
-		{codes.FailedPrecondition, ReasonRangeDamaged, ErrRangeDamaged},
+		{codes.FailedPrecondition, rpcerr.Name(kvpb.Reason_REASON_STALE_VIEW), ErrStaleView},
+		{codes.FailedPrecondition, rpcerr.Name(kvpb.Reason_REASON_RANGE_DAMAGED), ErrRangeDamaged},
 		{codes.FailedPrecondition, "REFUSED", nil},
 		{codes.FailedPrecondition, "", nil},
 	}

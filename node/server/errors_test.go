@@ -113,3 +113,35 @@ func TestDamagedRangeRefusalOverGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestNotAdmittedPeerKeepsBreakerClosed: a peer that answers a write with "awaiting
+// admission" (a node that lost or has not yet got its ring) answered: over real gRPC the
+// coordinator counts it as a live refusal, as it counts its own ErrNotAdmitted, and the
+// peer's breaker stays closed. replica.FromStatus used to turn that answer into
+// ErrReplicaUnavailable, a failure that opened the breaker.
+func TestNotAdmittedPeerKeepsBreakerClosed(t *testing.T) {
+	names := []string{"n0", "n1"}
+	tokens := ring.FounderTokens(names, 16)
+	r, err := ring.New(1, 2, []ring.Member{{ID: "n0", Addr: "n0", Tokens: tokens["n0"]}, {ID: "n1", Addr: "n1", Tokens: tokens["n1"]}})
+	if err != nil {
+		t.Fatalf("ring.New: %v", err)
+	}
+	view := &ring.View{Current: r}
+	_, conn := serveReplicaDeps(t, ReplicaDeps{Local: refusing{replica.ErrNotAdmitted}})
+	peer := replica.NewRemote(conn, func() uint64 { return 1 })
+	local := replica.NewLocal(storetest.Open(t), nil)
+	co := replica.New(replica.DefaultConfig(), "n0", func() *ring.View { return view }, local,
+		func(ring.Member) replica.Replica { return peer }, hlc.New(nil), nil)
+	t.Cleanup(func() { co.Close() })
+	for range 2 * replica.DefaultConfig().BreakerFailures {
+		_, err := co.Put(context.Background(), []byte("k"), []byte("v"), 2, 2)
+		if !errors.Is(err, replica.ErrNotAdmitted) || !errors.Is(err, replica.ErrNotEnoughReplicas) {
+			t.Fatalf("Put with ack=2 and the peer awaiting admission: got %v, want ErrNotEnoughReplicas wrapping ErrNotAdmitted", err)
+		}
+	}
+	for _, b := range co.Breakers() {
+		if b.State != replica.BreakerClosed {
+			t.Fatalf("breaker of %s after refusals: got %s, want closed", b.Peer, b.State)
+		}
+	}
+}

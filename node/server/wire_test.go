@@ -12,6 +12,7 @@ import (
 	"ringkv/node/change"
 	"ringkv/node/cluster"
 	"ringkv/node/hlc"
+	"ringkv/node/metrics"
 	"ringkv/node/repair"
 	"ringkv/node/replica"
 	"ringkv/node/store"
@@ -71,9 +72,15 @@ var domainErrors = []struct {
 }
 
 // TestEveryDomainErrorRoundTrips: every domain error encoded by a server comes back through
-// the client's decoder as an error that matches the same sentinel, with the one code of its
-// reason. The node's two server tables used to give ErrNoChange NotFound and
-// FailedPrecondition, ErrNoRing Unavailable and FailedPrecondition.
+// each client's decoder (rpcerr.Decode: the cluster client, kvctl, the console;
+// replica.FromStatus: the replica and stream clients) as an error that matches the same
+// sentinel, with the one code, HTTP status, metric kind and liveness of its reason. The old
+// tables disagreed: node/cluster gave ErrNoChange and ErrNoRing FailedPrecondition where
+// node/server gave NotFound and Unavailable; replica.FromStatus turned every Unavailable
+// (NOT_ADMITTED included, which the coordinator counted as a live refusal) into
+// ErrReplicaUnavailable and every other FailedPrecondition into a bare status;
+// metrics.DefaultErrorKind counted the sentinels it did not list (CONNECTING, STORE_CLOSED,
+// NO_LEADER...) as internal.
 func TestEveryDomainErrorRoundTrips(t *testing.T) {
 	covered := map[kvpb.Reason]bool{}
 	for _, tc := range domainErrors {
@@ -90,18 +97,28 @@ func TestEveryDomainErrorRoundTrips(t *testing.T) {
 			if got := status.Code(enc); got != row.Code {
 				t.Fatalf("code: got %v, want %v", got, row.Code)
 			}
+			if got := rpcerr.HTTPStatus(tc.err); got != row.HTTP {
+				t.Errorf("HTTP status: got %d, want %d", got, row.HTTP)
+			}
+			if got := metrics.DefaultErrorKind(tc.err); got != row.Kind {
+				t.Errorf("metric kind: got %s, want %s", got, row.Kind)
+			}
 			for name, dec := range map[string]error{
-				"rpcerr.Decode": rpcerr.Decode(enc),
+				"rpcerr.Decode":      rpcerr.Decode(enc),
+				"replica.FromStatus": replica.FromStatus(enc),
 			} {
 				if !errors.Is(dec, tc.err) {
 					t.Errorf("%s(%v): does not match %v", name, enc, tc.err)
 				}
-				if got := rpcerr.HTTPStatus(dec); got != row.HTTP {
-					t.Errorf("%s: HTTP status on the caller's side: got %d, want %d", name, got, row.HTTP)
-				}
 				if got := status.Code(rpcerr.Encode(dec)); got != row.Code {
 					t.Errorf("%s: code passed on by the caller: got %v, want %v", name, got, row.Code)
 				}
+				if got := rpcerr.Alive(dec); got != row.Alive {
+					t.Errorf("%s: peer alive after this answer: got %v, want %v", name, got, row.Alive)
+				}
+			}
+			if got := rpcerr.HTTPStatus(rpcerr.Decode(enc)); got != row.HTTP {
+				t.Errorf("HTTP status on the caller's side: got %d, want %d", got, row.HTTP)
 			}
 		})
 	}

@@ -13,12 +13,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
 	"ringkv/loadgen"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // ackRecord is one line of a --record file: an acknowledged PUT (Value) or DELETE (Deleted).
@@ -234,7 +233,7 @@ func checkKey(ctx context.Context, kv kvpb.KVClient, o *CheckOptions, key string
 	resp, err := kv.Get(rctx, &kvpb.GetRequest{Key: []byte(key), Ack: uint32(o.Ack), From: uint32(o.From)})
 	var got []byte // nil: absent
 	switch {
-	case status.Code(err) == codes.NotFound:
+	case rpcerr.ReasonOf(err) == kvpb.Reason_REASON_NOT_FOUND:
 	case err != nil:
 		return false, err
 	default:

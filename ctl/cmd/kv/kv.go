@@ -10,12 +10,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/cli"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // Options are the flags and arguments of get, put and del.
@@ -118,7 +117,7 @@ func runGet(ctx context.Context, o *Options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	resp, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte(o.Key), Ack: o.Ack, From: o.From})
-	if status.Code(err) == codes.NotFound {
+	if rpcerr.ReasonOf(err) == kvpb.Reason_REASON_NOT_FOUND {
 		// An answer, said once: exit 4, not the 1 of a node that cannot be reached.
 		return fmt.Errorf("%w: key %q", cli.ErrNotFound, o.Key)
 	}
