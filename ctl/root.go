@@ -107,9 +107,12 @@ Start here:
   kvctl put user:1 alice          write a key (any node coordinates)
   kvctl get user:1 --ack 1        read it back from one replica
 
-Exit codes: 0 done, 1 failure (a node unreachable, a run invalid), 2 usage (a bad
-command, flag or argument), 3 refused as unsafe (see --force), 4 not found (get of a
-missing key, a node that is no member).`,
+Exit codes: 0 done, 1 failure (a node unreachable, a run invalid, a node that cannot do
+it now: no leader, a stale ring view, a clock offset, a full disk), 2 usage (a bad
+command, flag or argument, a key over its limit), 3 refused as unsafe (see --force; a
+change or repair already running), 4 not found (get of a missing key, a node that is no
+member, no change or repair to act on). A node's answer exits by its reason; the table
+is in docs/operations.md ("kvctl exit codes").`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Get().String(),

@@ -8,9 +8,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/ctl/present"
+	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
-// Exit codes of kvctl, mapped in one place (ExitCode).
+// Exit codes of kvctl, mapped in one place (ExitCode, ReasonExit).
 const (
 	ExitOK      = 0
 	ExitFailure = 1
@@ -44,7 +46,7 @@ func RefusedErrorf(format string, a ...any) error {
 }
 
 // ExitCode maps an error returned by a command to the process exit code. A gRPC status
-// that no command translated (RPCError) is mapped by its code, as RPCError would.
+// that no command translated (RPCError) is mapped by its reason, as RPCError would.
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
@@ -56,17 +58,48 @@ func ExitCode(err error) int {
 	case errors.Is(err, ErrNotFound):
 		return ExitNotFound
 	}
-	if s, ok := status.FromError(err); ok {
-		return codeExit(s.Code())
+	if _, ok := status.FromError(err); ok {
+		return statusExit(err)
 	}
 	return ExitFailure
 }
 
-// codeExit is the one table from a gRPC code to kvctl's exit code: what the cluster calls
-// an invalid argument is a usage error; a precondition it refuses (an unsafe change, a
-// change in flight, a member that exists) is a refusal; everything else is a failure.
-func codeExit(c codes.Code) int {
-	switch c {
+// ReasonExit is kvctl's exit code for a node's answer of reason r, the one table from a
+// reason to an exit code:
+//   - 2 usage: the request itself is wrong (a bad argument, a key or value over its limit,
+//     a malformed ring change or repair, an unknown profile kind);
+//   - 3 refused as unsafe: the cluster refused the operation as it stands (a plan with
+//     refusals, a change that would lose replicas, a change or repair already running, a
+//     member that exists); --force or waiting changes the answer;
+//   - 4 not found: what was named does not exist (a key, a member, a change or repair);
+//   - 1 failure: everything else, the node could not do it now (unavailable, no leader, a
+//     stale ring view, a clock offset, a damaged range, a full disk, a busy capture).
+func ReasonExit(r kvpb.Reason) int {
+	switch r {
+	case kvpb.Reason_REASON_INVALID_ARGUMENT, kvpb.Reason_REASON_KEY_TOO_LARGE,
+		kvpb.Reason_REASON_VALUE_TOO_LARGE, kvpb.Reason_REASON_UNKNOWN_PATH,
+		kvpb.Reason_REASON_METHOD_NOT_ALLOWED, kvpb.Reason_REASON_INVALID_CHANGE,
+		kvpb.Reason_REASON_INVALID_REPAIR, kvpb.Reason_REASON_UNKNOWN_KIND:
+		return ExitUsage
+	case kvpb.Reason_REASON_REFUSED, kvpb.Reason_REASON_UNSAFE, kvpb.Reason_REASON_CHANGE_IN_FLIGHT,
+		kvpb.Reason_REASON_MEMBER_EXISTS, kvpb.Reason_REASON_REPAIR_REFUSED,
+		kvpb.Reason_REASON_REPAIR_RUNNING:
+		return ExitRefused
+	case kvpb.Reason_REASON_NOT_FOUND, kvpb.Reason_REASON_UNKNOWN_MEMBER,
+		kvpb.Reason_REASON_NO_CHANGE, kvpb.Reason_REASON_NO_REPAIR:
+		return ExitNotFound
+	}
+	return ExitFailure
+}
+
+// statusExit is the exit code of a gRPC error: by its reason. A status without one (a
+// transport failure, an auth refusal) goes by its code: InvalidArgument is a usage error,
+// FailedPrecondition and AlreadyExists a refusal, NotFound not found, the rest a failure.
+func statusExit(err error) int {
+	if r := rpcerr.ReasonOf(err); r != kvpb.Reason_REASON_UNSPECIFIED {
+		return ReasonExit(r)
+	}
+	switch status.Code(err) {
 	case codes.InvalidArgument:
 		return ExitUsage
 	case codes.FailedPrecondition, codes.AlreadyExists:
@@ -79,19 +112,39 @@ func codeExit(c codes.Code) int {
 
 // RPCError turns an error of a call to the node at addr into kvctl's one-line reason and
 // exit code: "usage: node 127.0.0.1:9090: ..." (exit 2), "refused: node ...: ..." (exit 3),
-// "not found: node ...: ..." (exit 4), "node 127.0.0.1:9090: unavailable: ..." (exit 1). Every command maps gRPC errors here.
+// "not found: node ...: ..." (exit 4), "node 127.0.0.1:9090: unavailable: ..." (exit 1).
+// Every command maps gRPC errors here. The error is decoded through the one error table
+// (rpcerr.Decode): it still matches the sentinel of the node's reason.
 func RPCError(addr string, err error) error {
 	s, ok := status.FromError(err)
 	if !ok {
 		return fmt.Errorf("node %s: %w", addr, err)
 	}
-	switch codeExit(s.Code()) {
+	dec := rpcerr.Decode(err)
+	switch statusExit(dec) {
 	case ExitUsage:
-		return UsageErrorf("node %s: %s", addr, s.Message())
+		return &rpcError{fmt.Sprintf("%s: node %s: %s", ErrUsage, addr, s.Message()), ErrUsage, dec}
 	case ExitRefused:
-		return RefusedErrorf("node %s: %s", addr, s.Message())
+		return &rpcError{fmt.Sprintf("%s: node %s: %s", ErrRefused, addr, s.Message()), ErrRefused, dec}
 	case ExitNotFound:
-		return fmt.Errorf("%w: node %s: %s", ErrNotFound, addr, s.Message())
+		return &rpcError{fmt.Sprintf("%s: node %s: %s", ErrNotFound, addr, s.Message()), ErrNotFound, dec}
 	}
-	return fmt.Errorf("node %s: %s: %s", addr, present.Code(s.Code()), s.Message())
+	return &rpcError{fmt.Sprintf("node %s: %s: %s", addr, present.Code(s.Code()), s.Message()), nil, dec}
+}
+
+// rpcError is a node's answer in kvctl's words: its exit mark (ErrUsage, ErrRefused,
+// ErrNotFound or none) and the decoded error stay in the chain.
+type rpcError struct {
+	text string
+	mark error
+	err  error
+}
+
+func (e *rpcError) Error() string { return e.text }
+
+func (e *rpcError) Unwrap() []error {
+	if e.mark == nil {
+		return []error{e.err}
+	}
+	return []error{e.mark, e.err}
 }
