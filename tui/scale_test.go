@@ -94,6 +94,11 @@ func TestConsoleAtScale(t *testing.T) {
 					if i, j := strings.Index(screen, "\nn2 "), strings.Index(screen, "\nn10 "); key != "3" && (i < 0 || j >= 0 && j < i) {
 						t.Errorf("screen %s: got n2 at %d, n10 at %d, want n2 listed first", key, i, j)
 					}
+					// More nodes than lines: the heatmap says which rows it draws, and where the
+					// hottest vnode (n42's) is while its row is off-screen.
+					if key == "2" && nodes == 100 && (!strings.Contains(screen, "of 100 · ") || !strings.Contains(screen, "hot vnode: n42, row 42 ↓")) {
+						t.Errorf("heatmap of 100 nodes: got no scroll line naming the hot vnode's node n42")
+					}
 					if t.Failed() || testing.Verbose() {
 						t.Logf("screen %s:\n%s", key, screen)
 					}

@@ -352,13 +352,27 @@ func (m Model) View() string {
 	b.WriteString(m.st.Dim.Render(m.explain()))
 	b.WriteByte('\n')
 
-	// Rows: keep the cursor row visible when there are more nodes than lines.
+	// Rows: keep the cursor row visible when there are more nodes than lines; then one line
+	// says which rows are drawn and where the hottest vnode is when its row is not.
 	fit := max(1, (m.height-fixedLines)/lay.Lines)
+	scrolled := len(m.rows) > fit
+	if scrolled && fit > 1 {
+		fit = max(1, (m.height-fixedLines-1)/lay.Lines)
+	}
 	first := 0
 	if m.row >= fit {
 		first = m.row - fit + 1
 	}
 	drawn := 0
+	if scrolled {
+		hotRow := -1
+		if len(all) > 0 {
+			hotRow = all[0].p.r
+		}
+		b.WriteString(m.st.Dim.Render(m.scrollLine(first, min(first+fit, len(m.rows)), hotRow)))
+		b.WriteByte('\n')
+		drawn++
+	}
 	for r := first; r < len(m.rows) && r < first+fit; r++ {
 		name := m.rows[r].Node
 		if len(name) > lw-1 {
@@ -440,6 +454,21 @@ func (m Model) View() string {
 		}
 	}
 	return clip(b.String(), m.width)
+}
+
+// scrollLine says which rows [first, end) of the nodes are drawn and, when the hottest
+// vnode's row hot (-1: none) is not among them, which node owns it, so a hot spot is never
+// out of sight.
+func (m Model) scrollLine(first, end, hot int) string {
+	s := fmt.Sprintf("nodes %d–%d of %d", first+1, end, len(m.rows))
+	if hot >= 0 && (hot < first || hot >= end) {
+		dir := "↓"
+		if hot < first {
+			dir = "↑"
+		}
+		s += fmt.Sprintf(" · hot vnode: %s, row %d %s", m.rows[hot].Node, hot+1, dir)
+	}
+	return s + " · ↑/↓ scrolls"
 }
 
 // explain says what a row and a cell are.
