@@ -22,7 +22,7 @@ import (
 
 // Convergence after a drill (with hints and Merkle repair): every replica holds
 // every write the bench acknowledged, checked on each node's own store (Replica.StreamRange
-// of the whole ring, a local scan: no client read, so no read repair), within
+// of the whole ring, a local scan: no client read, so no read reconciliation), within
 // convergeTimeout of the heal; then a kvctl repair --dry-run finds no Merkle leaf that
 // differs between any two replicas. What closes the gap is left to the cluster: durable
 // hints, replayed when the peer answers again, and background repair every

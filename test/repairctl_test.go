@@ -15,7 +15,7 @@ import (
 )
 
 // storedKeys counts the records node p stores over the whole ring, from its own store
-// (Admin CountRanges): no client read, so no read repair.
+// (Admin CountRanges): no client read, so no read reconciliation.
 func (c *tcluster) storedKeys(p *proc) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -22,8 +22,8 @@ var (
 	descOpDuration = prometheus.NewDesc("ringkv_op_duration_seconds",
 		"Operation latency; quantiles over the last latency window (HDR histogram).",
 		[]string{"op", "role"}, nil)
-	descReadRepairs = prometheus.NewDesc("ringkv_read_repairs_total",
-		"Replicas repaired by reads.", nil, nil)
+	descReconciled = prometheus.NewDesc("ringkv_read_reconciliations_total",
+		"Replicas a read brought up to date with the newest version it saw (read reconciliation).", nil, nil)
 	descHints = prometheus.NewDesc("ringkv_hints_total",
 		"Hints stored for unreachable replicas.", nil, nil)
 	descHintsQueued = prometheus.NewDesc("ringkv_hints_queued",
@@ -80,7 +80,7 @@ func newPromRegistry(s *Stats) *prometheus.Registry {
 }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descOps, descOpErrors, descOpDuration, descReadRepairs, descHints,
+	for _, d := range []*prometheus.Desc{descOps, descOpErrors, descOpDuration, descReconciled, descHints,
 		descHintsQueued, descHintsQueuedBytes, descHintsDelivered, descHintsDropped,
 		descBreaker, descBreakerFailures, descKeys, descDisk, descEpoch, descVnodeLoad, descVnodeKeysDist,
 		descClockRejected, descClockOffset} {
@@ -108,7 +108,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			map[float64]float64{0.5: os.P50Ms / 1000, 0.99: os.P99Ms / 1000, 0.999: os.P999Ms / 1000},
 			op, role)
 	}
-	ch <- prometheus.MustNewConstMetric(descReadRepairs, prometheus.CounterValue, float64(ns.ReadRepairs))
+	ch <- prometheus.MustNewConstMetric(descReconciled, prometheus.CounterValue, float64(ns.ReadReconciliations))
 	ch <- prometheus.MustNewConstMetric(descHints, prometheus.CounterValue, float64(ns.Hints))
 	if r.cfg.Hints != nil {
 		for _, q := range r.cfg.Hints() {

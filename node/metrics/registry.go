@@ -41,9 +41,9 @@ type Registry struct {
 	cfg   Config
 	start time.Time
 
-	slots       [numSlots]opSlot
-	readRepairs atomic.Uint64
-	hints       atomic.Uint64
+	slots      [numSlots]opSlot
+	reconciled atomic.Uint64
+	hints      atomic.Uint64
 	// recent holds the last second's latencies per role (every op together).
 	recent [numRoles]*recent
 
@@ -156,8 +156,8 @@ func (r *Registry) RecentP99(role replica.Role) (time.Duration, uint64) {
 	return r.recent[i%numRoles].quantile(0.99)
 }
 
-// ReadRepair counts one read repair written by the coordinator.
-func (r *Registry) ReadRepair() { r.readRepairs.Add(1) }
+// Reconciled counts one replica a read brought up to date (read reconciliation).
+func (r *Registry) Reconciled() { r.reconciled.Add(1) }
 
 // Hint counts one hinted handoff stored for a down replica.
 func (r *Registry) Hint() { r.hints.Add(1) }
@@ -359,12 +359,12 @@ func (r *Registry) refreshCounts(ctx context.Context, t *vnodeTable, all bool) {
 // replicates (or has served since the ring changed).
 func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 	ns := &kvpb.NodeStats{
-		Id:          r.cfg.ID,
-		UnixNanos:   time.Now().UnixNano(),
-		Errors:      map[string]uint64{},
-		ReadRepairs: r.readRepairs.Load(),
-		Hints:       r.hints.Load(),
-		Goroutines:  uint32(runtime.NumGoroutine()),
+		Id:                  r.cfg.ID,
+		UnixNanos:           time.Now().UnixNano(),
+		Errors:              map[string]uint64{},
+		ReadReconciliations: r.reconciled.Load(),
+		Hints:               r.hints.Load(),
+		Goroutines:          uint32(runtime.NumGoroutine()),
 	}
 	if d, ok := r.cfg.Store.(interface{ DiskFull() error }); ok && d.DiskFull() != nil {
 		ns.DiskFull = true

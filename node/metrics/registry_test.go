@@ -174,8 +174,8 @@ func TestObserveOp(t *testing.T) {
 	}
 	reg.ObserveOp(replica.OpPut, replica.RoleReplica, 3*time.Millisecond, errors.New("disk on fire"))
 	reg.ObserveOp(replica.NumOps, replica.RoleCoordinator, time.Millisecond, nil) // unknown: ignored
-	reg.ReadRepair()
-	reg.ReadRepair()
+	reg.Reconciled()
+	reg.Reconciled()
 	reg.Hint()
 
 	ns := reg.Snapshot(false)
@@ -202,7 +202,7 @@ func TestObserveOp(t *testing.T) {
 		{"errors timeout", float64(ns.Errors["timeout"]), 10, 0},
 		{"errors unavailable", float64(ns.Errors["unavailable"]), 4, 0},
 		{"errors internal", float64(ns.Errors["internal"]), 1, 0},
-		{"read repairs", float64(ns.ReadRepairs), 2, 0},
+		{"read reconciliations", float64(ns.ReadReconciliations), 2, 0},
 		{"hints", float64(ns.Hints), 1, 0},
 	}
 	for _, tt := range tests {

@@ -39,10 +39,10 @@ type Config struct {
 	// HealthInterval is how often a peer whose breaker is closed is probed all the
 	// same, so that Unreachable sees a peer behind a silent partition.
 	HealthInterval time.Duration
-	// RepairWorkers bounds the read repairs written concurrently;
-	// RepairQueue bounds those waiting. Repairs beyond the queue are dropped
+	// ReconcileWorkers bounds the read reconciliations written concurrently;
+	// ReconcileQueue bounds those waiting. Those beyond the queue are dropped
 	// (the next read of the key finds the replica stale again).
-	RepairWorkers, RepairQueue int
+	ReconcileWorkers, ReconcileQueue int
 	// MaxKeyBytes and MaxValueBytes limit the size of keys and values
 	// (defaults MaxKeySize and 1 MiB). The Coordinator checks them, with the
 	// request's ack and from, once per request: the front ends do not.
@@ -87,8 +87,8 @@ func DefaultConfig() Config {
 		ProbeInterval:    200 * time.Millisecond,
 		ProbeTimeout:     time.Second,
 		HealthInterval:   time.Second,
-		RepairWorkers:    4,
-		RepairQueue:      1024,
+		ReconcileWorkers: 4,
+		ReconcileQueue:   1024,
 		MaxKeyBytes:      MaxKeySize,
 		MaxValueBytes:    1 << 20,
 		HintInterval:     time.Second,
@@ -113,8 +113,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: breaker slow spell %v is negative", ErrInvalidArgument, c.BreakerSlowSpell)
 	case c.ProbeInterval < 0 || c.ProbeTimeout < 0 || c.HealthInterval < 0:
 		return fmt.Errorf("%w: probe interval %v / timeout %v are negative", ErrInvalidArgument, c.ProbeInterval, c.ProbeTimeout)
-	case c.RepairWorkers < 0 || c.RepairQueue < 0:
-		return fmt.Errorf("%w: repair workers %d / queue %d are negative", ErrInvalidArgument, c.RepairWorkers, c.RepairQueue)
+	case c.ReconcileWorkers < 0 || c.ReconcileQueue < 0:
+		return fmt.Errorf("%w: reconcile workers %d / queue %d are negative", ErrInvalidArgument, c.ReconcileWorkers, c.ReconcileQueue)
 	case c.MaxKeyBytes < 0 || c.MaxValueBytes < 0:
 		return fmt.Errorf("%w: size limits %d / %d are negative", ErrInvalidArgument, c.MaxKeyBytes, c.MaxValueBytes)
 	case c.HintInterval < 0:
@@ -150,11 +150,11 @@ func (c Config) withDefaults() Config {
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = d.HealthInterval
 	}
-	if c.RepairWorkers <= 0 {
-		c.RepairWorkers = d.RepairWorkers
+	if c.ReconcileWorkers <= 0 {
+		c.ReconcileWorkers = d.ReconcileWorkers
 	}
-	if c.RepairQueue <= 0 {
-		c.RepairQueue = d.RepairQueue
+	if c.ReconcileQueue <= 0 {
+		c.ReconcileQueue = d.ReconcileQueue
 	}
 	if c.MaxKeyBytes <= 0 {
 		c.MaxKeyBytes = d.MaxKeyBytes

@@ -13,7 +13,7 @@ import (
 
 // Coordinator runs client operations against a key's replicas. Safe for
 // concurrent use. It owns goroutines (replica calls still running after an
-// answer, read repair workers); Close stops them and waits.
+// answer, reconcile workers); Close stops them and waits.
 type Coordinator struct {
 	cfg   Config
 	self  string
@@ -28,7 +28,7 @@ type Coordinator struct {
 	peersMu sync.RWMutex
 	peerSt  map[string]*peer
 
-	repairs chan repairJob
+	reconciles chan reconcileJob
 	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext
 	// paces it (owned by it).
 	hints    HintLog
@@ -74,25 +74,25 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		clock = hlc.New(nil)
 	}
 	c := &Coordinator{
-		cfg:      cfg,
-		self:     self,
-		view:     view,
-		local:    local,
-		peers:    peers,
-		clock:    clock,
-		obs:      obs,
-		readP99:  newQuantile(0.99),
-		peerSt:   make(map[string]*peer),
-		repairs:  make(chan repairJob, cfg.RepairQueue),
-		hintKick: make(chan struct{}, 1),
+		cfg:        cfg,
+		self:       self,
+		view:       view,
+		local:      local,
+		peers:      peers,
+		clock:      clock,
+		obs:        obs,
+		readP99:    newQuantile(0.99),
+		peerSt:     make(map[string]*peer),
+		reconciles: make(chan reconcileJob, cfg.ReconcileQueue),
+		hintKick:   make(chan struct{}, 1),
 	}
 	if cfg.Hints != nil {
 		c.hints = cfg.Hints
 	}
 	c.base, c.cancel = context.WithCancel(context.Background())
-	c.wg.Add(cfg.RepairWorkers)
-	for range cfg.RepairWorkers {
-		go c.repairWorker()
+	c.wg.Add(cfg.ReconcileWorkers)
+	for range cfg.ReconcileWorkers {
+		go c.reconcileWorker()
 	}
 	if c.hints != nil {
 		c.wg.Add(1)
@@ -101,7 +101,7 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 	return c
 }
 
-// Close cancels the replica calls still running, stops the read repair
+// Close cancels the replica calls still running, stops the read reconciliation
 // workers and waits for every goroutine of c. Operations after Close fail
 // with ErrClosed.
 func (c *Coordinator) Close() error {
@@ -179,7 +179,7 @@ func (c *Coordinator) prepare(key []byte, value []byte, ack, from int) (*ring.Vi
 
 // callCtx is the context shared by the replica calls of one operation:
 // cancelled by Close but not by the client's context (calls outlive the
-// answer: late writes still land, late reads still feed read repair), with
+// answer: late writes still land, late reads still feed reconciliation), with
 // the per-replica deadline counted from the operation's start. The
 // operation and every call hold a reference; the last release cancels it.
 type callCtx struct {

@@ -221,8 +221,8 @@ func TestWriteDoesNotWaitForSlowReplica(t *testing.T) {
 	})
 }
 
-// Read repair writes the newest version to stale and missing replicas.
-func TestReadRepair(t *testing.T) {
+// Read reconciliation writes the newest version to stale and missing replicas.
+func TestReconcile(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	obs := &countingObserver{}
@@ -242,7 +242,7 @@ func TestReadRepair(t *testing.T) {
 			}
 		}
 		if got := obs.repairs.Load(); got != 2 {
-			return fmt.Errorf("ReadRepair called %d times, want 2", got)
+			return fmt.Errorf("Reconciled called %d times, want 2", got)
 		}
 		return nil
 	})
@@ -260,8 +260,8 @@ func TestReadRepair(t *testing.T) {
 	})
 }
 
-// A reply that arrives after the answer still triggers read repair.
-func TestReadRepairFromLateReply(t *testing.T) {
+// A reply that arrives after the answer still triggers read reconciliation.
+func TestReconcileFromLateReply(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	co := c.coordinator(t, "n0", Config{NoHedge: true, ReplicaTimeout: time.Hour}, nil)

@@ -52,7 +52,7 @@ func damagedStore(t testing.TB) *store.Store {
 // TestDamagedReplicaDoesNotCountForRead: a replica whose store marks the key's range damaged
 // (it may miss acknowledged writes) refuses reads with ErrRangeDamaged, so a quorum read
 // through it or through a peer is answered by replicas whose copies are whole; its breaker
-// stays closed, writes still reach it, and read repair gives it the newest version. Without
+// stays closed, writes still reach it, and read reconciliation gives it the newest version. Without
 // the rule, a read with ack=2 through the damaged node takes its empty answer and misses the
 // value for the keys whose other answer came from the replica that missed the write.
 func TestDamagedReplicaDoesNotCountForRead(t *testing.T) {
@@ -94,7 +94,7 @@ func TestDamagedReplicaDoesNotCountForRead(t *testing.T) {
 			}
 		}
 	}
-	// Read repair wrote the newest versions to the damaged replica's store.
+	// Read reconciliation wrote the newest versions to the damaged replica's store.
 	eventually.Succeeds(t, 10*time.Second, func() error {
 		for key, rec := range want {
 			if got, ok := c.nodes["n0"].has(t, key); !ok || !sameRecord(got, rec) {

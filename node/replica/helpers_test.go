@@ -221,7 +221,7 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// countingObserver counts read repairs and operations.
+// countingObserver counts read reconciliations and operations.
 type countingObserver struct {
 	repairs atomic.Int64
 	ops     atomic.Int64
@@ -238,7 +238,7 @@ func (o *countingObserver) ObserveOp(op Op, role Role, d time.Duration, err erro
 	}
 }
 
-func (o *countingObserver) ReadRepair() { o.repairs.Add(1) }
+func (o *countingObserver) Reconciled() { o.repairs.Add(1) }
 
 func sameRecord(a, b store.Record) bool {
 	return a.TS == b.TS && a.Tombstone == b.Tombstone && string(a.Value) == string(b.Value)

@@ -24,7 +24,7 @@ func (c *Coordinator) HedgeDelay() time.Duration {
 // Get reads key from ack of its from replicas and returns the newest
 // version among the replies. found is false when no replica has the key or
 // the newest version is a tombstone (then rec is that tombstone). ack and
-// from of 0 mean the defaults. rec.Value is shared with read repair: do not
+// from of 0 mean the defaults. rec.Value is shared with read reconciliation: do not
 // modify it.
 func (c *Coordinator) Get(ctx context.Context, key []byte, ack, from int) (store.Record, bool, error) {
 	start := time.Now()
@@ -63,7 +63,7 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 	if err != nil {
 		return store.Record{}, false, err
 	}
-	key = bytes.Clone(key) // calls and repairs outlive the answer
+	key = bytes.Clone(key) // calls and reconciliations outlive the answer
 	op := &readOp{key: key, vid: v.ID(), ts: c.order(c.targets(v.ReadSet(ring.Token(key), from)))}
 	op.replies = make(chan readReply, len(op.ts))
 	op.got = make([]*readReply, len(op.ts))
@@ -203,7 +203,7 @@ func (c *Coordinator) take(op *readOp, r readReply) {
 	if r.err != nil {
 		op.errs = append(op.errs, r.err)
 		if errors.Is(r.err, ErrRangeDamaged) {
-			// Not an answer, but a replica that takes writes: read repair gives it the
+			// Not an answer, but a replica that takes writes: read reconciliation gives it the
 			// newest version.
 			op.got[r.i] = &readReply{i: r.i}
 		}
@@ -220,12 +220,12 @@ func (c *Coordinator) take(op *readOp, r readReply) {
 }
 
 // finish hands op to a goroutine that waits for the replies still in
-// flight, then repairs the replicas that answered with an older version or
-// none. Without replies in flight it repairs at once.
+// flight, then reconciles the replicas that answered with an older version or
+// none. Without replies in flight it reconciles at once.
 func (c *Coordinator) finish(op *readOp) {
 	op.cc.release() // launches no more calls
 	if op.inflight == 0 {
-		c.repair(op)
+		c.reconcile(op)
 		return
 	}
 	c.spawn(func() {
@@ -237,6 +237,6 @@ func (c *Coordinator) finish(op *readOp) {
 				return
 			}
 		}
-		c.repair(op)
+		c.reconcile(op)
 	})
 }

@@ -20,7 +20,7 @@
 // hedge delay, the observed p99 of replica reads clamped to
 // [HedgeMin, HedgeMax]. The answer is the newest version (store.Record.Newer)
 // among the first ack replies. Replies that arrive later still count for
-// read repair: once every asked replica has answered or timed out, those
+// read reconciliation: once every asked replica has answered or timed out, those
 // that returned an older version or none get the newest one written back in
 // the background, by a bounded pool of workers that Close stops.
 //
@@ -80,8 +80,8 @@ type Observer interface {
 	// handled (role RoleCoordinator), d the time to the answer, err the
 	// error returned (nil on success; a Get of an absent key is a success).
 	ObserveOp(op Op, role Role, d time.Duration, err error)
-	// ReadRepair is called once per replica repaired by a read.
-	ReadRepair()
+	// Reconciled is called once per replica a read brought up to date (read reconciliation).
+	Reconciled()
 }
 
 // VnodeObserver counts the reads and writes a node's store serves, by ring

@@ -1859,17 +1859,18 @@ type NodeStats struct {
 	Vnodes    []*VnodeStats          `protobuf:"bytes,6,rep,name=vnodes,proto3" json:"vnodes,omitempty"`
 	Breakers  []*BreakerState        `protobuf:"bytes,7,rep,name=breakers,proto3" json:"breakers,omitempty"`
 	// errors by kind: timeout, unavailable, invalid, internal, ...
-	Errors         map[string]uint64 `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Keys           uint64            `protobuf:"varint,9,opt,name=keys,proto3" json:"keys,omitempty"`
-	DiskBytes      uint64            `protobuf:"varint,10,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
-	ReadRepairs    uint64            `protobuf:"varint,11,opt,name=read_repairs,json=readRepairs,proto3" json:"read_repairs,omitempty"`
-	Hints          uint64            `protobuf:"varint,12,opt,name=hints,proto3" json:"hints,omitempty"`
-	Goroutines     uint32            `protobuf:"varint,13,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
-	GcPauseTotalNs uint64            `protobuf:"varint,14,opt,name=gc_pause_total_ns,json=gcPauseTotalNs,proto3" json:"gc_pause_total_ns,omitempty"`
-	GcPauseLastNs  uint64            `protobuf:"varint,15,opt,name=gc_pause_last_ns,json=gcPauseLastNs,proto3" json:"gc_pause_last_ns,omitempty"`
-	HeapBytes      uint64            `protobuf:"varint,16,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
-	OpsPerSec      float64           `protobuf:"fixed64,17,opt,name=ops_per_sec,json=opsPerSec,proto3" json:"ops_per_sec,omitempty"`
-	P99Ms          float64           `protobuf:"fixed64,18,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	Errors    map[string]uint64 `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Keys      uint64            `protobuf:"varint,9,opt,name=keys,proto3" json:"keys,omitempty"`
+	DiskBytes uint64            `protobuf:"varint,10,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// replicas a read brought up to date (read reconciliation)
+	ReadReconciliations uint64  `protobuf:"varint,11,opt,name=read_reconciliations,json=readReconciliations,proto3" json:"read_reconciliations,omitempty"`
+	Hints               uint64  `protobuf:"varint,12,opt,name=hints,proto3" json:"hints,omitempty"`
+	Goroutines          uint32  `protobuf:"varint,13,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
+	GcPauseTotalNs      uint64  `protobuf:"varint,14,opt,name=gc_pause_total_ns,json=gcPauseTotalNs,proto3" json:"gc_pause_total_ns,omitempty"`
+	GcPauseLastNs       uint64  `protobuf:"varint,15,opt,name=gc_pause_last_ns,json=gcPauseLastNs,proto3" json:"gc_pause_last_ns,omitempty"`
+	HeapBytes           uint64  `protobuf:"varint,16,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
+	OpsPerSec           float64 `protobuf:"fixed64,17,opt,name=ops_per_sec,json=opsPerSec,proto3" json:"ops_per_sec,omitempty"`
+	P99Ms               float64 `protobuf:"fixed64,18,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
 	// The data volume is below the node's reserve: writes are refused (NodeInfo.disk_full says why).
 	DiskFull      bool `protobuf:"varint,19,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1976,9 +1977,9 @@ func (x *NodeStats) GetDiskBytes() uint64 {
 	return 0
 }
 
-func (x *NodeStats) GetReadRepairs() uint64 {
+func (x *NodeStats) GetReadReconciliations() uint64 {
 	if x != nil {
-		return x.ReadRepairs
+		return x.ReadReconciliations
 	}
 	return 0
 }
@@ -3996,7 +3997,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	" \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vreads_total\x18\v \x01(\x04R\n" +
 	"readsTotal\x12!\n" +
-	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\xc5\x05\n" +
+	"\fwrites_total\x18\f \x01(\x04R\vwritesTotal\"\xd5\x05\n" +
 	"\tNodeStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -4010,8 +4011,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x04keys\x18\t \x01(\x04R\x04keys\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18\n" +
-	" \x01(\x04R\tdiskBytes\x12!\n" +
-	"\fread_repairs\x18\v \x01(\x04R\vreadRepairs\x12\x14\n" +
+	" \x01(\x04R\tdiskBytes\x121\n" +
+	"\x14read_reconciliations\x18\v \x01(\x04R\x13readReconciliations\x12\x14\n" +
 	"\x05hints\x18\f \x01(\x04R\x05hints\x12\x1e\n" +
 	"\n" +
 	"goroutines\x18\r \x01(\rR\n" +

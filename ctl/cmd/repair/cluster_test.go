@@ -32,7 +32,7 @@ func kvctl(t *testing.T, args ...string) (int, string, string) {
 }
 
 // missing lists, per node, the acknowledged keys its store lacks or holds with another value,
-// read from each node's own store: no client read, so no read repair.
+// read from each node's own store: no client read, so no read reconciliation.
 func missing(c *node.LocalCluster, acked map[string]string) map[string]int {
 	out := map[string]int{}
 	for i := range c.Len() {

@@ -1,4 +1,4 @@
-// Read repair: after a read, the newest version is written to the replicas that answered
+// Read reconciliation: after a read, the newest version is written to the replicas that answered
 // with an older one or none, by a pool of workers.
 
 package replica
@@ -11,15 +11,15 @@ import (
 	"ringkv/node/store"
 )
 
-type repairJob struct {
+type reconcileJob struct {
 	t   target
 	key []byte
 	rec store.Record
 	vid ring.ViewID // the view the read was routed by
 }
 
-// repair queues a write of the newest version to every stale replica of op.
-func (c *Coordinator) repair(op *readOp) {
+// reconcile queues a write of the newest version to every stale replica of op.
+func (c *Coordinator) reconcile(op *readOp) {
 	if !op.any {
 		return
 	}
@@ -28,25 +28,25 @@ func (c *Coordinator) repair(op *readOp) {
 			continue
 		}
 		select {
-		case c.repairs <- repairJob{t: op.ts[i], key: op.key, rec: op.newest, vid: op.vid}:
-		default: // queue full: a later read repairs it
+		case c.reconciles <- reconcileJob{t: op.ts[i], key: op.key, rec: op.newest, vid: op.vid}:
+		default: // queue full: a later read reconciliations it
 		}
 	}
 }
 
-func (c *Coordinator) repairWorker() {
+func (c *Coordinator) reconcileWorker() {
 	defer c.wg.Done()
 	for {
 		select {
-		case job := <-c.repairs:
-			c.repairOne(job)
+		case job := <-c.reconciles:
+			c.reconcileOne(job)
 		case <-c.base.Done():
 			return
 		}
 	}
 }
 
-func (c *Coordinator) repairOne(job repairJob) {
+func (c *Coordinator) reconcileOne(job reconcileJob) {
 	if c.admit(job.t) != nil {
 		return
 	}
@@ -56,6 +56,6 @@ func (c *Coordinator) repairOne(job repairJob) {
 	cancel()
 	c.account(job.t, time.Since(start), err, false)
 	if err == nil && c.obs != nil {
-		c.obs.ReadRepair()
+		c.obs.Reconciled()
 	}
 }
