@@ -116,7 +116,8 @@ type Config struct {
 	// TombstoneGrace is how long a tombstone is kept at least: it is purged only once older
 	// than this AND a completed repair of its range began after it was written. 0 = never purge.
 	TombstoneGrace time.Duration
-	// Now is the wall clock of the repair's purge decisions; nil = time.Now. Tests only.
+	// Now is the wall clock of the repair's purge decisions and of the on-call view's time
+	// slices (hot keys, heat history); nil = time.Now. Tests only.
 	Now func() time.Time
 }
 

@@ -18,8 +18,10 @@ import (
 	"ringkv/node/admin"
 	"ringkv/node/change"
 	"ringkv/node/cluster"
+	"ringkv/node/heat"
 	"ringkv/node/hints"
 	"ringkv/node/hlc"
+	"ringkv/node/hotkeys"
 	"ringkv/node/metrics"
 	"ringkv/node/peers"
 	"ringkv/node/repair"
@@ -71,7 +73,9 @@ type Node struct {
 	repairs *repair.Service // repair sessions this node coordinates (and background repair)
 	repairR *repair.Replica // this node's side of repair
 	metrics *metrics.Registry
-	stats   *metrics.Stats // metrics with the coordinator's breakers: what Admin and /metrics serve
+	stats   *metrics.Stats   // metrics with the coordinator's breakers: what Admin and /metrics serve
+	hot     *hotkeys.Summary // the on-call view: hottest keys coordinated
+	heat    *heat.History    // the on-call view: load per token bucket over time
 	logs    *metrics.LogRing
 	dial    []grpc.DialOption
 
@@ -232,6 +236,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidConfig, err)
 	}
 	n.metrics = metrics.New(mcfg)
+	n.openOnCall(cfg)
 
 	// The data path: this node's replica, then the coordinator over it and the peers.
 	n.local = replica.NewLocal(n.st, n.metrics, replica.LocalView(cfg.ID, n.cl.View, n.cl.WaitView))
@@ -243,6 +248,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
 	rcfg.Writable = n.st.DiskFull
 	rcfg.Hints = n.hints
+	rcfg.Keys = keyObserver{hot: n.hot, heat: n.heat, view: n.cl.View}
 	rcfg.HintRate = int64(min(cfg.HintRate, 1<<62))
 	if cfg.HintRate == 0 {
 		rcfg.HintRate = -1 // unpaced
@@ -300,6 +306,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	})
 
 	n.stats.Prometheus().MustRegister(gauges{n})
+	n.stats.Prometheus().MustRegister(n.onCallGauges()...)
 
 	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
 	changes := change.New(change.Config{
@@ -329,7 +336,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.stats, Profiler: server.ProfilerFunc(admin.Capture),
-		Logs: n.logs, Changes: changes, Repairs: n.repairs, Draining: n.drainc,
+		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: n.hot, Heat: n.heat, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{

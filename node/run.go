@@ -25,6 +25,11 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Go(func() { errc <- wrapServe("admin", n.adminSrv.Serve(n.lnAdmin)) })
 	mctx, mcancel := context.WithCancel(context.Background())
 	wg.Go(func() { n.metrics.Run(mctx) })
+	wg.Go(func() {
+		if err := n.heat.Run(mctx); err != nil {
+			n.logger.Warn("heat history", "err", err)
+		}
+	})
 	// The metadata group and this node's part of ring changes stop before the servers drain:
 	// raft's streams run through the gRPC server.
 	var cwg sync.WaitGroup

@@ -5,7 +5,9 @@
 // its true count and an error: the true count lies in [count-error, count].
 //
 // Memory is fixed at construction whatever the number of distinct keys (MemoryBound; about
-// 0.8 MiB with DefaultConfig). Keys are kept as bytes, at most MaxKeyBytes of each; values are
+// 0.9 MiB with DefaultConfig). Besides the keys, each slice counts the operations of every
+// vnode exactly (the denominator of a key's share of its vnode): that takes about 40 bytes
+// per vnode of the ring per slice kept, bounded by the ring's size, not by the keys. Keys are kept as bytes, at most MaxKeyBytes of each; values are
 // never seen.
 package hotkeys
 
@@ -68,6 +70,19 @@ type Summary struct {
 	cfg    Config
 	now    func() time.Time
 	shards []shard
+	vnodes []vshard
+}
+
+// vshard counts operations per vnode, for the vnodes whose token falls in it.
+type vshard struct {
+	mu    sync.Mutex
+	slots []vslot
+	_     [64]byte
+}
+
+type vslot struct {
+	id  int64
+	ops map[uint64]uint64 // vnode token → operations
 }
 
 type shard struct {
@@ -103,7 +118,13 @@ func New(cfg Config) *Summary {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Summary{cfg: cfg, now: now, shards: make([]shard, cfg.Shards)}
+	s := &Summary{cfg: cfg, now: now, shards: make([]shard, cfg.Shards), vnodes: make([]vshard, cfg.Shards)}
+	for i := range s.vnodes {
+		s.vnodes[i].slots = make([]vslot, cfg.Slices+1)
+		for j := range s.vnodes[i].slots {
+			s.vnodes[i].slots[j] = vslot{id: -1, ops: map[uint64]uint64{}}
+		}
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.slots = make([]slot, cfg.Slices+1)
@@ -120,13 +141,15 @@ func New(cfg Config) *Summary {
 	return s
 }
 
-// MemoryBound is the most memory the summary holds, in bytes, whatever it is fed: the entries,
-// their index maps (counted at 48 bytes a key: Go's maps take about 40 at this size) and
-// the heaps, all allocated by New.
-func (c Config) MemoryBound() int {
+// MemoryBound is the most memory the summary holds, in bytes, whatever keys it is fed, on a
+// ring of vnodes vnodes: the entries, their index maps (counted at 48 bytes a key: Go's maps
+// take about 40 at this size) and the heaps, all allocated by New, and the per-vnode counts
+// (48 bytes a vnode per slice).
+func (c Config) MemoryBound(vnodes int) int {
 	per := int(unsafe.Sizeof(entry{})) + 48 + 4 + 4
 	slots := c.Shards * (c.Slices + 1)
-	return slots*(c.Capacity*per+int(unsafe.Sizeof(slot{}))+512) + c.Shards*int(unsafe.Sizeof(shard{}))
+	keys := slots*(c.Capacity*per+int(unsafe.Sizeof(slot{}))+512) + c.Shards*int(unsafe.Sizeof(shard{}))
+	return keys + (c.Slices+1)*vnodes*48 + slots*(int(unsafe.Sizeof(vslot{}))+512)
 }
 
 func (s *Summary) slice(t time.Time) int64 { return t.UnixNano() / int64(s.cfg.Slice) }
@@ -136,9 +159,10 @@ func (s *Summary) shard(token uint64) *shard {
 	return &s.shards[(token^token>>29)%uint64(len(s.shards))]
 }
 
-// Record counts one operation on key, whose ring token is token, moving bytes bytes (the
-// value written or read). It never allocates once the summary is warm.
-func (s *Summary) Record(token uint64, key []byte, write bool, bytes int) {
+// Record counts one operation on key, whose ring token is token and which falls in the vnode
+// of token vnode, moving bytes bytes (the value written or read). It never allocates once
+// the summary is warm.
+func (s *Summary) Record(token, vnode uint64, key []byte, write bool, bytes int) {
 	id := s.slice(s.now())
 	sh := s.shard(token)
 	sh.mu.Lock()
@@ -148,6 +172,16 @@ func (s *Summary) Record(token uint64, key []byte, write bool, bytes int) {
 	}
 	sl.record(token, key, write, uint64(max(bytes, 0)))
 	sh.mu.Unlock()
+
+	vs := &s.vnodes[(vnode^vnode>>29)%uint64(len(s.vnodes))]
+	vs.mu.Lock()
+	vl := &vs.slots[int(id%int64(len(vs.slots)))]
+	if vl.id != id {
+		vl.id = id
+		clear(vl.ops)
+	}
+	vl.ops[vnode]++
+	vs.mu.Unlock()
 }
 
 func (sl *slot) reset(id int64) {
@@ -277,6 +311,8 @@ type Report struct {
 	Ops, Reads, Writes, Bytes uint64
 	// Keys are the hottest keys, by Count, highest first.
 	Keys []Key
+	// Vnodes are the window's exact operations per vnode token.
+	Vnodes map[uint64]uint64
 	// Floor bounds the count of every key not listed: a merge over nodes adds it, to count
 	// and error, for a key another node lists and this one does not.
 	Floor uint64
@@ -351,6 +387,21 @@ func (s *Summary) Top(window time.Duration, k int) (Report, error) {
 		rep.Floor = max(rep.Floor, floors)
 	}
 	rep.Slices = len(seen)
+	rep.Vnodes = map[uint64]uint64{}
+	for i := range s.vnodes {
+		vs := &s.vnodes[i]
+		vs.mu.Lock()
+		for id := first; id < cur; id++ {
+			vl := &vs.slots[int(id%int64(len(vs.slots)))]
+			if vl.id != id {
+				continue
+			}
+			for v, n := range vl.ops {
+				rep.Vnodes[v] += n
+			}
+		}
+		vs.mu.Unlock()
+	}
 	slices.SortFunc(rep.Keys, func(a, b Key) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c

@@ -47,7 +47,7 @@ func feed(s *Summary, clk *testclock.Clock, slicesN, n int, next func() string) 
 		}
 		k := next()
 		tr.counts[k]++
-		s.Record(ring.Token([]byte(k)), []byte(k), i%4 == 0, 100)
+		s.Record(ring.Token([]byte(k)), ring.Token([]byte(k))>>62, []byte(k), i%4 == 0, 100)
 	}
 	clk.Advance(s.cfg.Slice) // close the last slice
 	return tr
@@ -96,6 +96,13 @@ func TestZipfTopTen(t *testing.T) {
 		t.Errorf("got %d ops over %d slices, want %d over 6", rep.Ops, rep.Slices, n)
 	}
 	checkTop(t, rep, tr)
+	var vsum uint64
+	for _, n := range rep.Vnodes {
+		vsum += n
+	}
+	if len(rep.Vnodes) != 4 || vsum != uint64(n) {
+		t.Errorf("got %d ops over %d vnodes, want %d over 4", vsum, len(rep.Vnodes), n)
+	}
 	// One slice alone holds the same guarantees.
 	clk.Advance(-s.cfg.Slice)
 	rep, err = s.Top(10*time.Second, 10)
@@ -143,13 +150,13 @@ func TestOneHotKeyOverNoise(t *testing.T) {
 }
 
 // TestMemoryBound checks that the summary's heap stays under MemoryBound and under 1 MiB
-// however many distinct keys it sees.
+// however many distinct keys it sees, on a ring of 256 vnodes.
 func TestMemoryBound(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's shadow memory makes heap figures meaningless")
 	}
 	cfg := DefaultConfig()
-	if b := cfg.MemoryBound(); b > 1<<20 {
+	if b := cfg.MemoryBound(256); b > 1<<20 {
 		t.Fatalf("got a bound of %d bytes, want at most 1 MiB", b)
 	}
 	clk := testclock.New(epoch)
@@ -168,14 +175,14 @@ func TestMemoryBound(t *testing.T) {
 			clk.Advance(cfg.Slice)
 		}
 		copy(key, fmt.Sprintf("k%d", i))
-		s.Record(uint64(i)*0x9e3779b97f4a7c15, key, false, 1)
+		s.Record(uint64(i)*0x9e3779b97f4a7c15, uint64(i%256)<<56, key, false, 1)
 	}
 	used := heap() - before
 	runtime.KeepAlive(s)
-	if used > uint64(cfg.MemoryBound()) {
-		t.Errorf("got %d bytes in use, want at most the bound %d", used, cfg.MemoryBound())
+	if used > uint64(cfg.MemoryBound(256)) {
+		t.Errorf("got %d bytes in use, want at most the bound %d", used, cfg.MemoryBound(256))
 	}
-	t.Logf("in use %d bytes, bound %d", used, cfg.MemoryBound())
+	t.Logf("in use %d bytes, bound %d", used, cfg.MemoryBound(256))
 }
 
 func TestWindows(t *testing.T) {
@@ -192,14 +199,14 @@ func TestWindows(t *testing.T) {
 	if err != nil || rep.Slices != 0 || len(rep.Keys) != 0 {
 		t.Errorf("empty summary: got %+v, %v, want no slices", rep, err)
 	}
-	s.Record(1, []byte("a"), true, 5)
+	s.Record(1, 7, []byte("a"), true, 5)
 	rep, _ = s.Top(10*time.Second, 10)
 	if rep.Slices != 0 {
 		t.Errorf("slice in progress: got %d slices, want 0", rep.Slices)
 	}
 	clk.Advance(10 * time.Second)
 	rep, _ = s.Top(10*time.Second, 10)
-	if rep.Slices != 1 || len(rep.Keys) != 1 || rep.Keys[0].Writes != 1 || rep.Keys[0].Bytes != 5 {
+	if rep.Slices != 1 || len(rep.Keys) != 1 || rep.Keys[0].Writes != 1 || rep.Keys[0].Bytes != 5 || rep.Vnodes[7] != 1 || len(rep.Vnodes) != 1 {
 		t.Errorf("got %+v, want one write of 5 bytes", rep)
 	}
 	// After a minute the slice is gone.
@@ -219,7 +226,7 @@ func TestLongKeysKeepAPrefix(t *testing.T) {
 	for i := range long {
 		long[i] = byte(i)
 	}
-	s.Record(ring.Token(long), long, false, 0)
+	s.Record(ring.Token(long), 0, long, false, 0)
 	clk.Advance(cfg.Slice)
 	rep, _ := s.Top(cfg.Slice, 1)
 	if len(rep.Keys) != 1 || rep.Keys[0].Len != 300 || len(rep.Keys[0].Key) != MaxKeyBytes {
@@ -234,7 +241,7 @@ func TestConcurrentRecord(t *testing.T) {
 		wg.Go(func() {
 			for i := range 5000 {
 				k := fmt.Appendf(nil, "k%d", (i*7+g)%300)
-				s.Record(ring.Token(k), k, i%2 == 0, 10)
+				s.Record(ring.Token(k), uint64(i%5), k, i%2 == 0, 10)
 				if i%1000 == 0 {
 					_, _ = s.Top(10*time.Second, 5)
 				}
@@ -259,7 +266,7 @@ func BenchmarkRecord(b *testing.B) {
 		i := rand.IntN(len(keys))
 		for pb.Next() {
 			i = (i + 1) & (len(keys) - 1)
-			s.Record(toks[i], keys[i], i&3 == 0, 100)
+			s.Record(toks[i], toks[i]>>56, keys[i], i&3 == 0, 100)
 		}
 	})
 }

@@ -74,6 +74,8 @@ type Config struct {
 	// store.ErrDiskFull) the coordinator refuses every write with that error before calling
 	// any replica, so neither its store nor its hints grow. Reads go on.
 	Writable func() error
+	// Keys, when set, is told of every client operation with its key (KeyObserver).
+	Keys KeyObserver
 }
 
 // DefaultConfig returns the defaults.

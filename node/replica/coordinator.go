@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -203,9 +204,14 @@ func (cc *callCtx) release() {
 	}
 }
 
-func (c *Coordinator) observe(op Op, start time.Time, err error) {
+// observe reports one client operation on key, which moved n bytes of value.
+func (c *Coordinator) observe(op Op, key []byte, n int, start time.Time, err error) {
+	d := time.Since(start)
 	if c.obs != nil {
-		c.obs.ObserveOp(op, RoleCoordinator, time.Since(start), err)
+		c.obs.ObserveOp(op, RoleCoordinator, d, err)
+	}
+	if c.cfg.Keys != nil && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrKeyTooLarge) && !errors.Is(err, ErrValueTooLarge) {
+		c.cfg.Keys.ObserveKey(op, key, ring.Token(key), n, d, err)
 	}
 }
 

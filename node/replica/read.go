@@ -29,7 +29,11 @@ func (c *Coordinator) HedgeDelay() time.Duration {
 func (c *Coordinator) Get(ctx context.Context, key []byte, ack, from int) (store.Record, bool, error) {
 	start := time.Now()
 	rec, found, err := c.get(ctx, key, ack, from)
-	c.observe(OpGet, start, err)
+	n := 0
+	if found {
+		n = len(rec.Value)
+	}
+	c.observe(OpGet, key, n, start, err)
 	return rec, found, err
 }
 

@@ -84,6 +84,16 @@ type Observer interface {
 	Reconciled()
 }
 
+// KeyObserver is told of every client operation the coordinator answered, with its key: the
+// on-call view's hot keys and heat history. Safe for concurrent use; it must not block nor keep
+// key past the call. Operations refused as invalid (empty or oversized key or value, bad
+// ack/from) are not reported.
+type KeyObserver interface {
+	// ObserveKey: op on key (ring token token) moved bytes bytes of value (written, or read
+	// and found), answered after d with err (nil on success; a Get of an absent key is one).
+	ObserveKey(op Op, key []byte, token uint64, bytes int, d time.Duration, err error)
+}
+
 // VnodeObserver counts the reads and writes a node's store serves, by ring
 // token (so per vnode). Safe for concurrent use; it must not block. A nil
 // VnodeObserver is a no-op.

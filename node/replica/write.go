@@ -24,7 +24,7 @@ func (c *Coordinator) Put(ctx context.Context, key, value []byte, ack, from int)
 	}
 	start := time.Now()
 	ts, err := c.write(ctx, key, value, false, ack, from)
-	c.observe(OpPut, start, err)
+	c.observe(OpPut, key, len(value), start, err)
 	return ts, err
 }
 
@@ -32,7 +32,7 @@ func (c *Coordinator) Put(ctx context.Context, key, value []byte, ack, from int)
 func (c *Coordinator) Delete(ctx context.Context, key []byte, ack, from int) (uint64, error) {
 	start := time.Now()
 	ts, err := c.write(ctx, key, nil, true, ack, from)
-	c.observe(OpDelete, start, err)
+	c.observe(OpDelete, key, 0, start, err)
 	return ts, err
 }
 

@@ -286,6 +286,9 @@ func (r *Ring) RangeIndex(t uint64) int {
 	return lo
 }
 
+// Vnode is the token of the vnode that owns token t (its range's End).
+func (r *Ring) Vnode(t uint64) uint64 { return r.tokens[r.RangeIndex(t)] }
+
 // Lookup returns the first n distinct members clockwise from token t (n is capped by the number
 // of members; n <= 0 returns nil). Lookup(t, k) is a prefix of Lookup(t, n) for k < n.
 func (r *Ring) Lookup(t uint64, n int) []Member {

@@ -63,6 +63,9 @@ type AdminDeps struct {
 	Changes Changes
 	// Repairs serves the repair RPCs (repair.Service).
 	Repairs Repairs
+	// HotKeys serves HotKeys; Heat serves Heat.
+	HotKeys HotKeys
+	Heat    HeatHistory
 	// Draining is closed when the node starts to shut down: watch streams end then, so a
 	// graceful stop does not wait for clients that would otherwise watch forever.
 	Draining <-chan struct{}

@@ -491,6 +491,68 @@ func (RangeRepairState) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
+type HeatMetric int32
+
+const (
+	HeatMetric_HEAT_METRIC_UNSPECIFIED HeatMetric = 0 // ops
+	HeatMetric_HEAT_METRIC_OPS         HeatMetric = 1
+	HeatMetric_HEAT_METRIC_READS       HeatMetric = 2
+	HeatMetric_HEAT_METRIC_WRITES      HeatMetric = 3
+	HeatMetric_HEAT_METRIC_BYTES       HeatMetric = 4
+	// The higher of read and write p99, in microseconds; 0 = no sample.
+	HeatMetric_HEAT_METRIC_P99    HeatMetric = 5
+	HeatMetric_HEAT_METRIC_ERRORS HeatMetric = 6
+)
+
+// Enum value maps for HeatMetric.
+var (
+	HeatMetric_name = map[int32]string{
+		0: "HEAT_METRIC_UNSPECIFIED",
+		1: "HEAT_METRIC_OPS",
+		2: "HEAT_METRIC_READS",
+		3: "HEAT_METRIC_WRITES",
+		4: "HEAT_METRIC_BYTES",
+		5: "HEAT_METRIC_P99",
+		6: "HEAT_METRIC_ERRORS",
+	}
+	HeatMetric_value = map[string]int32{
+		"HEAT_METRIC_UNSPECIFIED": 0,
+		"HEAT_METRIC_OPS":         1,
+		"HEAT_METRIC_READS":       2,
+		"HEAT_METRIC_WRITES":      3,
+		"HEAT_METRIC_BYTES":       4,
+		"HEAT_METRIC_P99":         5,
+		"HEAT_METRIC_ERRORS":      6,
+	}
+)
+
+func (x HeatMetric) Enum() *HeatMetric {
+	p := new(HeatMetric)
+	*p = x
+	return p
+}
+
+func (x HeatMetric) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatMetric) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[8].Descriptor()
+}
+
+func (HeatMetric) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[8]
+}
+
+func (x HeatMetric) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatMetric.Descriptor instead.
+func (HeatMetric) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
+}
+
 type BreakerState_State int32
 
 const (
@@ -527,11 +589,11 @@ func (x BreakerState_State) String() string {
 }
 
 func (BreakerState_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[8].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
 }
 
 func (BreakerState_State) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[8]
+	return &file_kvpb_admin_proto_enumTypes[9]
 }
 
 func (x BreakerState_State) Number() protoreflect.EnumNumber {
@@ -579,11 +641,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[10].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[9]
+	return &file_kvpb_admin_proto_enumTypes[10]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -3873,6 +3935,585 @@ func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
+type HotKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window, a whole number of the node's slices; 0 = one slice.
+	WindowSeconds uint32 `protobuf:"varint,1,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	// How many keys; 0 = every key the summary holds.
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKeysRequest) Reset() {
+	*x = HotKeysRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKeysRequest) ProtoMessage() {}
+
+func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
+func (*HotKeysRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *HotKeysRequest) GetWindowSeconds() uint32 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
+func (x *HotKeysRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type HotKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's first bytes (at most 128); key_len is its full length.
+	Key    []byte `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	KeyLen uint32 `protobuf:"varint,2,opt,name=key_len,json=keyLen,proto3" json:"key_len,omitempty"`
+	Token  uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// count is an upper bound of the key's operations in the window; the true count is in
+	// [count-error, count].
+	Count uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Error uint64 `protobuf:"varint,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Counted while the key was monitored: lower bounds, each within error of the truth.
+	Reads         uint64 `protobuf:"varint,6,opt,name=reads,proto3" json:"reads,omitempty"`
+	Writes        uint64 `protobuf:"varint,7,opt,name=writes,proto3" json:"writes,omitempty"`
+	Bytes         uint64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKey) Reset() {
+	*x = HotKey{}
+	mi := &file_kvpb_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKey) ProtoMessage() {}
+
+func (x *HotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
+func (*HotKey) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *HotKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *HotKey) GetKeyLen() uint32 {
+	if x != nil {
+		return x.KeyLen
+	}
+	return 0
+}
+
+func (x *HotKey) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *HotKey) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *HotKey) GetError() uint64 {
+	if x != nil {
+		return x.Error
+	}
+	return 0
+}
+
+func (x *HotKey) GetReads() uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *HotKey) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *HotKey) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type HotKeysResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Node           string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	StartUnixNanos int64                  `protobuf:"varint,2,opt,name=start_unix_nanos,json=startUnixNanos,proto3" json:"start_unix_nanos,omitempty"`
+	EndUnixNanos   int64                  `protobuf:"varint,3,opt,name=end_unix_nanos,json=endUnixNanos,proto3" json:"end_unix_nanos,omitempty"`
+	// Slices of the window with any operation; 0 = no data for the window.
+	Slices uint32 `protobuf:"varint,4,opt,name=slices,proto3" json:"slices,omitempty"`
+	// The window's exact totals over every key.
+	Ops    uint64 `protobuf:"varint,5,opt,name=ops,proto3" json:"ops,omitempty"`
+	Reads  uint64 `protobuf:"varint,6,opt,name=reads,proto3" json:"reads,omitempty"`
+	Writes uint64 `protobuf:"varint,7,opt,name=writes,proto3" json:"writes,omitempty"`
+	Bytes  uint64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Hottest first.
+	Keys []*HotKey `protobuf:"bytes,9,rep,name=keys,proto3" json:"keys,omitempty"`
+	// A bound of the count of every key not listed.
+	Floor            uint64 `protobuf:"varint,10,opt,name=floor,proto3" json:"floor,omitempty"`
+	SliceSeconds     uint32 `protobuf:"varint,11,opt,name=slice_seconds,json=sliceSeconds,proto3" json:"slice_seconds,omitempty"`
+	MaxWindowSeconds uint32 `protobuf:"varint,12,opt,name=max_window_seconds,json=maxWindowSeconds,proto3" json:"max_window_seconds,omitempty"`
+	// The window's exact operations per vnode (by the vnode's token) this node coordinated.
+	Vnodes        []*VnodeOps `protobuf:"bytes,13,rep,name=vnodes,proto3" json:"vnodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKeysResponse) Reset() {
+	*x = HotKeysResponse{}
+	mi := &file_kvpb_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKeysResponse) ProtoMessage() {}
+
+func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
+func (*HotKeysResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *HotKeysResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *HotKeysResponse) GetStartUnixNanos() int64 {
+	if x != nil {
+		return x.StartUnixNanos
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetEndUnixNanos() int64 {
+	if x != nil {
+		return x.EndUnixNanos
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetSlices() uint32 {
+	if x != nil {
+		return x.Slices
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetOps() uint64 {
+	if x != nil {
+		return x.Ops
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetReads() uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetKeys() []*HotKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HotKeysResponse) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetSliceSeconds() uint32 {
+	if x != nil {
+		return x.SliceSeconds
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetMaxWindowSeconds() uint32 {
+	if x != nil {
+		return x.MaxWindowSeconds
+	}
+	return 0
+}
+
+func (x *HotKeysResponse) GetVnodes() []*VnodeOps {
+	if x != nil {
+		return x.Vnodes
+	}
+	return nil
+}
+
+type VnodeOps struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Ops           uint64                 `protobuf:"varint,2,opt,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VnodeOps) Reset() {
+	*x = VnodeOps{}
+	mi := &file_kvpb_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VnodeOps) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VnodeOps) ProtoMessage() {}
+
+func (x *VnodeOps) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VnodeOps.ProtoReflect.Descriptor instead.
+func (*VnodeOps) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *VnodeOps) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *VnodeOps) GetOps() uint64 {
+	if x != nil {
+		return x.Ops
+	}
+	return 0
+}
+
+type HeatRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SinceUnixNanos int64                  `protobuf:"varint,1,opt,name=since_unix_nanos,json=sinceUnixNanos,proto3" json:"since_unix_nanos,omitempty"`
+	// One of the node's steps (10, 60, 600); 0 = the finest whose span reaches since.
+	StepSeconds   uint32     `protobuf:"varint,2,opt,name=step_seconds,json=stepSeconds,proto3" json:"step_seconds,omitempty"`
+	Metric        HeatMetric `protobuf:"varint,3,opt,name=metric,proto3,enum=ringkv.HeatMetric" json:"metric,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatRequest) Reset() {
+	*x = HeatRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatRequest) ProtoMessage() {}
+
+func (x *HeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatRequest.ProtoReflect.Descriptor instead.
+func (*HeatRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *HeatRequest) GetSinceUnixNanos() int64 {
+	if x != nil {
+		return x.SinceUnixNanos
+	}
+	return 0
+}
+
+func (x *HeatRequest) GetStepSeconds() uint32 {
+	if x != nil {
+		return x.StepSeconds
+	}
+	return 0
+}
+
+func (x *HeatRequest) GetMetric() HeatMetric {
+	if x != nil {
+		return x.Metric
+	}
+	return HeatMetric_HEAT_METRIC_UNSPECIFIED
+}
+
+type HeatEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UnixNanos     int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatEvent) Reset() {
+	*x = HeatEvent{}
+	mi := &file_kvpb_admin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatEvent) ProtoMessage() {}
+
+func (x *HeatEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatEvent.ProtoReflect.Descriptor instead.
+func (*HeatEvent) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *HeatEvent) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+func (x *HeatEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HeatEvent) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type HeatResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Node        string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	StepSeconds uint32                 `protobuf:"varint,2,opt,name=step_seconds,json=stepSeconds,proto3" json:"step_seconds,omitempty"`
+	Metric      HeatMetric             `protobuf:"varint,3,opt,name=metric,proto3,enum=ringkv.HeatMetric" json:"metric,omitempty"`
+	// Start time of each column, oldest first; the last may be in progress.
+	ColumnsUnixNanos []int64 `protobuf:"varint,4,rep,packed,name=columns_unix_nanos,json=columnsUnixNanos,proto3" json:"columns_unix_nanos,omitempty"`
+	// False for a step the node did not see (down, or before its history): "no data".
+	Present []bool `protobuf:"varint,5,rep,packed,name=present,proto3" json:"present,omitempty"`
+	// buckets values per column, column after column: values[col*buckets + bucket].
+	Buckets       uint32       `protobuf:"varint,6,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	Values        []uint64     `protobuf:"varint,7,rep,packed,name=values,proto3" json:"values,omitempty"`
+	Events        []*HeatEvent `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatResponse) Reset() {
+	*x = HeatResponse{}
+	mi := &file_kvpb_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatResponse) ProtoMessage() {}
+
+func (x *HeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatResponse.ProtoReflect.Descriptor instead.
+func (*HeatResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *HeatResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *HeatResponse) GetStepSeconds() uint32 {
+	if x != nil {
+		return x.StepSeconds
+	}
+	return 0
+}
+
+func (x *HeatResponse) GetMetric() HeatMetric {
+	if x != nil {
+		return x.Metric
+	}
+	return HeatMetric_HEAT_METRIC_UNSPECIFIED
+}
+
+func (x *HeatResponse) GetColumnsUnixNanos() []int64 {
+	if x != nil {
+		return x.ColumnsUnixNanos
+	}
+	return nil
+}
+
+func (x *HeatResponse) GetPresent() []bool {
+	if x != nil {
+		return x.Present
+	}
+	return nil
+}
+
+func (x *HeatResponse) GetBuckets() uint32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *HeatResponse) GetValues() []uint64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *HeatResponse) GetEvents() []*HeatEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_kvpb_admin_proto_rawDesc = "" +
@@ -4193,7 +4834,55 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x13RepairStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\"\x14\n" +
-	"\x12AbortRepairRequest*\x97\x01\n" +
+	"\x12AbortRepairRequest\"M\n" +
+	"\x0eHotKeysRequest\x12%\n" +
+	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xb9\x01\n" +
+	"\x06HotKey\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x17\n" +
+	"\akey_len\x18\x02 \x01(\rR\x06keyLen\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\x04R\x05error\x12\x14\n" +
+	"\x05reads\x18\x06 \x01(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\a \x01(\x04R\x06writes\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x04R\x05bytes\"\x9a\x03\n" +
+	"\x0fHotKeysResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12(\n" +
+	"\x10start_unix_nanos\x18\x02 \x01(\x03R\x0estartUnixNanos\x12$\n" +
+	"\x0eend_unix_nanos\x18\x03 \x01(\x03R\fendUnixNanos\x12\x16\n" +
+	"\x06slices\x18\x04 \x01(\rR\x06slices\x12\x10\n" +
+	"\x03ops\x18\x05 \x01(\x04R\x03ops\x12\x14\n" +
+	"\x05reads\x18\x06 \x01(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\a \x01(\x04R\x06writes\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x04R\x05bytes\x12\"\n" +
+	"\x04keys\x18\t \x03(\v2\x0e.ringkv.HotKeyR\x04keys\x12\x14\n" +
+	"\x05floor\x18\n" +
+	" \x01(\x04R\x05floor\x12#\n" +
+	"\rslice_seconds\x18\v \x01(\rR\fsliceSeconds\x12,\n" +
+	"\x12max_window_seconds\x18\f \x01(\rR\x10maxWindowSeconds\x12(\n" +
+	"\x06vnodes\x18\r \x03(\v2\x10.ringkv.VnodeOpsR\x06vnodes\"2\n" +
+	"\bVnodeOps\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x10\n" +
+	"\x03ops\x18\x02 \x01(\x04R\x03ops\"\x86\x01\n" +
+	"\vHeatRequest\x12(\n" +
+	"\x10since_unix_nanos\x18\x01 \x01(\x03R\x0esinceUnixNanos\x12!\n" +
+	"\fstep_seconds\x18\x02 \x01(\rR\vstepSeconds\x12*\n" +
+	"\x06metric\x18\x03 \x01(\x0e2\x12.ringkv.HeatMetricR\x06metric\"R\n" +
+	"\tHeatEvent\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\x96\x02\n" +
+	"\fHeatResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12!\n" +
+	"\fstep_seconds\x18\x02 \x01(\rR\vstepSeconds\x12*\n" +
+	"\x06metric\x18\x03 \x01(\x0e2\x12.ringkv.HeatMetricR\x06metric\x12,\n" +
+	"\x12columns_unix_nanos\x18\x04 \x03(\x03R\x10columnsUnixNanos\x12\x18\n" +
+	"\apresent\x18\x05 \x03(\bR\apresent\x12\x18\n" +
+	"\abuckets\x18\x06 \x01(\rR\abuckets\x12\x16\n" +
+	"\x06values\x18\a \x03(\x04R\x06values\x12)\n" +
+	"\x06events\x18\b \x03(\v2\x11.ringkv.HeatEventR\x06events*\x97\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
@@ -4241,7 +4930,17 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x1cRANGE_REPAIR_STATE_COMPARING\x10\x01\x12 \n" +
 	"\x1cRANGE_REPAIR_STATE_STREAMING\x10\x02\x12\x1b\n" +
 	"\x17RANGE_REPAIR_STATE_DONE\x10\x03\x12\x1d\n" +
-	"\x19RANGE_REPAIR_STATE_FAILED\x10\x042\xa5\t\n" +
+	"\x19RANGE_REPAIR_STATE_FAILED\x10\x04*\xb1\x01\n" +
+	"\n" +
+	"HeatMetric\x12\x1b\n" +
+	"\x17HEAT_METRIC_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fHEAT_METRIC_OPS\x10\x01\x12\x15\n" +
+	"\x11HEAT_METRIC_READS\x10\x02\x12\x16\n" +
+	"\x12HEAT_METRIC_WRITES\x10\x03\x12\x15\n" +
+	"\x11HEAT_METRIC_BYTES\x10\x04\x12\x13\n" +
+	"\x0fHEAT_METRIC_P99\x10\x05\x12\x16\n" +
+	"\x12HEAT_METRIC_ERRORS\x10\x062\x94\n" +
+	"\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -4264,7 +4963,9 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\vStartRepair\x12\x15.ringkv.RepairRequest\x1a\x12.ringkv.RepairPlan\x12C\n" +
 	"\fRepairStatus\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress\x12D\n" +
 	"\vWatchRepair\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress0\x01\x12A\n" +
-	"\vAbortRepair\x12\x1a.ringkv.AbortRepairRequest\x1a\x16.ringkv.RepairProgressB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\vAbortRepair\x12\x1a.ringkv.AbortRepairRequest\x1a\x16.ringkv.RepairProgress\x12:\n" +
+	"\aHotKeys\x12\x16.ringkv.HotKeysRequest\x1a\x17.ringkv.HotKeysResponse\x121\n" +
+	"\x04Heat\x12\x13.ringkv.HeatRequest\x1a\x14.ringkv.HeatResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_admin_proto_rawDescOnce sync.Once
@@ -4278,8 +4979,8 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),               // 0: ringkv.NodeState
 	(RaftRole)(0),                // 1: ringkv.RaftRole
@@ -4289,140 +4990,157 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(ChangeState)(0),             // 5: ringkv.ChangeState
 	(RepairState)(0),             // 6: ringkv.RepairState
 	(RangeRepairState)(0),        // 7: ringkv.RangeRepairState
-	(BreakerState_State)(0),      // 8: ringkv.BreakerState.State
-	(ChangeRequest_Kind)(0),      // 9: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),        // 10: ringkv.StatusRequest
-	(*StatusResponse)(nil),       // 11: ringkv.StatusResponse
-	(*NodeStatus)(nil),           // 12: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),      // 13: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),     // 14: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),            // 15: ringkv.HintQueue
-	(*BreakerState)(nil),         // 16: ringkv.BreakerState
-	(*RingRequest)(nil),          // 17: ringkv.RingRequest
-	(*Member)(nil),               // 18: ringkv.Member
-	(*RingState)(nil),            // 19: ringkv.RingState
-	(*NodeOwnership)(nil),        // 20: ringkv.NodeOwnership
-	(*RingResponse)(nil),         // 21: ringkv.RingResponse
-	(*StatsRequest)(nil),         // 22: ringkv.StatsRequest
-	(*OpStats)(nil),              // 23: ringkv.OpStats
-	(*VnodeStats)(nil),           // 24: ringkv.VnodeStats
-	(*NodeStats)(nil),            // 25: ringkv.NodeStats
-	(*ProfileRequest)(nil),       // 26: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),         // 27: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),       // 28: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),      // 29: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),        // 30: ringkv.ChangeRequest
-	(*TokenMove)(nil),            // 31: ringkv.TokenMove
-	(*RangeMove)(nil),            // 32: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 33: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 34: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 35: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 36: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 37: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 38: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 39: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 40: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 41: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 42: ringkv.SetChangeRateRequest
-	(*RepairRequest)(nil),        // 43: ringkv.RepairRequest
-	(*RepairRange)(nil),          // 44: ringkv.RepairRange
-	(*RepairPlan)(nil),           // 45: ringkv.RepairPlan
-	(*PairRepair)(nil),           // 46: ringkv.PairRepair
-	(*RangeRepair)(nil),          // 47: ringkv.RangeRepair
-	(*RepairProgress)(nil),       // 48: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),  // 49: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),   // 50: ringkv.AbortRepairRequest
-	nil,                          // 51: ringkv.NodeStats.ErrorsEntry
+	(HeatMetric)(0),              // 8: ringkv.HeatMetric
+	(BreakerState_State)(0),      // 9: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),      // 10: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),        // 11: ringkv.StatusRequest
+	(*StatusResponse)(nil),       // 12: ringkv.StatusResponse
+	(*NodeStatus)(nil),           // 13: ringkv.NodeStatus
+	(*NodeInfoRequest)(nil),      // 14: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),     // 15: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),            // 16: ringkv.HintQueue
+	(*BreakerState)(nil),         // 17: ringkv.BreakerState
+	(*RingRequest)(nil),          // 18: ringkv.RingRequest
+	(*Member)(nil),               // 19: ringkv.Member
+	(*RingState)(nil),            // 20: ringkv.RingState
+	(*NodeOwnership)(nil),        // 21: ringkv.NodeOwnership
+	(*RingResponse)(nil),         // 22: ringkv.RingResponse
+	(*StatsRequest)(nil),         // 23: ringkv.StatsRequest
+	(*OpStats)(nil),              // 24: ringkv.OpStats
+	(*VnodeStats)(nil),           // 25: ringkv.VnodeStats
+	(*NodeStats)(nil),            // 26: ringkv.NodeStats
+	(*ProfileRequest)(nil),       // 27: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),         // 28: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),       // 29: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),      // 30: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),        // 31: ringkv.ChangeRequest
+	(*TokenMove)(nil),            // 32: ringkv.TokenMove
+	(*RangeMove)(nil),            // 33: ringkv.RangeMove
+	(*ChangePlan)(nil),           // 34: ringkv.ChangePlan
+	(*RangeProgress)(nil),        // 35: ringkv.RangeProgress
+	(*ChangeProgress)(nil),       // 36: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),  // 37: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),           // 38: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 39: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 40: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 41: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 42: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 43: ringkv.SetChangeRateRequest
+	(*RepairRequest)(nil),        // 44: ringkv.RepairRequest
+	(*RepairRange)(nil),          // 45: ringkv.RepairRange
+	(*RepairPlan)(nil),           // 46: ringkv.RepairPlan
+	(*PairRepair)(nil),           // 47: ringkv.PairRepair
+	(*RangeRepair)(nil),          // 48: ringkv.RangeRepair
+	(*RepairProgress)(nil),       // 49: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),  // 50: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),   // 51: ringkv.AbortRepairRequest
+	(*HotKeysRequest)(nil),       // 52: ringkv.HotKeysRequest
+	(*HotKey)(nil),               // 53: ringkv.HotKey
+	(*HotKeysResponse)(nil),      // 54: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),             // 55: ringkv.VnodeOps
+	(*HeatRequest)(nil),          // 56: ringkv.HeatRequest
+	(*HeatEvent)(nil),            // 57: ringkv.HeatEvent
+	(*HeatResponse)(nil),         // 58: ringkv.HeatResponse
+	nil,                          // 59: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	12, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	35, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	48, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	13, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	36, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	49, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
 	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
-	14, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	16, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	15, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	17, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	1,  // 6: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	15, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	48, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	8,  // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	16, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	49, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	9,  // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
 	0,  // 10: ringkv.Member.state:type_name -> ringkv.NodeState
-	18, // 11: ringkv.RingState.members:type_name -> ringkv.Member
+	19, // 11: ringkv.RingState.members:type_name -> ringkv.Member
 	0,  // 12: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
-	19, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	20, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	35, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	20, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	21, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	36, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
 	2,  // 16: ringkv.OpStats.op:type_name -> ringkv.Op
 	3,  // 17: ringkv.OpStats.role:type_name -> ringkv.OpRole
 	0,  // 18: ringkv.NodeStats.state:type_name -> ringkv.NodeState
-	23, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	24, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	16, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	51, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	9,  // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	31, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	30, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	32, // 26: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	20, // 27: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	20, // 28: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	32, // 29: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	24, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	25, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	17, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	59, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	10, // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	32, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	31, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	33, // 26: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	21, // 27: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	21, // 28: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	33, // 29: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
 	4,  // 30: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
 	5,  // 31: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	33, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	34, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	37, // 34: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	39, // 35: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	43, // 36: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	44, // 37: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	44, // 38: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	34, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	35, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	38, // 34: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	40, // 35: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	44, // 36: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	45, // 37: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	45, // 38: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
 	7,  // 39: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	46, // 40: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	47, // 40: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
 	6,  // 41: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	45, // 42: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	47, // 43: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	46, // 44: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	10, // 45: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	13, // 46: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	17, // 47: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	22, // 48: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	22, // 49: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	26, // 50: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	28, // 51: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	30, // 52: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	30, // 53: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	36, // 54: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	36, // 55: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	41, // 56: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	42, // 57: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	38, // 58: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	43, // 59: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	43, // 60: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	49, // 61: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	49, // 62: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	50, // 63: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	11, // 64: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	14, // 65: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	21, // 66: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	25, // 67: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	25, // 68: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	27, // 69: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	29, // 70: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	33, // 71: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	33, // 72: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	35, // 73: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	35, // 74: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	35, // 75: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	35, // 76: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	40, // 77: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	45, // 78: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	45, // 79: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	48, // 80: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	48, // 81: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	48, // 82: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	64, // [64:83] is the sub-list for method output_type
-	45, // [45:64] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	46, // 42: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	48, // 43: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	47, // 44: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	53, // 45: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	55, // 46: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	8,  // 47: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	8,  // 48: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	57, // 49: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	11, // 50: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	14, // 51: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	18, // 52: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	23, // 53: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	23, // 54: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	27, // 55: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	29, // 56: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	31, // 57: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	31, // 58: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	37, // 59: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	37, // 60: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	42, // 61: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	43, // 62: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	39, // 63: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	44, // 64: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	44, // 65: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	50, // 66: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	50, // 67: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	51, // 68: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	52, // 69: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	56, // 70: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	12, // 71: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	15, // 72: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	22, // 73: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	26, // 74: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	26, // 75: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	28, // 76: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	30, // 77: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	34, // 78: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	34, // 79: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	36, // 80: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	36, // 81: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	36, // 82: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	36, // 83: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	41, // 84: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	46, // 85: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	46, // 86: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	49, // 87: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	49, // 88: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	49, // 89: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	54, // 90: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	58, // 91: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	71, // [71:92] is the sub-list for method output_type
+	50, // [50:71] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -4435,8 +5153,8 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   42,
+			NumEnums:      11,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

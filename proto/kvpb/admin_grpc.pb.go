@@ -42,6 +42,8 @@ const (
 	Admin_RepairStatus_FullMethodName  = "/ringkv.Admin/RepairStatus"
 	Admin_WatchRepair_FullMethodName   = "/ringkv.Admin/WatchRepair"
 	Admin_AbortRepair_FullMethodName   = "/ringkv.Admin/AbortRepair"
+	Admin_HotKeys_FullMethodName       = "/ringkv.Admin/HotKeys"
+	Admin_Heat_FullMethodName          = "/ringkv.Admin/Heat"
 )
 
 // AdminClient is the client API for Admin service.
@@ -81,6 +83,11 @@ type AdminClient interface {
 	RepairStatus(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (*RepairProgress, error)
 	WatchRepair(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RepairProgress], error)
 	AbortRepair(ctx context.Context, in *AbortRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error)
+	// The on-call view. HotKeys: the hottest keys this node coordinated in a recent window (a
+	// space-saving summary: each count an upper bound, true count in [count-error, count]).
+	HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error)
+	// Heat: this node's load per token bucket (a token's top byte) and time step.
+	Heat(ctx context.Context, in *HeatRequest, opts ...grpc.CallOption) (*HeatResponse, error)
 }
 
 type adminClient struct {
@@ -317,6 +324,26 @@ func (c *adminClient) AbortRepair(ctx context.Context, in *AbortRepairRequest, o
 	return out, nil
 }
 
+func (c *adminClient) HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HotKeysResponse)
+	err := c.cc.Invoke(ctx, Admin_HotKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Heat(ctx context.Context, in *HeatRequest, opts ...grpc.CallOption) (*HeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HeatResponse)
+	err := c.cc.Invoke(ctx, Admin_Heat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -354,6 +381,11 @@ type AdminServer interface {
 	RepairStatus(context.Context, *RepairStatusRequest) (*RepairProgress, error)
 	WatchRepair(*RepairStatusRequest, grpc.ServerStreamingServer[RepairProgress]) error
 	AbortRepair(context.Context, *AbortRepairRequest) (*RepairProgress, error)
+	// The on-call view. HotKeys: the hottest keys this node coordinated in a recent window (a
+	// space-saving summary: each count an upper bound, true count in [count-error, count]).
+	HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error)
+	// Heat: this node's load per token bucket (a token's top byte) and time step.
+	Heat(context.Context, *HeatRequest) (*HeatResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -420,6 +452,12 @@ func (UnimplementedAdminServer) WatchRepair(*RepairStatusRequest, grpc.ServerStr
 }
 func (UnimplementedAdminServer) AbortRepair(context.Context, *AbortRepairRequest) (*RepairProgress, error) {
 	return nil, status.Error(codes.Unimplemented, "method AbortRepair not implemented")
+}
+func (UnimplementedAdminServer) HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HotKeys not implemented")
+}
+func (UnimplementedAdminServer) Heat(context.Context, *HeatRequest) (*HeatResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Heat not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -756,6 +794,42 @@ func _Admin_AbortRepair_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_HotKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HotKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).HotKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_HotKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).HotKeys(ctx, req.(*HotKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Heat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Heat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Heat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Heat(ctx, req.(*HeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -822,6 +896,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AbortRepair",
 			Handler:    _Admin_AbortRepair_Handler,
+		},
+		{
+			MethodName: "HotKeys",
+			Handler:    _Admin_HotKeys_Handler,
+		},
+		{
+			MethodName: "Heat",
+			Handler:    _Admin_Heat_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
