@@ -8,6 +8,8 @@ import (
 	"ringkv/ctl/cmd/cert"
 	"ringkv/ctl/cmd/debug"
 	"ringkv/ctl/cmd/demo"
+	"ringkv/ctl/cmd/heat"
+	"ringkv/ctl/cmd/hotkeys"
 	"ringkv/ctl/cmd/kv"
 	"ringkv/ctl/cmd/pprof"
 	"ringkv/ctl/cmd/repair"
@@ -27,6 +29,8 @@ func commands(f *cli.Factory) []*cobra.Command {
 		ringcmd.NewCmdRing(f),
 		repair.NewCmdRepair(f, nil),
 		pprof.NewCmdPprof(f, nil),
+		hotkeys.NewCmdHotKeys(f, nil),
+		heat.NewCmdHeat(f, nil),
 		debug.NewCmdDebug(f, nil),
 		demo.NewCmdDemo(f, nil),
 		tuicmd.NewCmdTUI(f, nil),

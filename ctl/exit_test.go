@@ -66,7 +66,7 @@ func TestRunErrors(t *testing.T) {
 		wantExit int
 		wantErr  string // stderr, whole
 	}{
-		{[]string{"gett", "k"}, cli.ExitUsage, `kvctl: usage: unknown command "gett" for "kvctl"; did you mean cert or get? (kvctl --help lists them)`},
+		{[]string{"gett", "k"}, cli.ExitUsage, `kvctl: usage: unknown command "gett" for "kvctl"; did you mean cert or get or heat? (kvctl --help lists them)`},
 		{[]string{"ring", "remov", "n1"}, cli.ExitUsage, `kvctl: usage: unknown command "remov" for "kvctl ring"; did you mean remove? (kvctl ring --help lists them)`},
 		{[]string{"repair", "statu"}, cli.ExitUsage, `kvctl: usage: unknown command "statu" for "kvctl repair"; did you mean status? (kvctl repair --help lists them)`},
 		{[]string{"repair", "--vnode", "zz"}, cli.ExitUsage, `kvctl: usage: --vnode: vnode "zz": want a token in hex, as kvctl ring show prints it (e.g. 1c71c71c71c71c71)`},

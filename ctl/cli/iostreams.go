@@ -24,6 +24,8 @@ type IOStreams struct {
 	// ErrWidth is the width of the terminal ErrOut writes to, in columns; 0 when unknown
 	// (nil = unknown).
 	ErrWidth func() int
+	// OutWidth is the width of the terminal Out writes to; 0 when unknown (nil = unknown).
+	OutWidth func() int
 }
 
 // System returns the process's standard streams.
@@ -37,6 +39,13 @@ func System() *IOStreams {
 		InTTY:  term.IsTerminal(int(os.Stdin.Fd())),
 		ErrWidth: func() int {
 			w, _, err := term.GetSize(int(os.Stderr.Fd()))
+			if err != nil {
+				return 0
+			}
+			return w
+		},
+		OutWidth: func() int {
+			w, _, err := term.GetSize(int(os.Stdout.Fd()))
 			if err != nil {
 				return 0
 			}
