@@ -12,6 +12,8 @@ import (
 	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/node/stream"
+	"ringkv/proto/kvpb"
+	"ringkv/proto/rpcerr"
 )
 
 // Store is the part of the store a replica's repair reads and writes (store.Store). Safe
@@ -173,9 +175,15 @@ type PullResult struct {
 
 // Pull streams spans from source (checksummed, paced at rateBytes for all of this node's
 // pulls) and applies them; a record is written only if newer than the one held.
+//
+// A source that cannot be reached is tried again for up to pullReconnect: the plan found
+// every replica answering, so a refused connection is most likely one still in its reconnect
+// backoff after the source restarted. Records applied twice are harmless (newer wins).
 func (r *Replica) Pull(ctx context.Context, source ring.Member, spans []Span, rateBytes uint64) (PullResult, error) {
 	var res PullResult
-	for _, sp := range spans {
+	var unreachableSince time.Time
+	for i := 0; i < len(spans); i++ {
+		sp := spans[i]
 		err := r.cfg.Source.StreamRange(ctx, source, sp.Start, sp.End, nil, rateBytes, func(batch []store.Entry) error {
 			n, err := r.cfg.Store.ApplyBatch(batch)
 			for _, e := range batch {
@@ -190,12 +198,35 @@ func (r *Replica) Pull(ctx context.Context, source ring.Member, spans []Span, ra
 			}
 			return err
 		})
+		if rpcerr.ReasonOf(err) == kvpb.Reason_REASON_REPLICA_UNAVAILABLE && ctx.Err() == nil {
+			now := time.Now()
+			if unreachableSince.IsZero() {
+				unreachableSince = now
+			}
+			if now.Sub(unreachableSince) < pullReconnect {
+				select {
+				case <-time.After(pullRetryWait):
+				case <-ctx.Done():
+				}
+				i-- // the same span again
+				continue
+			}
+		}
 		if err != nil {
 			return res, fmt.Errorf("pull %s from %s: %w", fmtRange(sp.Start, sp.End), source.ID, err)
 		}
+		unreachableSince = time.Time{}
 	}
 	return res, nil
 }
+
+// pullReconnect bounds how long Pull keeps trying a source it cannot reach: longer than
+// gRPC's reconnect backoff between two nodes (at most 2 s here), short enough that a source
+// really down fails the range soon. pullRetryWait is the wait between two tries.
+const (
+	pullReconnect = 3 * time.Second
+	pullRetryWait = 200 * time.Millisecond
+)
 
 // MarkRepaired records that a repair which began comparing at started covered ranges on
 // every replica, then purges from them the tombstones that are safe to drop: stamped before
