@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"ringkv/node/ring"
 	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 )
@@ -376,23 +375,7 @@ func TestClusterWithSmallVolume(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "ballast")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := store.DefaultConfig()
-	cfg.Dir = n3.dir
-	st, err := store.Open(cfg)
-	if err != nil {
-		t.Fatalf("open n3's store: %v", err)
-	}
-	defer st.Close()
-	missing := 0
-	for k, v := range acked {
-		rec, found, err := st.Get(ring.Token([]byte(k)), []byte(k))
-		if err != nil {
-			t.Fatalf("get %s from n3's store: %v", k, err)
-		}
-		if !found || rec.Tombstone || string(rec.Value) != v {
-			missing++
-		}
-	}
+	missing := storeLacks(t, n3.dir, acked)
 	if missing > 0 {
 		t.Fatalf("n3's store lacks %d of the %d acknowledged writes", missing, len(acked))
 	}
