@@ -136,6 +136,7 @@ func TestCompose(t *testing.T) {
 			for _, i := range step.restarts {
 				b.docker(t, "restart", "--time", "30", c.container(t, i))
 				c.waitReady(t, i)
+				c.waitSeenUp(t, step.coord, i)
 			}
 			b.mark("healed")
 			phase(t, 2*time.Second)
@@ -378,6 +379,35 @@ func (c *composeCluster) waitReady(t *testing.T, i int) {
 			return fmt.Errorf("n%d not ready: %v %s", i, err, out)
 		}
 		return nil
+	})
+}
+
+// waitSeenUp waits until node from reports node i UP in kvctl status: the restarted node is
+// not only ready by its own /readyz but reachable from the coordinator, which is what an
+// operator checks (as with nodetool status) before restarting the next node.
+func (c *composeCluster) waitSeenUp(t *testing.T, from, i int) {
+	t.Helper()
+	id := fmt.Sprintf("n%d", i)
+	eventually.Succeeds(t, 60*time.Second, func() error {
+		code, out, errOut := kvctl(t, "--addr", c.grpcAddr(from), "--certs-dir", c.certs, "status", "-o", "json")
+		if code != 0 {
+			return fmt.Errorf("kvctl status via n%d: exit %d: %s", from, code, errOut)
+		}
+		var st struct {
+			Nodes []struct{ ID, State string }
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return fmt.Errorf("kvctl status via n%d: %v", from, err)
+		}
+		for _, n := range st.Nodes {
+			if n.ID == id {
+				if n.State != "NODE_STATE_UP" {
+					return fmt.Errorf("n%d sees %s %s", from, id, n.State)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("n%d's status lists no %s", from, id)
 	})
 }
 
