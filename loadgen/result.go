@@ -48,6 +48,10 @@ type Result struct {
 	InvalidReason string
 	// Interrupted is set when ctx ended the run early.
 	Interrupted bool
+	// Events are what happened in the cluster during the run (SetEvents), oldest first;
+	// Phases cut the measured seconds by them.
+	Events []Event
+	Phases []Phase
 }
 
 // Breakdown is the share of a result of one operation and class.
@@ -155,6 +159,11 @@ type Report struct {
 	InvalidReason   string           `json:"invalid_reason,omitempty"`
 	Interrupted     bool             `json:"interrupted,omitempty"`
 	Breakdown       []BreakdownJSON  `json:"breakdown,omitempty"`
+	// Events, Phases and Seconds are set when the run followed the cluster (kvctl bench
+	// --events): what happened, the run cut by it, and every measured second.
+	Events  []EventJSON  `json:"events,omitempty"`
+	Phases  []PhaseJSON  `json:"phases,omitempty"`
+	Seconds []SecondJSON `json:"seconds,omitempty"`
 }
 
 // Latency summarizes one histogram in milliseconds.
@@ -234,6 +243,12 @@ func (r *Result) Report(target string) Report {
 			SystemSeconds: r.CPU.System.Seconds(), NumCPU: r.CPU.NumCPU,
 		},
 		Unsent: r.Unsent, Invalid: r.Invalid, InvalidReason: r.InvalidReason, Interrupted: r.Interrupted,
+	}
+	if r.Events != nil || r.Phases != nil {
+		measured := r.Start.Add(c.Warmup)
+		rep.Events = eventsJSON(measured, r.Events)
+		rep.Phases = phasesJSON(measured, r.Phases)
+		rep.Seconds = secondsJSON(r.Start, measured, r.Intervals)
 	}
 	for _, b := range r.Breakdown {
 		rep.Breakdown = append(rep.Breakdown, BreakdownJSON{
@@ -331,7 +346,37 @@ func WriteSummary(w io.Writer, r *Result, o SummaryOptions) error {
 				fmtDur(time.Duration(b.Latency.Max())))
 		}
 	}
+	writeEvents(ew, r)
 	return ew.err
+}
+
+// writeEvents writes the run's events and its phases (a line each), when it followed the
+// cluster.
+func writeEvents(ew *errWriter, r *Result) {
+	if r.Events == nil && r.Phases == nil {
+		return
+	}
+	measured := r.Start.Add(r.Config.Warmup)
+	ew.printf("\nEvents (seconds from the end of the warmup):\n")
+	if len(r.Events) == 0 {
+		ew.printf("  none: the cluster's ring, members and repairs did not change\n")
+	}
+	for _, e := range r.Events {
+		ew.printf("  %8.1fs  %-12s %s\n", e.At.Sub(measured).Seconds(), e.Kind, e.Text)
+	}
+	ew.printf("\nPhases:\n  %-14s %15s %9s %10s %7s %10s %10s %10s %10s\n",
+		"phase", "window", "requests", "rate", "errors", "p50", "p99", "p99.9", "max")
+	for _, p := range r.Phases {
+		window := fmt.Sprintf("%.0f-%.0fs", p.Start.Sub(measured).Seconds(), p.End.Sub(measured).Seconds())
+		ew.printf("  %-14s %15s %9d %8.1f/s %7d", p.Name, window, p.Requests, p.Rate(), p.Errors)
+		if p.Latency.TotalCount() == 0 {
+			ew.printf(" %10s %10s %10s %10s\n", "-", "-", "-", "-")
+			continue
+		}
+		ew.printf(" %10s %10s %10s %10s\n", fmtDur(time.Duration(p.Latency.ValueAtPercentile(50))),
+			fmtDur(time.Duration(p.Latency.ValueAtPercentile(99))), fmtDur(time.Duration(p.Latency.ValueAtPercentile(99.9))),
+			fmtDur(time.Duration(p.Latency.Max())))
+	}
 }
 
 // writeLatency writes the latency ladder (and with detailed HdrHistogram's full spectrum),
@@ -397,8 +442,28 @@ func WriteHlog(w io.Writer, r *Result) error {
 			return err
 		}
 	}
+	events := r.Events
+	comment := func(e Event) error {
+		// A comment line ("#..."), which HdrHistogram log readers skip: the offset from the
+		// start of the log, the kind and the text.
+		return lw.OutputComment(fmt.Sprintf("[Event: %.3f %s %s]", e.At.Sub(r.Start).Seconds(), e.Kind, e.Text))
+	}
 	for _, iv := range r.Intervals {
+		for len(events) > 0 && !events[0].At.After(r.Start.Add(iv.End)) {
+			if err := comment(events[0]); err != nil {
+				return err
+			}
+			events = events[1:]
+		}
+		if iv.Hist == nil {
+			continue
+		}
 		if err := lw.OutputIntervalPackedHistogram(iv.Hist); err != nil {
+			return err
+		}
+	}
+	for _, e := range events {
+		if err := comment(e); err != nil {
 			return err
 		}
 	}

@@ -397,12 +397,16 @@ func Run(ctx context.Context, cfg Config, t Target) (*Result, error) {
 			if cfg.OnInterval != nil {
 				cfg.OnInterval(iv)
 			}
-			if cfg.KeepIntervals && !iv.Warmup && h.TotalCount() > 0 {
-				p := newPacked()
-				p.MergeFrom(h)
-				p.SetStartTimeMs(last.UnixMilli())
-				p.SetEndTimeMs(now.UnixMilli())
-				iv.Hist = p
+			if cfg.KeepIntervals && !iv.Warmup && iv.Requests > 0 {
+				// A second whose every request failed is kept (its errors count in its
+				// phase), without a histogram.
+				if h.TotalCount() > 0 {
+					p := newPacked()
+					p.MergeFrom(h)
+					p.SetStartTimeMs(last.UnixMilli())
+					p.SetEndTimeMs(now.UnixMilli())
+					iv.Hist = p
+				}
 				intervals = append(intervals, iv)
 			}
 			last = now

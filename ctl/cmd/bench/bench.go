@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/ctl/profile"
 	"ringkv/loadgen"
 	"ringkv/node/ring"
@@ -48,14 +49,17 @@ type Options struct {
 
 	// Record is --record: every acknowledged write is appended to this file (JSON lines) for
 	// kvctl bench check.
-	Record   string
-	Latency  bool
-	JSONOut  bool
-	Hgrm     string
-	Hlog     string
-	Hist     string
-	ByNode   bool
-	Quiet    bool
+	Record  string
+	Latency bool
+	JSONOut bool
+	Hgrm    string
+	Hlog    string
+	Hist    string
+	ByNode  bool
+	Quiet   bool
+	// Events is --events: follow the cluster through the Admin API, record its events and
+	// cut the report into phases by them.
+	Events   bool
 	FindMax  bool
 	SLO      string
 	FindMaxC loadgen.FindMaxConfig
@@ -175,6 +179,7 @@ HTTPS and presents the client certificate, as the gRPC target does.`,
 	fl.StringVar(&o.Hlog, "hlog", "", "write an HdrHistogram interval log, one histogram per second, to `FILE`")
 	fl.BoolVar(&o.ByNode, "by-node", false, "break latency and errors down per operation and per primary node of the key")
 	fl.BoolVar(&o.Quiet, "quiet", false, "no live line on stderr")
+	fl.BoolVar(&o.Events, "events", true, "follow the cluster (ring changes, members DOWN/UP, repairs) and split the report into phases by its events")
 	fl.StringSliceVar(&o.Profile, "profile", nil, "capture these profiles from every node during the measured phase: cpu,mutex,block,heap,allocs,goroutine,trace")
 	fl.StringVar(&o.ProfileDir, "profile-dir", ".", "directory for --profile files (bench-<time>-<node>-<kind>.pb.gz)")
 	fl.BoolVar(&o.FindMax, "find-max", false, "search the highest rate that holds --slo")
@@ -358,6 +363,39 @@ func (o *Options) liveLine() func(loadgen.Interval) {
 	}
 }
 
+// follow starts following the cluster for --events; the log is nil when events are off or
+// the cluster refuses admin calls (one line on stderr says so; the run goes on). stop ends
+// the following.
+func (o *Options) follow(ctx context.Context) (events *loadgen.EventLog, stop func()) {
+	if !o.Events {
+		return nil, func() {}
+	}
+	events = loadgen.NewEventLog(o.eventLine())
+	admin, err := o.Admin()
+	if err == nil {
+		stop, err = loadgen.Follow(ctx, admin, events)
+	}
+	if err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "bench: not following the cluster, no events or phases: %s\n", present.OneLine(cli.RPCError(o.Addr(), err)))
+		return nil, func() {}
+	}
+	return events, stop
+}
+
+// eventLine prints each event on stderr as it is seen (above the live line on a terminal).
+func (o *Options) eventLine() func(loadgen.Event) {
+	if o.Quiet {
+		return nil
+	}
+	return func(e loadgen.Event) {
+		prefix := ""
+		if o.IO.ErrTTY {
+			prefix = "\r\033[K"
+		}
+		fmt.Fprintf(o.IO.ErrOut, "%s[%s] %s: %s\n", prefix, e.At.Format("15:04:05.0"), e.Kind, e.Text)
+	}
+}
+
 func (o *Options) endLive() {
 	if !o.Quiet && o.IO.ErrTTY {
 		fmt.Fprint(o.IO.ErrOut, "\r\033[K")
@@ -398,12 +436,20 @@ func (o *Options) run(ctx context.Context) (err error) {
 			}
 		}()
 	}
+	events, stopFollow := o.follow(ctx)
+	if events != nil {
+		cfg.KeepIntervals = true // phases are cut from the seconds
+	}
 	profiled := o.startProfiles(ctx, cfg)
 	res, err := loadgen.Run(ctx, cfg, t)
+	stopFollow()
 	o.endLive()
 	profiled()
 	if err != nil {
 		return cli.UsageErrorf("%s", err)
+	}
+	if events != nil {
+		res.SetEvents(events.Events())
 	}
 	if err := o.writeFiles(res); err != nil {
 		return err
