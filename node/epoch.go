@@ -173,7 +173,6 @@ func (n *Node) setHealth() {
 // the first connections to peers (see connected), and logs epoch changes, until ctx ends.
 func (n *Node) watchRing(ctx context.Context) {
 	var last uint64
-	changing := false
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -187,18 +186,7 @@ func (n *Node) watchRing(ctx context.Context) {
 			if last != 0 || e > 1 {
 				n.logger.Info("ring epoch", "epoch", e)
 			}
-			if last != 0 {
-				n.heat.AddEvent("ring", fmt.Sprintf("ring epoch %d", e))
-			}
 			last = e
-		}
-		if v := n.cl.View(); v != nil && (v.Next != nil) != changing {
-			changing = v.Next != nil
-			if changing {
-				n.heat.AddEvent("change-begin", fmt.Sprintf("ring change %d begun", v.Change))
-			} else {
-				n.heat.AddEvent("change-end", fmt.Sprintf("ring change %d settled", v.Change))
-			}
 		}
 		select {
 		case <-ctx.Done():

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"ringkv/internal/eventually"
 	"ringkv/internal/testclock"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
@@ -88,4 +90,75 @@ func grepLines(s, sub string) []string {
 		}
 	}
 	return out
+}
+
+// TestHeatKeepsClusterEvents: a node's heat history keeps, with their times, a ring change
+// begun, its rate changed and its abort, a peer that went DOWN and came back UP, and a repair
+// it coordinated from start to end; the Admin API returns them in time order.
+func TestHeatKeepsClusterEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a ring change, a restart and a repair on a real cluster")
+	}
+	// 128 B/s: the change stays in flight until it is aborted.
+	c := startChangeCluster(t, 3, func(cfg *node.Config) { cfg.ChangeRate = 128 })
+	loadKeys(t, c, "e", 200)
+	admin := kvpb.NewAdminClient(dialNode(t, c.Config(0).GRPCAddr))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n4, err := c.StartEmpty("n4")
+	if err != nil {
+		t.Fatalf("start n4: %v", err)
+	}
+	startChange(t, admin, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: c.Config(n4).GRPCAddr})
+	if _, err := admin.SetChangeRate(ctx, &kvpb.SetChangeRateRequest{RateBytes: 256}); err != nil {
+		t.Fatalf("set rate: %v", err)
+	}
+	if _, err := admin.AbortChange(ctx, &kvpb.AbortChangeRequest{}); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	if err := c.Stop(2); err != nil {
+		t.Fatalf("stop n3: %v", err)
+	}
+	waitEvents(t, admin, "node-down")
+	if err := c.Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, admin, "node-up")
+	if _, err := admin.StartRepair(ctx, &kvpb.RepairRequest{}); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	evs := waitEvents(t, admin, "repair-end")
+	var kinds []string
+	for i, e := range evs {
+		if i > 0 && e.GetUnixNanos() < evs[i-1].GetUnixNanos() {
+			t.Errorf("event %d (%s) before event %d: want time order", i, e.GetKind(), i-1)
+		}
+		if e.GetKind() != "node-start" && !slices.Contains(kinds, e.GetKind()) {
+			kinds = append(kinds, e.GetKind())
+		}
+	}
+	want := []string{"change-begin", "rate", "change-abort", "node-down", "node-up", "repair-start", "repair-end"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Errorf("got kinds %v, want %v", kinds, want)
+	}
+}
+
+// waitEvents polls the node's heat history until it holds an event of kind, and returns them all.
+func waitEvents(t *testing.T, admin kvpb.AdminClient, kind string) []*kvpb.HeatEvent {
+	t.Helper()
+	var evs []*kvpb.HeatEvent
+	eventually.Succeeds(t, 60*time.Second, func() error {
+		h, err := admin.Heat(context.Background(), &kvpb.HeatRequest{SinceUnixNanos: time.Now().Add(-time.Hour).UnixNano(), StepSeconds: 10})
+		if err != nil {
+			return err
+		}
+		evs = h.GetEvents()
+		for _, e := range evs {
+			if e.GetKind() == kind {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event among %v", kind, evs)
+	})
+	return evs
 }

@@ -45,6 +45,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	cwg.Go(func() { n.watchRing(cctx) })
+	cwg.Go(func() { n.watchEvents(cctx) })
 	cwg.Go(func() {
 		if err := n.repairs.Run(cctx); err != nil {
 			n.logger.Warn("repair", "err", err)

@@ -123,18 +123,7 @@ func BreakersShort(bs []*kvpb.BreakerState) string {
 }
 
 // Bytes formats a byte count in binary units with one decimal: 512 B, 1.5 KiB, 20.0 MiB.
-func Bytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func Bytes(n uint64) string { return kvpb.FormatBytes(n) }
 
 // BytesShort is Bytes for narrow columns: one decimal below 10, none above: 512 B,
 // 1.5 KiB, 600 KiB, 20 MiB, 3.1 GiB.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -337,11 +338,15 @@ func p99(h *[nbins]uint32) uint16 {
 }
 
 // AddEvent keeps an event at the clock's time.
-func (h *History) AddEvent(kind, text string) {
+func (h *History) AddEvent(kind, text string) { h.AddEventAt(h.now(), kind, text) }
+
+// AddEventAt keeps an event that happened at t (a change's start as the cluster stamped it,
+// say), which may be before events already kept: a query returns them in time order.
+func (h *History) AddEventAt(t time.Time, kind, text string) {
 	if h.cfg.MaxEvents == 0 {
 		return
 	}
-	e := Event{Time: h.now(), Kind: clip(kind, MaxEventKind), Text: clip(text, MaxEventText)}
+	e := Event{Time: t, Kind: clip(kind, MaxEventKind), Text: clip(text, MaxEventText)}
 	h.mu.Lock()
 	h.events[h.evNext] = e
 	h.evNext = (h.evNext + 1) % len(h.events)
@@ -444,6 +449,7 @@ func (h *History) Query(since time.Time, step time.Duration) (View, error) {
 			v.Events = append(v.Events, e)
 		}
 	}
+	slices.SortStableFunc(v.Events, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	return v, nil
 }
 

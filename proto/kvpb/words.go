@@ -28,3 +28,25 @@ func FormatTokenRange(start, end uint64) string { return fmt.Sprintf("(%016x, %0
 // DamagedRanges says that n ranges of a node are marked damaged and wait for their repair
 // from the peers (a readiness reason, a NodeInfo problem, kvctl status's note).
 func DamagedRanges(n int) string { return fmt.Sprintf("%d ranges damaged, awaiting repair", n) }
+
+// FormatBytes spells a byte count in binary units with one decimal: 512 B, 1.5 KiB, 20.0 MiB.
+func FormatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// FormatByteRate spells a pace in bytes per second, "unpaced" for 0 (no limit).
+func FormatByteRate(n uint64) string {
+	if n == 0 {
+		return "unpaced"
+	}
+	return FormatBytes(n) + "/s"
+}

@@ -104,12 +104,36 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// Event is one event of the answer.
+// Event is one event of the answer. Node is the first node that kept it; Nodes all those
+// that kept the same event (a ring change is kept by every node, a peer's DOWN by each that
+// lost it).
 type Event struct {
-	Time time.Time `json:"time"`
-	Node string    `json:"node"`
-	Kind string    `json:"kind"`
-	Text string    `json:"text"`
+	Time  time.Time `json:"time"`
+	Node  string    `json:"node"`
+	Nodes []string  `json:"nodes"`
+	Kind  string    `json:"kind"`
+	Text  string    `json:"text"`
+}
+
+// sameEvent is how far apart the nodes may keep one event: each stamps what it saw when it saw it.
+const sameEvent = 30 * time.Second
+
+// dedupe folds the events of the same kind and text kept by several nodes within sameEvent of
+// the first into one; events are in time order.
+func dedupe(evs []Event) []Event {
+	out := evs[:0:0]
+	for _, e := range evs {
+		i := slices.IndexFunc(out, func(o Event) bool {
+			return o.Kind == e.Kind && o.Text == e.Text && e.Time.Sub(o.Time) <= sameEvent && !slices.Contains(o.Nodes, e.Node)
+		})
+		if i < 0 {
+			e.Nodes = []string{e.Node}
+			out = append(out, e)
+			continue
+		}
+		out[i].Nodes = append(out[i].Nodes, e.Node)
+	}
+	return out
 }
 
 // Result is the answer of kvctl heat -o json: values[row][column], null where no node has
@@ -249,6 +273,7 @@ func merge(reps []*kvpb.HeatResponse, metric string) (*Result, error) {
 		return nil, fmt.Errorf("%w: no data since %s: no node (%s) has history for it", cli.ErrNotFound, from, strings.Join(res.Nodes, ", "))
 	}
 	slices.SortStableFunc(res.Events, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	res.Events = dedupe(res.Events)
 	return res, nil
 }
 
@@ -340,7 +365,7 @@ func draw(w io.Writer, res *Result, width int) error {
 	}
 	sb.WriteByte('\n')
 	for _, e := range listed {
-		fmt.Fprintf(&sb, "^ %s %s %s: %s\n", e.Time.Local().Format("15:04:05"), e.Node, e.Kind, e.Text)
+		fmt.Fprintf(&sb, "^ %s %s %s: %s\n", e.Time.Local().Format("15:04:05"), strings.Join(e.Nodes, ","), e.Kind, e.Text)
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"ringkv/node/cluster"
+	"ringkv/node/heat"
+	"ringkv/proto/kvpb"
+)
+
+// What the heat history's events are drawn from: the ring-change journal (every node reads
+// it, so every node keeps its changes), the repair sessions this node coordinates, and the
+// peers this node cannot reach. eventState is one look at them; heatEvents compares two.
+type eventState struct {
+	epoch  uint64
+	change *cluster.Change // in flight, nil when none
+	last   *cluster.Change // the last one settled
+	repair *kvpb.RepairProgress
+	down   []string // peers unreachable from this node, sorted
+}
+
+// eventPoll is how often watchEvents looks at the peers' reachability (the journal and the
+// repair sessions wake it as they change).
+const eventPoll = time.Second
+
+// watchEvents adds an event to the heat history whenever the ring, a ring change, a repair
+// session or a peer's reachability changes, until ctx ends.
+func (n *Node) watchEvents(ctx context.Context) {
+	tick := time.NewTicker(eventPoll)
+	defer tick.Stop()
+	now := n.cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	prev := n.eventState()
+	for {
+		cw, rw := n.cl.Watch(), n.repairs.Watch()
+		cur := n.eventState()
+		for _, e := range heatEvents(prev, cur, now()) {
+			n.heat.AddEventAt(e.Time, e.Kind, e.Text)
+		}
+		prev = cur
+		select {
+		case <-ctx.Done():
+			return
+		case <-cw:
+		case <-rw:
+		case <-tick.C:
+		}
+	}
+}
+
+func (n *Node) eventState() eventState {
+	s := eventState{epoch: n.epoch(), change: n.cl.Change(), last: n.cl.LastChange(), repair: n.repairs.Progress()}
+	// Until every peer was tried once, a peer not yet connected is not one lost.
+	if n.coord != nil && n.warm.Load() {
+		s.down = n.coord.Unreachable()
+		slices.Sort(s.down)
+	}
+	return s
+}
+
+// heatEvents are the events between two looks, stamped with the time the cluster gave them
+// when it did (a change's start and end, a repair's) and now otherwise.
+func heatEvents(prev, cur eventState, now time.Time) []heat.Event {
+	var out []heat.Event
+	add := func(unix int64, kind, format string, a ...any) {
+		// The cluster stamps whole seconds: within the second seen, now is the finer time.
+		at := now
+		if unix > 0 && unix != now.Unix() {
+			at = time.Unix(unix, 0)
+		}
+		out = append(out, heat.Event{Time: at, Kind: kind, Text: fmt.Sprintf(format, a...)})
+	}
+	// Ring changes: begun, its pace changed, settled one way or the other.
+	p, c := prev.change, cur.change
+	if c != nil && (p == nil || p.ID != c.ID) {
+		add(c.StartedUnix, heat.KindChangeBegin, "ring change %d begun: %s, %s", c.ID, describeChange(c), kvpb.FormatByteRate(c.RateBytes))
+	}
+	if c != nil && p != nil && p.ID == c.ID && p.RateBytes != c.RateBytes {
+		add(0, heat.KindRate, "ring change %d rate %s → %s", c.ID, kvpb.FormatByteRate(p.RateBytes), kvpb.FormatByteRate(c.RateBytes))
+	}
+	// Pausing and resuming a change are to be hooked here: a paused flag of the journal's
+	// change turning on (heat.KindChangePause) or off (heat.KindChangeResume).
+	if l := cur.last; l != nil && (prev.last == nil || prev.last.ID != l.ID) {
+		switch l.Outcome {
+		case cluster.OutcomeCommitted:
+			add(l.FinishedUnix, heat.KindChangeCommit, "ring change %d committed: %s, epoch %d", l.ID, describeChange(l), l.Next.Epoch)
+		case cluster.OutcomeAborted:
+			add(l.FinishedUnix, heat.KindChangeAbort, "ring change %d aborted: %s", l.ID, describeChange(l))
+		}
+	}
+	if prev.epoch != 0 && cur.epoch != prev.epoch {
+		add(0, heat.KindRing, "ring epoch %d → %d", prev.epoch, cur.epoch)
+	}
+	// Repair sessions this node coordinates.
+	pr, r := prev.repair, cur.repair
+	newSession := r.GetId() != 0 && r.GetId() != pr.GetId()
+	if r.GetState().InFlight() && (newSession || !pr.GetState().InFlight()) {
+		add(r.GetStartedUnix(), heat.KindRepairStart, "repair %d started on %s, %s", r.GetId(), r.GetCoordinator(), kvpb.FormatByteRate(r.GetRateLimitBytes()))
+	}
+	if r.GetState().InFlight() && !newSession && pr.GetRateLimitBytes() != r.GetRateLimitBytes() {
+		add(0, heat.KindRate, "repair %d rate %s → %s", r.GetId(), kvpb.FormatByteRate(pr.GetRateLimitBytes()), kvpb.FormatByteRate(r.GetRateLimitBytes()))
+	}
+	// Pausing and resuming a repair are to be hooked here likewise (heat.KindRepairPause,
+	// heat.KindRepairResume).
+	if r.GetState().Finished() && (newSession || pr.GetState().InFlight()) {
+		add(r.GetFinishedUnix(), heat.KindRepairEnd, "repair %d %s: %d keys repaired", r.GetId(), repairOutcome(r.GetState()), r.GetKeysStreamed())
+	}
+	// Peers this node lost or found again.
+	for _, id := range cur.down {
+		if !slices.Contains(prev.down, id) {
+			add(0, heat.KindNodeDown, "node %s DOWN (unreachable)", id)
+		}
+	}
+	for _, id := range prev.down {
+		if !slices.Contains(cur.down, id) {
+			add(0, heat.KindNodeUp, "node %s UP (reachable again)", id)
+		}
+	}
+	return out
+}
+
+func describeChange(c *cluster.Change) string {
+	if c.NodeID == "" {
+		return c.Kind
+	}
+	return c.Kind + " " + c.NodeID
+}
+
+func repairOutcome(s kvpb.RepairState) string {
+	switch s {
+	case kvpb.RepairState_REPAIR_STATE_DONE:
+		return "done"
+	case kvpb.RepairState_REPAIR_STATE_FAILED:
+		return "failed"
+	case kvpb.RepairState_REPAIR_STATE_ABORTED:
+		return "aborted"
+	}
+	return "ended"
+}
