@@ -5,6 +5,9 @@
 #   bench/run.sh [options] wrk              wrk -s bench/SCRIPT.lua against node 1's HTTP API, ROUNDS rounds
 #   bench/run.sh [options] ratio            a 1-node and a 3-node cluster side by side: alternate wrk between
 #                                           them, ROUNDS rounds; per-round and median 3-node/1-node rate ratio
+#   bench/run.sh [options] hotkeys          two clusters of NODES nodes side by side, one with --hot-keys=false:
+#                                           alternate wrk between them, ROUNDS rounds; per-round and median
+#                                           on/off rate ratio (what the hot keys summary costs a request)
 #   bench/run.sh [options] agree            1 node: alternate wrk and kvctl bench --target http --rate 0
 #                                           (same connections, GET of pre-filled keys), ROUNDS rounds
 #   bench/run.sh [options] cpu              1 node: CPU time (perf stat task-clock; needs perf) per request of wrk and
@@ -53,7 +56,7 @@ while getopts "n:s:c:t:d:r:k:Ph" opt; do
 done
 shift $((OPTIND - 1))
 mode=${1:-}
-[[ $mode =~ ^(wrk|ratio|agree|cpu|kvctl|shell|compare)$ ]] || { usage >&2; exit 2; }
+[[ $mode =~ ^(wrk|ratio|hotkeys|agree|cpu|kvctl|shell|compare)$ ]] || { usage >&2; exit 2; }
 shift
 [[ ${1:-} == -- ]] && shift
 [[ $mode == agree || $mode == cpu ]] && nodes=1
@@ -162,6 +165,9 @@ start_etcd() {
 if [[ $mode == ratio ]]; then
 	start_cluster one 1 "$base"
 	start_cluster three 3 "$((base + 100))"
+elif [[ $mode == hotkeys ]]; then
+	start_cluster on "$nodes" "$base"
+	start_cluster off "$nodes" "$((base + 100))" --hot-keys=false
 elif [[ $mode == compare ]]; then
 	start_cluster one 1 "$base"
 	start_cluster three 3 "$((base + 100))"
@@ -444,11 +450,13 @@ EOF2
 		for l in "$tmp"/*.n*.log; do echo "$(basename "$l"): $(grep -c '^gc ' "$l") GCs; $(grep '^gc ' "$l" | tail -1)"; done
 	fi
 	;;
-ratio)
-	if [[ $script != put ]]; then fill "$one_grpc"; fill "$three_grpc"; fi
+ratio | hotkeys)
+	a=one b=three label="3n/1n"
+	[[ $mode == hotkeys ]] && a=off b=on label="on/off"
+	if [[ $script != put ]]; then fill "${a}_grpc"; fill "${b}_grpc"; fi
 	for r in $(seq 1 "$rounds"); do
-		order=(one three)
-		((r % 2)) || order=(three one)
+		order=("$a" "$b")
+		((r % 2)) || order=("$b" "$a")
 		for c in "${order[@]}"; do
 			addr=${c}_http
 			echo "# round $r $c: $(uptime)" >&2
@@ -458,15 +466,15 @@ ratio)
 			echo "$line" >>"$tmp/wrk.$c.all"
 			echo "round $r $c $line"
 		done
-		one_rps=$(field rps "$tmp/wrk.one.$r") three_rps=$(field rps "$tmp/wrk.three.$r")
-		echo "round $r ratio rps 3n/1n = $(awk -v a="$three_rps" -v b="$one_rps" 'BEGIN {printf "%.3f", a / b}')" | tee -a "$tmp/ratio"
+		a_rps=$(field rps "$tmp/wrk.$a.$r") b_rps=$(field rps "$tmp/wrk.$b.$r")
+		echo "round $r ratio rps $label = $(awk -v a="$b_rps" -v b="$a_rps" 'BEGIN {printf "%.3f", a / b}')" | tee -a "$tmp/ratio"
 		if [[ $r == 1 ]]; then
-			for c in one three; do echo "--- wrk output, round 1, $c:"; cat "$tmp/wrk.$c.1"; done
+			for c in "$a" "$b"; do echo "--- wrk output, round 1, $c:"; cat "$tmp/wrk.$c.1"; done
 		fi
 	done
-	summary "1-node" "$tmp/wrk.one.all"
-	summary "3-node" "$tmp/wrk.three.all"
-	echo "median ratio rps 3n/1n = $(sed 's/.*= //' "$tmp/ratio" | median)"
+	summary "$a" "$tmp/wrk.$a.all"
+	summary "$b" "$tmp/wrk.$b.all"
+	echo "median ratio rps $label = $(sed 's/.*= //' "$tmp/ratio" | median)"
 	;;
 shell)
 	echo "grpc $grpc  http $http  (Ctrl-C stops)"

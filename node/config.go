@@ -116,6 +116,9 @@ type Config struct {
 	// TombstoneGrace is how long a tombstone is kept at least: it is purged only once older
 	// than this AND a completed repair of its range began after it was written. 0 = never purge.
 	TombstoneGrace time.Duration
+	// HotKeysOff stops keeping the hot keys summary (Admin HotKeys then answers that it is
+	// not kept). Only to measure what the summary costs a request.
+	HotKeysOff bool
 	// Now is the wall clock of the repair's purge decisions and of the on-call view's time
 	// slices (hot keys, heat history); nil = time.Now. Tests only.
 	Now func() time.Time
@@ -396,6 +399,11 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
 	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above twice the p99 seen when they began")
 	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a deleted key's tombstone is kept at least this long, and purged only after a repair that began after the delete covered its range on every replica (keep it longer than a replica may stay down; 0 = never purge)")
+	fs.BoolFunc("hot-keys", "keep the hot keys summary of the keys this node coordinates (default true; false only to measure what it costs: kvctl hotkeys then skips this node)", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		c.HotKeysOff = !on
+		return err
+	})
 	fs.Var(reserveValue{&c.MinFreeDisk}, "min-free-disk", "free space kept on the data volume, a size (1GiB) or a share (5%); below it writes are refused with 507 (\"disk full\"), reads go on, and writes resume once space is freed. Default 5% of the volume, at least 4MiB and at most 1GiB: 4MiB up to an 80MiB volume (a CI tmpfs, a container's scratch space), 1GiB from 20GiB, 0.1% of a TB (CockroachDB's ballast is min(1%, 1GiB)). Badger's memtables, tables and value-log files are sized to the reserve, so what badger writes on its own after writes stop (flushes, compactions) fits in it at any size; an eighth of it is held in a ballast file, deleted when something else fills the volume. A volume under 8MiB is refused; 0 keeps no reserve")
 	return fs
 }

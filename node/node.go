@@ -336,7 +336,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.stats, Profiler: server.ProfilerFunc(admin.Capture),
-		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: n.hot, Heat: n.heat, Draining: n.drainc,
+		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: hotKeysDep(n.hot), Heat: n.heat, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{

@@ -10,10 +10,11 @@ import (
 	"ringkv/node/hotkeys"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
+	"ringkv/node/server"
 )
 
 // keyObserver feeds every client operation the coordinator answers to the on-call view: the
-// hot keys summary and the heat history.
+// hot keys summary (nil with --hot-keys=false) and the heat history.
 type keyObserver struct {
 	hot  *hotkeys.Summary
 	heat *heat.History
@@ -25,19 +26,23 @@ var _ replica.KeyObserver = keyObserver{}
 func (o keyObserver) ObserveKey(op replica.Op, key []byte, token uint64, n int, d time.Duration, err error) {
 	write := op != replica.OpGet
 	var vnode uint64
-	if v := o.view(); v != nil && v.Current != nil {
+	if v := o.view(); o.hot != nil && v != nil && v.Current != nil {
 		vnode = v.Current.Vnode(token)
 	}
-	o.hot.Record(token, vnode, key, write, n)
+	if o.hot != nil {
+		o.hot.Record(token, vnode, key, write, n)
+	}
 	o.heat.Record(token, write, n, d, err != nil)
 }
 
 // openOnCall builds the hot keys summary and opens the heat history (saved in the data
 // directory unless the node is in memory).
 func (n *Node) openOnCall(cfg Config) {
-	kcfg := hotkeys.DefaultConfig()
-	kcfg.Now = cfg.Now
-	n.hot = hotkeys.New(kcfg)
+	if !cfg.HotKeysOff {
+		kcfg := hotkeys.DefaultConfig()
+		kcfg.Now = cfg.Now
+		n.hot = hotkeys.New(kcfg)
+	}
 	hcfg := heat.DefaultConfig()
 	hcfg.Now = cfg.Now
 	if !cfg.InMemory {
@@ -48,13 +53,16 @@ func (n *Node) openOnCall(cfg Config) {
 		n.logger.Warn("heat history", "err", err)
 	}
 	n.heat = h
-	n.heat.AddEvent("node-start", fmt.Sprintf("%s started", cfg.ID))
+	n.heat.AddEvent(heat.KindNodeStart, fmt.Sprintf("%s started", cfg.ID))
 }
 
 // onCallGauges are the on-call view's per-node summaries for Prometheus: never a per-key or
 // per-vnode label (those go through the Admin API).
 func (n *Node) onCallGauges() []prometheus.Collector {
 	hottest := func() (share, perSec float64) {
+		if n.hot == nil {
+			return 0, 0
+		}
 		rep, err := n.hot.Top(n.hot.SliceLen(), 1)
 		if err != nil || rep.Ops == 0 || len(rep.Keys) == 0 {
 			return 0, 0
@@ -71,4 +79,13 @@ func (n *Node) onCallGauges() []prometheus.Collector {
 			Help: "Operations per second on the hottest key this node coordinated in the last complete 10 s slice (an upper bound).",
 		}, func() float64 { _, r := hottest(); return r }),
 	}
+}
+
+// hotKeysDep is the summary as the Admin server's dependency: none (the RPC answers
+// unimplemented) when the node keeps no summary.
+func hotKeysDep(s *hotkeys.Summary) server.HotKeys {
+	if s == nil {
+		return nil
+	}
+	return s
 }
