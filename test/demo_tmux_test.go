@@ -51,11 +51,10 @@ func (x demoTmux) waitScreen(what string, d time.Duration, cond func(string) boo
 	return s
 }
 
-// TestDemoInTmux runs the built `kvctl demo` in a real terminal (tmux): the console opens on
-// the cluster with its heatmap, ? shows the help, q quits with exit status 0, the alternate
-// screen is left (the pane shows the shell's output again) and the data directory is gone.
-func TestDemoInTmux(t *testing.T) {
-	t.Parallel()
+// startDemo runs the built `kvctl demo args...` in a tmux pane of w×h cells; the shell writes
+// kvctl's exit status to the returned file when it ends.
+func startDemo(t *testing.T, w, h int, args ...string) (demoTmux, string) {
+	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("tmux not installed (.ci/run installs it): %v", err)
@@ -66,21 +65,19 @@ func TestDemoInTmux(t *testing.T) {
 	bin := buildBins(t).kvctl
 	x := demoTmux{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	exitFile := filepath.Join(dir, "exit")
-	script := "cd " + dir + " && " + bin + " demo --profile-dir " + dir +
+	script := "cd " + dir + " && " + bin + " demo --profile-dir " + dir + " " + strings.Join(args, " ") +
 		"; echo EXIT=$? > " + exitFile + "; echo DEMO-DONE; sleep 600"
-	x.must("-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", "100", "-y", "30", script)
+	x.must("-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), script)
 	t.Cleanup(func() { _, _ = x.run("kill-server") })
+	return x, exitFile
+}
 
-	x.waitScreen("console with node names and heatmap", 60*time.Second, func(s string) bool {
-		return strings.Contains(s, "log scale") && strings.Contains(s, "n1 ") && strings.Contains(s, "n2 ") && strings.Contains(s, "n3 ")
-	})
-	x.must("send-keys", "-t", "demo", "?")
-	x.waitScreen("help", 10*time.Second, func(s string) bool {
-		return strings.Contains(s, "press any key to close") && strings.Contains(s, "drain selected node")
-	})
+// quit presses q and checks that kvctl demo exits with status 0.
+func (x demoTmux) quit(exitFile string) {
+	x.t.Helper()
 	x.must("send-keys", "-t", "demo", "q")
 	var code []byte
-	eventually.Succeeds(t, 30*time.Second, func() error {
+	eventually.Succeeds(x.t, 30*time.Second, func() error {
 		b, err := os.ReadFile(exitFile)
 		if err != nil || len(b) == 0 {
 			return fmt.Errorf("kvctl demo did not exit after q; pane:\n%s", x.screen())
@@ -89,8 +86,25 @@ func TestDemoInTmux(t *testing.T) {
 		return nil
 	})
 	if got := strings.TrimSpace(string(code)); got != "EXIT=0" {
-		t.Errorf("got %s, want EXIT=0; pane:\n%s", got, x.screen())
+		x.t.Errorf("got %s, want EXIT=0; pane:\n%s", got, x.screen())
 	}
+}
+
+// TestDemoInTmux runs the built `kvctl demo` in a real terminal (tmux): the console opens on
+// the cluster with its heatmap, ? shows the help, q quits with exit status 0, the alternate
+// screen is left (the pane shows the shell's output again) and the data directory is gone.
+func TestDemoInTmux(t *testing.T) {
+	t.Parallel()
+	x, exitFile := startDemo(t, 100, 30)
+
+	x.waitScreen("console with node names and heatmap", 60*time.Second, func(s string) bool {
+		return strings.Contains(s, "log scale") && strings.Contains(s, "n1 ") && strings.Contains(s, "n2 ") && strings.Contains(s, "n3 ")
+	})
+	x.must("send-keys", "-t", "demo", "?")
+	x.waitScreen("help", 10*time.Second, func(s string) bool {
+		return strings.Contains(s, "press any key to close") && strings.Contains(s, "drain selected node")
+	})
+	x.quit(exitFile)
 	s := x.waitScreen("shell after the console", 5*time.Second, func(s string) bool { return strings.Contains(s, "DEMO-DONE") })
 	for _, console := range []string{"log scale", "press any key to close", "1 overview"} {
 		if strings.Contains(s, console) {
@@ -104,4 +118,53 @@ func TestDemoInTmux(t *testing.T) {
 	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
 		t.Errorf("data dir %s: got stat error %v, want it removed", m[1], err)
 	}
+}
+
+// TestDemoWalkInTmux walks the demo as a newcomer does, in a real terminal: a offers the spare
+// n4 pre-filled, enter and y add it and its data streams in until it is UP in the overview; x
+// stops n2, which turns DOWN, and X starts it again, UP; q quits with status 0.
+func TestDemoWalkInTmux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo walk takes 20–60 s; run without -short")
+	}
+	t.Parallel()
+	x, exitFile := startDemo(t, 160, 48, "--keys", "2000", "--rate", "50")
+	row := func(id, state string) *regexp.Regexp { return regexp.MustCompile(`(?m)^` + id + `\s+` + state + `\b`) }
+	key := func(k string) { x.must("send-keys", "-t", "demo", k) }
+
+	x.waitScreen("console", 60*time.Second, func(s string) bool { return strings.Contains(s, "a add n4") })
+	key("1")
+	x.waitScreen("founders UP", 10*time.Second, func(s string) bool {
+		return row("n1", "UP").MatchString(s) && row("n2", "UP").MatchString(s) && row("n3", "UP").MatchString(s)
+	})
+	key("a")
+	x.waitScreen("n4 offered pre-filled", 10*time.Second, func(s string) bool {
+		return regexp.MustCompile(`> n4=127\.0\.0\.1:\d+`).MatchString(s) && strings.Contains(s, "n5=127.0.0.1:")
+	})
+	key("Enter")
+	x.waitScreen("the plan of adding n4", 20*time.Second, func(s string) bool {
+		return strings.Contains(s, "Plan: add n4") && strings.Contains(s, "Start this change?")
+	})
+	key("y")
+	x.waitScreen("the change streaming or done", 20*time.Second, func(s string) bool {
+		return regexp.MustCompile(`Change #\d+: add n4 .* — (streaming|handing over|done)`).MatchString(s) && strings.Contains(s, "→ n4")
+	})
+	key("1")
+	x.waitScreen("n4 UP in the overview", 30*time.Second, func(s string) bool { return row("n4", "UP").MatchString(s) })
+
+	key("j") // the overview is sorted by node: n1, n2, ...
+	key("x")
+	x.waitScreen("the stop confirmation", 10*time.Second, func(s string) bool { return strings.Contains(s, "Stop n2") })
+	key("y")
+	x.waitScreen("n2 DOWN", 20*time.Second, func(s string) bool { return row("n2", "DOWN").MatchString(s) })
+	key("X")
+	x.waitScreen("the start confirmation", 10*time.Second, func(s string) bool { return strings.Contains(s, "Start n2") })
+	key("y")
+	s := x.waitScreen("n2 UP again", 40*time.Second, func(s string) bool { return row("n2", "UP").MatchString(s) })
+	for _, ev := range []string{"n2's process stopped", "n2's process started"} {
+		if !strings.Contains(s, ev) {
+			t.Errorf("pane lacks the event %q:\n%s", ev, s)
+		}
+	}
+	x.quit(exitFile)
 }

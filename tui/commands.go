@@ -107,3 +107,20 @@ func (m Model) stopBench() tea.Cmd {
 		return BenchMsg{Rate: 0, Result: line, Err: err}
 	})
 }
+
+// nodeControlTimeout bounds a stop or start of a node's process: a start waits until the node
+// serves (up to 30 s in node.LocalCluster).
+const nodeControlTimeout = 45 * time.Second
+
+func (m Model) controlNode(id string, stop bool) tea.Cmd {
+	nc := m.opts.Nodes
+	if nc == nil || m.opts.Readonly {
+		return nil
+	}
+	return rpc(nodeControlTimeout, func(ctx context.Context) tea.Msg {
+		if stop {
+			return NodeMsg{ID: id, Stop: true, Err: nc.StopNode(ctx, id)}
+		}
+		return NodeMsg{ID: id, Err: nc.StartNode(ctx, id)}
+	})
+}

@@ -50,6 +50,12 @@ type (
 		Result string
 		Err    error
 	}
+	// NodeMsg answers a stop (Stop) or start of node ID's process.
+	NodeMsg struct {
+		ID   string
+		Stop bool
+		Err  error
+	}
 	// sourceClosedMsg: a source stream ended.
 	sourceClosedMsg struct{ what string }
 )

@@ -43,6 +43,12 @@ type Options struct {
 	// Warning is an optional line shown in red under the hint: what the operator must know
 	// before trusting the screen (the demo says so when its fill failed or a node is not up).
 	Warning string
+	// Spares are running nodes awaiting admission (the demo starts some): the add dialog
+	// offers the first one not yet in the cluster, pre-filled.
+	Spares []Spare
+	// Nodes, when set, stops and starts node processes (the demo's): the keys x and X, shown
+	// only then. nil in a console on a real cluster.
+	Nodes NodeControl
 	// Start is the view the console opens on (default the overview).
 	Start Screen
 	// Now is the clock; nil = time.Now. Tests inject a fixed one.
@@ -130,6 +136,7 @@ func New(opts Options) Model {
 	st := styles.DefaultStyles()
 	km := keys.DefaultKeyMap()
 	km.SetReadonly(opts.Readonly)
+	km.SetNodeControl(opts.Nodes != nil && !opts.Readonly)
 	h := help.New()
 	h.Styles = st.Help
 	m := Model{
@@ -206,6 +213,18 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		body := append([]string{"wrote " + msg.Result.Path, "", "top functions (flat):"}, msg.Result.Top...)
 		m.openDialog(newResult(m.st, m.km, "CPU profile of "+msg.Node, body, false))
 		return m, nil
+	case NodeMsg:
+		verb, done := "Start", "started"
+		if msg.Stop {
+			verb, done = "Stop", "stopped"
+		}
+		if msg.Err != nil {
+			m.openDialog(newResult(m.st, m.km, verb+" "+msg.ID, []string{msg.Err.Error()}, true))
+			return m, nil
+		}
+		m.dialog = dialog{}
+		m.logEvent(m.opts.Now(), fmt.Sprintf("%s's process %s", msg.ID, done), msg.Stop)
+		return m, tea.Batch(m.fetchStatus(), m.fetchRing())
 	case BenchMsg:
 		if msg.Err != nil {
 			m.openDialog(newResult(m.st, m.km, "Bench", []string{msg.Err.Error()}, true))
@@ -321,7 +340,29 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, m.km.Rebalance):
 		return m, m.plan(&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE})
 	case key.Matches(k, m.km.Add):
+		if sp, others := m.spares(); sp != nil {
+			prompt := fmt.Sprintf("%s awaits admission: enter adds it (ID=ADDR of a running, empty node)", sp.ID)
+			if len(others) > 0 {
+				prompt += "; spares also: " + strings.Join(others, ", ")
+			}
+			cmd := m.openInput("add", "Add a node", prompt)
+			m.dialog.text.SetValue(sp.ID + "=" + sp.Addr)
+			m.dialog.text.CursorEnd()
+			return m, cmd
+		}
 		return m, m.openInput("add", "Add a node", "ID=ADDR of a running, empty node (e.g. n4=127.0.0.1:9094)")
+	case key.Matches(k, m.km.StopNode):
+		if n := m.selectedNode(); n != nil {
+			m.openDialog(newConfirm(m.st, m.km, "Stop "+n.id, []string{
+				fmt.Sprintf("Stop node %s's process; its data stays. The others show it DOWN, keep hints for its writes and serve its keys while a quorum answers. X starts it again.", n.id),
+			}, m.controlNode(n.id, true)))
+		}
+	case key.Matches(k, m.km.StartNode):
+		if n := m.selectedNode(); n != nil {
+			m.openDialog(newConfirm(m.st, m.km, "Start "+n.id, []string{
+				fmt.Sprintf("Start node %s's process again on its data: the others hand it the hints they kept, and it shows UP once it serves.", n.id),
+			}, m.controlNode(n.id, false)))
+		}
 	case key.Matches(k, m.km.Bench):
 		if m.bench > 0 {
 			m.openDialog(newConfirm(m.st, m.km, "Stop bench",
@@ -347,6 +388,24 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.selected = min(len(m.nodes)-1, m.selected+1)
 	}
 	return m, nil
+}
+
+// spares returns the first spare node not in the cluster yet (nil if none) and the others as
+// ID=ADDR.
+func (m Model) spares() (*Spare, []string) {
+	var first *Spare
+	var others []string
+	for i, sp := range m.opts.Spares {
+		if _, member := m.nodes[sp.ID]; member {
+			continue
+		}
+		if first == nil {
+			first = &m.opts.Spares[i]
+			continue
+		}
+		others = append(others, sp.ID+"="+sp.Addr)
+	}
+	return first, others
 }
 
 func (m *Model) openInput(what, title, prompt string) tea.Cmd {

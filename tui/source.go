@@ -47,3 +47,19 @@ type Actions interface {
 	StartBench(ctx context.Context, rate int) error
 	StopBench(ctx context.Context) (string, error)
 }
+
+// Spare is a running node that awaits admission: the add dialog offers it pre-filled.
+type Spare struct {
+	ID   string
+	Addr string // its gRPC address
+}
+
+// NodeControl stops and starts the processes of the cluster's nodes: the demo's, which run
+// inside kvctl, so that a node going DOWN, its hints, readiness and repair can be watched.
+// StopNode returns once the node has stopped; StartNode once it serves again (or failed to).
+// The console calls them from tea.Cmds, one at a time; implementations are safe for
+// concurrent use.
+type NodeControl interface {
+	StopNode(ctx context.Context, id string) error
+	StartNode(ctx context.Context, id string) error
+}

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,15 +157,24 @@ func (m Model) shortHelp() []key.Binding {
 	if m.showHelp {
 		return []key.Binding{help, quit}
 	}
+	// Where the console runs the nodes (the demo), what a newcomer tries first: add a spare,
+	// stop and start a node.
+	var demo []key.Binding
+	if m.km.StopNode.Enabled() {
+		if sp, _ := m.spares(); sp != nil && m.km.Add.Enabled() {
+			demo = append(demo, short(m.km.Add, "add "+sp.ID))
+		}
+		demo = append(demo, key.NewBinding(key.WithKeys("x", "X"), key.WithHelp("x/X", "stop/start")))
+	}
 	switch m.view {
 	case ScreenOverview:
 		sel := key.NewBinding(key.WithKeys("up", "down"), key.WithHelp("↑↓", "select node"))
-		return []key.Binding{tab, sel, short(m.km.Sort, "sort"), help, quit}
+		return slices.Concat([]key.Binding{tab, sel, short(m.km.Sort, "sort")}, demo, []key.Binding{help, quit})
 	case ScreenHeatmap:
 		sel := key.NewBinding(key.WithKeys("up", "down", "left", "right"), key.WithHelp("←↑↓→", "select vnode"))
-		return []key.Binding{tab, sel, short(m.km.Metric, "metric"), help, quit}
+		return slices.Concat([]key.Binding{tab, sel, short(m.km.Metric, "metric")}, demo, []key.Binding{help, quit})
 	}
-	return []key.Binding{tab, help, quit}
+	return slices.Concat([]key.Binding{tab}, demo, []key.Binding{help, quit})
 }
 
 // Overview columns and widths; the sparkline takes what is left.

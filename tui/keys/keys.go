@@ -23,6 +23,10 @@ type KeyMap struct {
 	Rebalance key.Binding
 	Profile   key.Binding
 	Bench     key.Binding
+	// StopNode and StartNode stop and start the selected node's process: only where the
+	// console runs the nodes itself (the demo); disabled until SetNodeControl.
+	StopNode  key.Binding
+	StartNode key.Binding
 
 	Confirm key.Binding
 	Cancel  key.Binding
@@ -54,6 +58,10 @@ func DefaultKeyMap() KeyMap {
 		Rebalance: b([]string{"r"}, "r", "rebalance (plan first)"),
 		Profile:   b([]string{"p"}, "p", "CPU profile selected node"),
 		Bench:     b([]string{"b"}, "b", "start/stop background bench"),
+		StopNode: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop selected node (demo)"),
+			key.WithDisabled()),
+		StartNode: key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "start selected node (demo)"),
+			key.WithDisabled()),
 
 		Confirm: b([]string{"y", "enter"}, "y/enter", "confirm"),
 		Cancel:  b([]string{"n", "esc"}, "n/esc", "cancel"),
@@ -69,6 +77,12 @@ func (k *KeyMap) SetReadonly(readonly bool) {
 	}
 }
 
+// SetNodeControl enables (and shows in help) the keys that stop and start a node's process.
+func (k *KeyMap) SetNodeControl(on bool) {
+	k.StopNode.SetEnabled(on)
+	k.StartNode.SetEnabled(on)
+}
+
 // ShortHelp is the footer line.
 func (k KeyMap) ShortHelp() []key.Binding {
 	return []key.Binding{k.NextView, k.Sort, k.Metric, k.Help, k.Quit}
@@ -79,7 +93,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.NextView, k.PrevView, k.Overview, k.Heatmap, k.Changes},
 		{k.Up, k.Down, k.Left, k.Right, k.Sort, k.Metric},
-		{k.Drain, k.Add, k.Rebalance, k.Profile, k.Bench},
+		{k.Drain, k.Add, k.Rebalance, k.Profile, k.Bench, k.StopNode, k.StartNode},
 		{k.Confirm, k.Cancel, k.Help, k.Quit},
 	}
 }

@@ -31,6 +31,9 @@ type Options struct {
 	Headless bool
 	Nodes    int
 	Replicas int
+	// Spares is the number of empty nodes started besides the founders, awaiting admission
+	// (the console's add offers them).
+	Spares int
 	// Keys is the size of the keyspace filled before the console opens (0 = no fill, no load).
 	Keys int
 	// Rate of the zipf-skewed background load in requests per second (0 = none).
@@ -45,21 +48,28 @@ type Options struct {
 const (
 	DefaultKeys = 20_000
 	DefaultRate = 200
-	keyPrefix   = "demo:"
+	// DefaultSpares empty nodes await admission, so that an add can be tried at once.
+	DefaultSpares = 2
+	keyPrefix     = "demo:"
 )
 
 // NewCmdDemo returns `kvctl demo`. runF replaces the run step in tests.
 func NewCmdDemo(f *cli.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{IO: f.IO, Nodes: 3, Replicas: 3, Keys: DefaultKeys, Rate: DefaultRate, ProfileDir: "."}
+	o := &Options{IO: f.IO, Nodes: 3, Replicas: 3, Spares: DefaultSpares, Keys: DefaultKeys, Rate: DefaultRate, ProfileDir: "."}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Try ringkv: a 3-node cluster in this process with a light load, opened in the console",
 		Long: `demo starts founders n1..n3 in this process on free 127.0.0.1 ports, with badger in a
-temporary directory that is removed on exit, writes --keys keys (for at most 3 seconds; it
-stops early when writes keep failing), runs a light zipf-skewed background load (--rate
-requests per second, so one vnode runs hot) and opens the console on the cluster. When the
-fill failed or a node is not up, the console says so in red under the hint. q quits: the
-load stops, the nodes stop and the data is removed.
+temporary directory that is removed on exit, and --spares empty nodes (n4, n5) that await
+admission. It writes --keys keys (for at most 3 seconds; it stops early when writes keep
+failing), runs a light zipf-skewed background load (--rate requests per second, so one vnode
+runs hot) and opens the console on the cluster. When the fill failed or a node is not up,
+the console says so in red under the hint. q quits: the load stops, the nodes stop and the
+data is removed.
+
+In the demo's console, a (add) offers the first spare pre-filled: enter, then y, and its data
+streams in on the changes view (3). x stops the selected node's process and X starts it
+again, so a node going DOWN, the hints kept for it, readiness and repair can be watched.
 
 --headless (or a stdout that is not a terminal) prints the nodes' addresses instead and
 serves until Ctrl-C.`,
@@ -71,6 +81,8 @@ serves until Ctrl-C.`,
 			switch {
 			case o.Nodes < 1 || o.Nodes > 16:
 				return cli.UsageErrorf("--nodes %d: want 1..16", o.Nodes)
+			case o.Spares < 0 || o.Nodes+o.Spares > 16:
+				return cli.UsageErrorf("--spares %d: want 0..%d", o.Spares, max(0, 16-o.Nodes))
 			case o.Replicas < 1:
 				return cli.UsageErrorf("--replicas %d: want at least 1", o.Replicas)
 			case o.Keys < 0:
@@ -86,6 +98,7 @@ serves until Ctrl-C.`,
 	}
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "serve without opening the console")
 	cmd.Flags().IntVar(&o.Nodes, "nodes", o.Nodes, "number of nodes")
+	cmd.Flags().IntVar(&o.Spares, "spares", o.Spares, "empty nodes started besides the founders, awaiting admission (kvctl ring add, the console's a)")
 	cmd.Flags().IntVar(&o.Replicas, "replicas", o.Replicas, "replication factor")
 	cmd.Flags().IntVar(&o.Keys, "keys", o.Keys, "keys written before the console opens (console only)")
 	cmd.Flags().IntVar(&o.Rate, "rate", o.Rate, "background load in requests per second, zipf-skewed (console only)")
@@ -132,22 +145,32 @@ func Run(ctx context.Context, o *Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("start demo cluster: %w", err)
 	}
-	defer func() { err = errors.Join(err, c.Close()) }()
+	nc := &nodes{c: c}
+	defer func() { err = errors.Join(err, nc.Close()) }()
+	for i := range o.Spares {
+		if _, err := c.StartEmpty(fmt.Sprintf("n%d", o.Nodes+i+1)); err != nil {
+			return fmt.Errorf("start spare node: %w", err)
+		}
+	}
 	if !withConsole {
 		return headless(ctx, o, c, dir)
 	}
-	fmt.Fprintf(o.IO.ErrOut, "kvctl demo: %d nodes up in %s, data in %s (removed on exit)\n",
-		c.Len(), present.Elapsed(time.Since(start)), dir)
-	return runConsole(ctx, o, c, logs)
+	fmt.Fprintf(o.IO.ErrOut, "kvctl demo: %d nodes up in %s (%d spare), data in %s (removed on exit)\n",
+		c.Len(), present.Elapsed(time.Since(start)), o.Spares, dir)
+	return runConsole(ctx, o, c, nc, logs)
 }
 
 func headless(ctx context.Context, o *Options, c *node.LocalCluster, dir string) error {
-	t := cli.NewTable(o.IO, "NODE", "HTTP", "GRPC", "ADMIN")
+	t := cli.NewTable(o.IO, "NODE", "ROLE", "HTTP", "GRPC", "ADMIN")
 	for i := range c.Len() {
 		a := c.Node(i).Addrs()
-		t.Row(c.Node(i).ID(), "http://"+a.HTTP, a.GRPC, "http://"+a.Admin)
+		role := "founder"
+		if i >= o.Nodes {
+			role = "spare, awaiting admission"
+		}
+		t.Row(c.Node(i).ID(), role, "http://"+a.HTTP, a.GRPC, "http://"+a.Admin)
 	}
-	fmt.Fprintf(o.IO.Out, "ringkv demo: %d nodes, replicas %d, data in %s (removed on exit)\n", c.Len(), o.Replicas, dir)
+	fmt.Fprintf(o.IO.Out, "ringkv demo: %d nodes and %d spare, replicas %d, data in %s (removed on exit)\n", o.Nodes, o.Spares, o.Replicas, dir)
 	if err := t.Render(); err != nil {
 		return err
 	}
@@ -158,8 +181,12 @@ Try it:
   curl 'http://%[1]s/v0/entity?id=greeting'
   kvctl --addr %[2]s status
   kvctl --addr %[2]s get greeting
-Ctrl-C stops the cluster.
 `, a.HTTP, a.GRPC)
+	if o.Spares > 0 {
+		sp := c.Node(o.Nodes)
+		fmt.Fprintf(o.IO.Out, "  kvctl --addr %s ring add %s=%s --yes    # a spare joins; its data streams in\n", a.GRPC, sp.ID(), sp.Addrs().GRPC)
+	}
+	fmt.Fprintln(o.IO.Out, "Ctrl-C stops the cluster.")
 	if o.Ready != nil {
 		o.Ready(c)
 	}
@@ -172,10 +199,14 @@ Ctrl-C stops the cluster.
 
 // runConsole fills the keyspace, starts the background load and runs the console until the
 // user quits; the load and the bench are stopped before it returns.
-func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *logSink) error {
+func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, nc *nodes, logs *logSink) error {
 	var addrs []string
-	for i := range c.Len() {
+	for i := range o.Nodes {
 		addrs = append(addrs, c.Node(i).Addrs().GRPC)
+	}
+	var spares []console.Spare
+	for i := o.Nodes; i < c.Len(); i++ {
+		spares = append(spares, console.Spare{ID: c.Node(i).ID(), Addr: c.Node(i).Addrs().GRPC})
 	}
 	f := &cli.Factory{IO: o.IO, Addr: addrs[0], Output: "table"}
 	defer f.Close()
@@ -247,6 +278,8 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, logs *log
 		Actions: acts,
 		Hint:    hint(keys, o.Rate),
 		Warning: warning,
+		Spares:  spares,
+		Nodes:   nc,
 		Start:   console.ScreenHeatmap,
 	}, console.RunOptions{In: o.IO.In, Out: o.IO.Out})
 }

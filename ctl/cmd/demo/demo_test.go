@@ -24,11 +24,15 @@ func TestFlags(t *testing.T) {
 		args         []string
 		wantHeadless bool
 		wantNodes    int
+		wantSpares   int
 		wantErr      bool
 	}{
-		{args: nil, wantNodes: 3},
-		{args: []string{"--headless"}, wantHeadless: true, wantNodes: 3},
-		{args: []string{"--nodes", "5"}, wantNodes: 5},
+		{args: nil, wantNodes: 3, wantSpares: 2},
+		{args: []string{"--headless"}, wantHeadless: true, wantNodes: 3, wantSpares: 2},
+		{args: []string{"--nodes", "5"}, wantNodes: 5, wantSpares: 2},
+		{args: []string{"--spares", "0"}, wantNodes: 3, wantSpares: 0},
+		{args: []string{"--spares", "-1"}, wantErr: true},
+		{args: []string{"--nodes", "15", "--spares", "2"}, wantErr: true},
 		{args: []string{"--nodes", "0"}, wantErr: true},
 		{args: []string{"--replicas", "0"}, wantErr: true},
 		{args: []string{"--keys", "-1"}, wantErr: true},
@@ -51,8 +55,8 @@ func TestFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("execute: %v", err)
 			}
-			if got.Headless != tt.wantHeadless || got.Nodes != tt.wantNodes {
-				t.Errorf("got headless=%v nodes=%d, want %v %d", got.Headless, got.Nodes, tt.wantHeadless, tt.wantNodes)
+			if got.Headless != tt.wantHeadless || got.Nodes != tt.wantNodes || got.Spares != tt.wantSpares {
+				t.Errorf("got headless=%v nodes=%d spares=%d, want %v %d %d", got.Headless, got.Nodes, got.Spares, tt.wantHeadless, tt.wantNodes, tt.wantSpares)
 			}
 		})
 	}
@@ -74,24 +78,28 @@ func (w *stopWatch) Write(p []byte) (int, error) {
 	return w.Buffer.Write(p)
 }
 
-// TestRunServesUntilCancelled: the demo founds its cluster, every node serves, and the data
-// goes when it stops — with three nodes, and with eight (more founders than raft voters: the
-// others found the group as non-voters).
+// TestRunServesUntilCancelled: the demo founds its cluster, every founder serves, the spares
+// await admission and are listed with the command that adds one, and the data goes when it
+// stops — with three founders and two spares, and with eight founders (more than raft
+// voters: the others found the group as non-voters).
 func TestRunServesUntilCancelled(t *testing.T) {
-	for _, nodes := range []int{3, 8} {
-		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) { runServesUntilCancelled(t, nodes) })
+	for _, tc := range []struct{ nodes, spares int }{{3, 2}, {8, 0}} {
+		t.Run(fmt.Sprintf("nodes=%d,spares=%d", tc.nodes, tc.spares), func(t *testing.T) { runServesUntilCancelled(t, tc.nodes, tc.spares) })
 	}
 }
 
-func runServesUntilCancelled(t *testing.T, nodes int) {
+func runServesUntilCancelled(t *testing.T, nodes, spares int) {
 	ios, _, out, _ := cli.Test()
 	ctx, cancel := context.WithCancel(context.Background())
 	var dir string
 	errOut := &stopWatch{dir: &dir}
 	ios.ErrOut = errOut
-	o := &Options{IO: ios, Headless: false, Nodes: nodes, Replicas: 3, Ready: func(c *node.LocalCluster) {
+	o := &Options{IO: ios, Headless: false, Nodes: nodes, Spares: spares, Replicas: 3, Ready: func(c *node.LocalCluster) {
 		defer cancel()
 		dir = c.Config(0).DataDir
+		if c.Len() != nodes+spares {
+			t.Errorf("got %d nodes, want %d founders and %d spares", c.Len(), nodes, spares)
+		}
 		for i := range c.Len() {
 			resp, err := http.Get("http://" + c.Node(i).Addrs().HTTP + "/v0/status")
 			if err != nil {
@@ -99,15 +107,25 @@ func runServesUntilCancelled(t *testing.T, nodes int) {
 				continue
 			}
 			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Errorf("%s: got status %d, want 200", c.Node(i).ID(), resp.StatusCode)
+			want := http.StatusOK
+			if i >= nodes {
+				want = http.StatusServiceUnavailable // a spare awaits admission
+			}
+			if resp.StatusCode != want {
+				t.Errorf("%s: got status %d, want %d", c.Node(i).ID(), resp.StatusCode, want)
 			}
 		}
 	}}
 	if err := Run(ctx, o); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	for _, want := range []string{"n1", fmt.Sprintf("n%d", nodes), "curl -X PUT"} {
+	wants := []string{"n1", fmt.Sprintf("n%d", nodes), "curl -X PUT"}
+	if spares > 0 {
+		wants = append(wants, fmt.Sprintf("n%d", nodes+spares), "spare, awaiting admission", fmt.Sprintf("ring add n%d=127.0.0.1:", nodes+1))
+	} else if strings.Contains(out.String(), "ring add") {
+		t.Errorf("output names an add without spares:\n%s", out)
+	}
+	for _, want := range wants {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
