@@ -74,6 +74,11 @@ type Config struct {
 	RaftReconcileInterval time.Duration
 	// MoveRetryInterval is the pause before a failed range pull is retried; 0 = 1s.
 	MoveRetryInterval time.Duration
+	// MoveCheckpointBytes and MoveCheckpointInterval: a range move this node receives saves
+	// its resume point (durably, in the data directory) once either much was pulled since the
+	// last one, so a restart pulls at most that again; 0 = 64 MiB and 10 s.
+	MoveCheckpointBytes    uint64
+	MoveCheckpointInterval time.Duration
 	// MoveLatencyTarget, when positive, paces the ranges this node pulls and serves in a
 	// ring change by its own latency: while the p99 of the last second of its client-facing
 	// and replica requests stays at or under the target the pace grows, above it the pace
@@ -174,6 +179,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --replica-timeout %v: must be positive", ErrInvalidConfig, c.ReplicaTimeout)
 	case c.MaxClockOffset < 0:
 		return c, fmt.Errorf("%w: --max-clock-offset %v: must not be negative", ErrInvalidConfig, c.MaxClockOffset)
+	case c.MoveCheckpointInterval < 0:
+		return c, fmt.Errorf("%w: --move-checkpoint-interval %v: must not be negative (0 = 10s)", ErrInvalidConfig, c.MoveCheckpointInterval)
 	case c.MoveLatencyTarget < 0:
 		return c, fmt.Errorf("%w: --move-latency-target %v: must not be negative", ErrInvalidConfig, c.MoveLatencyTarget)
 	case c.RaftHeartbeatTimeout < 0 || c.RaftElectionTimeout < 0:
@@ -385,6 +392,8 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.Var(bytesValue{&c.MaxValueSize}, "max-value-size", "largest value accepted (HTTP 413 above it)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long SIGTERM waits for in-flight requests")
 	fs.Var(uint64BytesValue{&c.ChangeRate}, "change-rate", "default streaming throttle of a ring change per receiver, bytes/s (0 = unthrottled; K/M/G suffixes)")
+	fs.Var(uint64BytesValue{&c.MoveCheckpointBytes}, "move-checkpoint-bytes", "a range move this node receives saves its resume point after this many bytes (or --move-checkpoint-interval), so a restart pulls at most that again (0 = 64MiB; K/M/G suffixes)")
+	fs.DurationVar(&c.MoveCheckpointInterval, "move-checkpoint-interval", c.MoveCheckpointInterval, "a range move this node receives saves its resume point at least this often while it pulls (0 = 10s)")
 	fs.DurationVar(&c.MoveLatencyTarget, "move-latency-target", c.MoveLatencyTarget, "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold (0 = off: the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")

@@ -277,6 +277,12 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if cfg.MoveRetryInterval > 0 {
 		mvcfg.RetryInterval = cfg.MoveRetryInterval
 	}
+	if cfg.MoveCheckpointBytes > 0 {
+		mvcfg.CheckpointBytes = cfg.MoveCheckpointBytes
+	}
+	if cfg.MoveCheckpointInterval > 0 {
+		mvcfg.CheckpointInterval = cfg.MoveCheckpointInterval
+	}
 	if n.mover, err = cluster.NewMover(n.cl, rangeClient, n.st, mvcfg); err != nil {
 		return nil, fmt.Errorf("mover: %w", err)
 	}

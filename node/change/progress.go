@@ -37,6 +37,7 @@ func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 		rp := &kvpb.RangeProgress{
 			Move:  &kvpb.RangeMove{Start: p.Move.Start, End: p.Move.End, Source: p.Move.Source, Target: p.Move.Target},
 			State: p.State, KeysDone: p.Keys, BytesDone: p.Bytes, Error: p.Err, PullingFrom: p.Source,
+			ResumedFromBytes: p.ResumedFrom, RepulledBytes: p.Repulled,
 		}
 		// The receiver's own estimate, from how far through the range its pull has come
 		// (the move's estimate is the source's count, which this node does not know).
@@ -96,6 +97,7 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		var byPosition rangeCount // the receiver's estimate from how far its pull has come
 		if got := remote[k]; got != nil {
 			rp.State, rp.KeysDone, rp.BytesDone, rp.Error, rp.RateBytesPerSec, rp.PullingFrom = got.GetState(), got.GetKeysDone(), got.GetBytesDone(), got.GetError(), got.GetRateBytesPerSec(), got.GetPullingFrom()
+			rp.ResumedFromBytes, rp.RepulledBytes = got.GetResumedFromBytes(), got.GetRepulledBytes()
 			byPosition = rangeCount{got.GetMove().GetEstKeys(), got.GetMove().GetEstBytes()}
 		} else if errText, ok := remote[moveKey{target: mv.Target}]; ok {
 			rp.Error = errText.GetError()
@@ -125,6 +127,8 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		out.Plan.Moves = append(out.Plan.Moves, rp.Move)
 		out.KeysDone += rp.KeysDone
 		out.BytesDone += rp.BytesDone
+		out.ResumedFromBytes += rp.ResumedFromBytes
+		out.RepulledBytes += rp.RepulledBytes
 		out.KeysTotal += e.keys
 		out.BytesTotal += e.bytes
 	}

@@ -30,11 +30,20 @@ type RangeSource interface {
 // RangeSink is the local store as the mover writes it; *store.Store implements it. Safe for
 // concurrent use.
 type RangeSink interface {
-	// ApplyBatch stores each record unless a version at least as new is held (last-write-wins
-	// per key), so a range pulled twice is harmless.
-	ApplyBatch(batch []store.Entry) (applied int, err error)
+	// ApplyBatchHeld stores each record unless a version at least as new is held
+	// (last-write-wins per key), so a range pulled twice is harmless, and returns the bytes
+	// of those it did not store for that reason.
+	ApplyBatchHeld(batch []store.Entry) (held uint64, err error)
 	// DeleteRange deletes every key with token t in start < t <= end.
 	DeleteRange(start, end uint64) error
+	// SaveMovePoint makes every record applied so far durable, then records p: where the
+	// move pulls on from after a restart.
+	SaveMovePoint(p store.MovePoint) error
+	// MovePoint returns the point saved for move index of change, if any.
+	MovePoint(change uint64, index int) (store.MovePoint, bool)
+	// DropMovePoints forgets the points of every change but keep (0: all), and that of move
+	// index of keep when index >= 0.
+	DropMovePoints(keep uint64, index int) error
 }
 
 var _ RangeSink = (*store.Store)(nil)
@@ -68,6 +77,17 @@ type MoveProgress struct {
 	// resumeKeys and resumeBytes are what Keys and Bytes counted up to resumeKey: where a
 	// retry's count starts again, so that a range pulled twice is counted once.
 	resumeKeys, resumeBytes uint64
+	// ResumedFrom is the bytes (key + value) that the resume point saved by an earlier run
+	// of this node covered when this run took the move up: what it did not pull again.
+	ResumedFrom uint64
+	// Repulled is the bytes that pulls after the first (retries, or a run resumed from a
+	// saved point) brought of records the store already held at that version or newer: the
+	// move's data pulled twice — an upper bound, as a client's write that reached this node
+	// before the stream did counts too.
+	Repulled uint64
+	// saved is what Bytes was, and when, at the last resume point saved.
+	savedBytes uint64
+	savedAt    time.Time
 }
 
 // MoverConfig tunes a Mover.
@@ -76,15 +96,23 @@ type MoverConfig struct {
 	Parallel int
 	// RetryInterval is the pause before a failed move is pulled again.
 	RetryInterval time.Duration
-	Logger        *slog.Logger
+	// CheckpointBytes and CheckpointInterval bound the work a move loses when this node
+	// restarts mid-move: its resume point is saved (RangeSink.SaveMovePoint) once either
+	// much was pulled since the last one.
+	CheckpointBytes    uint64
+	CheckpointInterval time.Duration
+	Logger             *slog.Logger
 }
 
 // DefaultMoverConfig returns the defaults: 4 pulls at once. A pull's first chunk comes a
 // round trip, a fence, a scan and an apply (15–25 ms) after it starts; with 2 at once those
 // starts left a change's stream idle or single for half its time (docs/bench.md, "Ring
 // changes"), with 4 they overlap the other pulls' transfers.
+//
+// A resume point every 64 MiB or 10 s: a restart pulls at most that again per move (plus the
+// chunk in flight), for one fsync of the store per checkpoint.
 func DefaultMoverConfig() MoverConfig {
-	return MoverConfig{Parallel: 4, RetryInterval: time.Second}
+	return MoverConfig{Parallel: 4, RetryInterval: time.Second, CheckpointBytes: 64 << 20, CheckpointInterval: 10 * time.Second}
 }
 
 // Validate checks the config.
@@ -92,13 +120,18 @@ func (c MoverConfig) Validate() error {
 	if c.Parallel < 1 || c.RetryInterval <= 0 {
 		return fmt.Errorf("mover: parallel %d, retry interval %v: %w", c.Parallel, c.RetryInterval, ErrInvalidArgument)
 	}
+	if c.CheckpointBytes == 0 || c.CheckpointInterval <= 0 {
+		return fmt.Errorf("mover: checkpoint every %d bytes or %v: both must be positive: %w", c.CheckpointBytes, c.CheckpointInterval, ErrInvalidArgument)
+	}
 	return nil
 }
 
 // Mover carries out this node's part of ring changes: it pulls the moves whose target is this
 // node from their sources into the local store and reports them done in raft; once no change is
-// in flight it deletes the ranges this node no longer replicates. A restarted node pulls its
-// unfinished moves again from the start (Apply is idempotent).
+// in flight it deletes the ranges this node no longer replicates. Every move saves its resume
+// point in the store now and then (MoverConfig.CheckpointBytes, CheckpointInterval), so a
+// restarted node pulls its unfinished moves on from their points; a pull that starts again
+// where records are already held is harmless (ApplyBatchHeld is last-write-wins).
 type Mover struct {
 	c      *Cluster
 	src    RangeSource
@@ -227,6 +260,11 @@ func (m *Mover) Run(ctx context.Context) error {
 				}()
 			}
 		}
+		if ch == nil && len(active) == 0 {
+			if err := m.sink.DropMovePoints(0, -1); err != nil {
+				m.logger.Warn("forget resume points", "err", err)
+			}
+		}
 		if ch == nil && p.journaled && p.view != nil {
 			key := fmt.Sprintf("%d/%d", p.view.Current.Epoch(), lastID(p.last))
 			again := key == cleaned && !recleaned && time.Since(cleanedAt) >= 2*m.cfg.RetryInterval
@@ -308,6 +346,9 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		}
 	}
 	m.mu.Unlock()
+	if err := m.sink.DropMovePoints(ch.ID, -1); err != nil {
+		m.logger.Warn("forget resume points", "err", err)
+	}
 
 	primary, hasPrimary := cur.Member(mv.Source)
 	var others []ring.Member
@@ -318,6 +359,9 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 	}
 	var resume []byte
 	attempts := 0
+	// resumed: this pull starts where an earlier one (of this run, or of one before a
+	// restart: the saved point) got to; what it brings that the store holds came twice.
+	resumed := false
 	// When the first and the last chunk of this pull arrived: the streaming window that the
 	// "range received" line reports (the change's wall time also holds planning and hand-over).
 	var firstChunk, lastChunk time.Time
@@ -328,10 +372,28 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			p.Position = mv.Start
 		}
 		p.Attempts++
+		if p.Attempts == 1 && p.resumeKey == nil {
+			// The first pull of this run: on from the point an earlier run saved.
+			if pt, ok := m.sink.MovePoint(ch.ID, i); ok && pt.Start == mv.Start && pt.End == mv.End && len(pt.After) > 0 {
+				p.resumeKey, p.resumeKeys, p.resumeBytes = pt.After, pt.Keys, pt.Bytes
+				p.ResumedFrom, p.savedBytes = pt.Bytes, pt.Bytes
+				if t, _ := store.SplitStoreKey(pt.After); (ring.Move{Start: mv.Start, End: mv.End}).Covered(t) > 0 {
+					p.Position = t
+				}
+			}
+		}
+		resumed = p.Attempts > 1 || p.ResumedFrom > 0
 		resume, attempts = p.resumeKey, p.Attempts
 		// What an earlier attempt pulled past the point this one resumes from comes again.
 		p.Keys, p.Bytes = p.resumeKeys, p.resumeBytes
+		if p.savedAt.IsZero() {
+			p.savedAt = time.Now()
+		}
 	})
+	if pr := m.get(k); resume != nil && attempts == 1 {
+		m.logger.Info("move resumes from its saved point", "change", ch.ID, "move", i, "range", ring.FormatRange(mv.Start, mv.End),
+			"keys", pr.Keys, "bytes", pr.Bytes)
+	}
 	rate := ch.RateBytes
 	if cur := m.c.Change(); cur != nil && cur.ID == ch.ID {
 		rate = cur.RateBytes
@@ -346,8 +408,12 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		m.update(k, func(p *MoveProgress) { p.Source, base.keys, base.bytes = src.ID, p.resumeKeys, p.resumeBytes })
 		var keys, bytes uint64
 		return m.src.StreamRange(ctx, src, mv.Start, mv.End, from, rate, func(batch []store.Entry) error {
-			if _, err := m.sink.ApplyBatch(batch); err != nil {
+			held, err := m.sink.ApplyBatchHeld(batch)
+			if err != nil {
 				return fmt.Errorf("apply: %w", err)
+			}
+			if !resumed {
+				held = 0
 			}
 			var n uint64
 			for _, e := range batch {
@@ -363,18 +429,31 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			sk := store.StoreKey(last.Token, last.Key)
 			keys += uint64(len(batch))
 			bytes += n
+			var save *store.MovePoint
 			m.update(k, func(p *MoveProgress) {
 				p.Keys = max(p.Keys, base.keys+keys)
 				p.Bytes = max(p.Bytes, base.bytes+bytes)
+				p.Repulled += held
 				if rm := (ring.Move{Start: mv.Start, End: mv.End}); rm.Covered(last.Token) > rm.Covered(p.Position) {
 					p.Position = last.Token
 				}
 				if advance {
 					p.resumeKey, p.resumeKeys, p.resumeBytes = sk, p.Keys, p.Bytes
+					if p.Bytes-min(p.savedBytes, p.Bytes) >= m.cfg.CheckpointBytes || time.Since(p.savedAt) >= m.cfg.CheckpointInterval {
+						save = &store.MovePoint{Change: ch.ID, Index: i, Start: mv.Start, End: mv.End, Source: src.ID, After: sk, Keys: p.Keys, Bytes: p.Bytes}
+						p.savedBytes, p.savedAt = p.Bytes, time.Now()
+					}
 				}
 			})
 			if advance {
 				resume = sk
+			}
+			if save != nil {
+				// Only after ApplyBatchHeld returned: the point names applied records alone,
+				// and SaveMovePoint syncs them before it records it.
+				if err := m.sink.SaveMovePoint(*save); err != nil {
+					m.logger.Warn("save resume point", "change", ch.ID, "move", i, "err", err)
+				}
 			}
 			return nil
 		})
@@ -423,6 +502,11 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		err = m.c.MoveDone(ctx, ch.ID, i)
 		if err != nil && m.recorded(ch.ID, i) {
 			err = nil // recorded; the answer was lost
+		}
+		if err == nil {
+			if derr := m.sink.DropMovePoints(ch.ID, i); derr != nil {
+				m.logger.Warn("forget resume point", "change", ch.ID, "move", i, "err", derr)
+			}
 		}
 	}
 	m.update(k, func(p *MoveProgress) {

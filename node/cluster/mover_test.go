@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -68,8 +69,15 @@ func openStore(t *testing.T, dir string) *store.Store {
 // run last-in first-out).
 func startMover(t *testing.T, n *testNode, src RangeSource, sink RangeSink) (m *Mover, stop func()) {
 	t.Helper()
+	return startMoverConfig(t, n, src, sink, func(*MoverConfig) {})
+}
+
+// startMoverConfig is startMover with the config changed by tune.
+func startMoverConfig(t *testing.T, n *testNode, src RangeSource, sink RangeSink, tune func(*MoverConfig)) (m *Mover, stop func()) {
+	t.Helper()
 	cfg := DefaultMoverConfig()
 	cfg.RetryInterval = 50 * time.Millisecond
+	tune(&cfg)
 	m, err := NewMover(n.c, src, sink, cfg)
 	if err != nil {
 		t.Fatalf("new mover: %v", err)
@@ -272,6 +280,106 @@ func TestMoverReceiverRestartsMidStream(t *testing.T) {
 	startMover(t, newcomer, stores, stores["n4"])
 	waitEpoch(t, append(nodes, newcomer), 2, false)
 	checkPlacement(t, nodes[0].c.View().Current, stores, keys)
+}
+
+// resumeSource records where each range's first pull began.
+type resumeSource struct {
+	src   RangeSource
+	mu    sync.Mutex
+	first map[[2]uint64][]byte
+}
+
+func (s *resumeSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rate uint64,
+	fn func(batch []store.Entry) error) error {
+	s.mu.Lock()
+	if _, ok := s.first[[2]uint64{start, end}]; !ok {
+		s.first[[2]uint64{start, end}] = slices.Clone(resumeAfter)
+	}
+	s.mu.Unlock()
+	return s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, fn)
+}
+
+// A receiver that dies mid-stream pulls on from the points it saved, not from the start:
+// with a point after every batch, nothing it had applied comes again.
+func TestMoverResumesFromSavedPoint(t *testing.T) {
+	nodes := startFounders(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
+
+	stores := storeSource{}
+	for _, id := range []string{"n1", "n2", "n3", "n4"} {
+		stores[id] = openStore(t, filepath.Join(t.TempDir(), "store-"+id))
+	}
+	const keys = 2000
+	r := nodes[0].c.View().Current
+	for i := range keys {
+		key := fmt.Appendf(nil, "key-%05d", i)
+		tok := ring.Token(key)
+		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
+			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
+				t.Fatalf("seed: %v", err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		startMover(t, n, stores, stores[n.id])
+	}
+	everyBatch := func(c *MoverConfig) { c.CheckpointBytes = 1 }
+	stalling := &stallingSource{src: stores, limit: 5}
+	_, stopMover := startMoverConfig(t, newcomer, stalling, stores["n4"], everyBatch)
+
+	ch, err := nodes[1].c.Begin(ctx, ChangeRequest{Kind: KindAdd, NodeID: "n4", Addr: newcomer.addr})
+	if err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		if got := stalling.received.Load(); got < 20 {
+			return fmt.Errorf("got %d records streamed, want at least 20", got)
+		}
+		return nil
+	})
+	stopMover()
+	// What the first run saved: a point per move that received records.
+	saved := map[[2]uint64]store.MovePoint{}
+	for i, mv := range ch.Moves {
+		if pt, ok := stores["n4"].MovePoint(ch.ID, i); ok {
+			saved[[2]uint64{mv.Start, mv.End}] = pt
+		}
+	}
+	if len(saved) == 0 {
+		t.Fatalf("no resume point saved after %d records streamed", stalling.received.Load())
+	}
+	newcomer = newcomer.restart()
+	src := &resumeSource{src: stores, first: map[[2]uint64][]byte{}}
+	m, _ := startMoverConfig(t, newcomer, src, stores["n4"], everyBatch)
+	waitEpoch(t, append(nodes, newcomer), 2, false)
+	checkPlacement(t, nodes[0].c.View().Current, stores, keys)
+
+	src.mu.Lock()
+	for rg, pt := range saved {
+		if got, ok := src.first[rg]; ok && !bytes.Equal(got, pt.After) {
+			t.Errorf("range %v: got the first pull after %x, want after the saved point %x", rg, got, pt.After)
+		}
+	}
+	src.mu.Unlock()
+	var resumedFrom, repulled uint64
+	for _, p := range m.Progress() {
+		resumedFrom += p.ResumedFrom
+		repulled += p.Repulled
+	}
+	var want uint64
+	for _, pt := range saved {
+		want += pt.Bytes
+	}
+	if resumedFrom != want || repulled != 0 {
+		t.Errorf("got %d bytes resumed from, %d pulled again; want %d (the saved points) and 0", resumedFrom, repulled, want)
+	}
+	for i := range ch.Moves {
+		if pt, ok := stores["n4"].MovePoint(ch.ID, i); ok {
+			t.Errorf("move %d done: got its point %+v kept, want it forgotten", i, pt)
+		}
+	}
 }
 
 // deadSource fails every pull from the members in dead: a source that is down.

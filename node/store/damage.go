@@ -73,18 +73,24 @@ func readMarks(dir string) (marks, bool, error) {
 	return m, true, nil
 }
 
-// writeMarks replaces the sidecar atomically (write, fsync, rename).
+// writeMarks replaces the sidecar atomically.
 func writeMarks(dir string, m marks) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, marksFile+".tmp")
+	return writeFileAtomic(filepath.Join(dir, marksFile), append(b, '\n'))
+}
+
+// writeFileAtomic replaces path with b: written to path.tmp, fsynced, renamed over path, and
+// the directory fsynced, so that after a crash path holds either the old or the new content.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -95,7 +101,14 @@ func writeMarks(dir string, m marks) error {
 		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, marksFile))
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 func newStoreID() string {

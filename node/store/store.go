@@ -64,6 +64,9 @@ type Store struct {
 	marks     *marker
 	maxTS     atomic.Uint64
 	marksDone chan struct{}
+
+	// points are the range moves' resume points (see points.go).
+	points *movePoints
 }
 
 // Open validates cfg, opens badger and starts the value-log GC goroutine.
@@ -111,6 +114,16 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	pointsDir := cfg.Dir
+	if cfg.InMemory {
+		pointsDir = ""
+	}
+	// A store opened damaged may lack records a point says are here: its moves start over.
+	points, err := openPoints(pointsDir, damage == "")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	s := &Store{
 		db:        db,
 		cfg:       cfg,
@@ -121,6 +134,7 @@ func Open(cfg Config) (*Store, error) {
 		gcDone:    make(chan struct{}),
 		diskDone:  make(chan struct{}),
 		marksDone: make(chan struct{}),
+		points:    points,
 	}
 	s.readOnly.Store(opts.ReadOnly)
 	s.keys.Store(n)
@@ -389,15 +403,28 @@ type Entry struct {
 // batch is compared with the earlier one. On an error, the groups committed
 // before it stay applied (every entry is idempotent; retry the batch).
 func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
+	applied, _, err = s.applyBatch(entries)
+	return applied, err
+}
+
+// ApplyBatchHeld is ApplyBatch that returns, instead of the count written, the bytes (key +
+// value) of the entries it did not write because a version at least as new was held: what a
+// range pulled again had already brought (or a client's write had, meanwhile).
+func (s *Store) ApplyBatchHeld(entries []Entry) (held uint64, err error) {
+	_, held, err = s.applyBatch(entries)
+	return held, err
+}
+
+func (s *Store) applyBatch(entries []Entry) (applied int, held uint64, err error) {
 	if s.closed.Load() {
-		return 0, ErrClosed
+		return 0, 0, ErrClosed
 	}
 	size := 0
 	for _, e := range entries {
 		size += len(e.Key) + len(e.Record.Value) + tokenLen + 16
 	}
 	if err := s.writable(size); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
@@ -421,22 +448,24 @@ func (s *Store) ApplyBatch(entries []Entry) (applied int, err error) {
 			buf = appendStoreKey(buf, e.Token, e.Key)
 			mid := len(buf)
 			if buf, err = e.Record.AppendBinary(buf); err != nil {
-				return applied, fmt.Errorf("apply %x: %w", buf[at:mid], err)
+				return applied, held, fmt.Errorf("apply %x: %w", buf[at:mid], err)
 			}
 			writes = append(writes, write{sk: buf[at:mid:mid], val: buf[mid:len(buf):len(buf)], rec: e.Record})
 		}
 		s.commit(writes)
-		for _, w := range writes {
+		for i, w := range writes {
 			if w.err != nil {
-				return applied, fmt.Errorf("apply %x: %w", w.sk, w.err)
+				return applied, held, fmt.Errorf("apply %x: %w", w.sk, w.err)
 			}
 			if w.applied {
 				applied++
+			} else {
+				held += uint64(len(entries[i].Key) + len(entries[i].Record.Value))
 			}
 		}
 		entries = entries[n:]
 	}
-	return applied, nil
+	return applied, held, nil
 }
 
 // commit reads, compares and writes ws in one badger transaction (more if

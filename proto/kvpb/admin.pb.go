@@ -2678,7 +2678,14 @@ type RangeProgress struct {
 	RateBytesPerSec float64 `protobuf:"fixed64,6,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"`
 	EtaSeconds      float64 `protobuf:"fixed64,7,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
 	// The node the receiver is actually pulling from (the move's source unless it failed over).
-	PullingFrom   string `protobuf:"bytes,8,opt,name=pulling_from,json=pullingFrom,proto3" json:"pulling_from,omitempty"`
+	PullingFrom string `protobuf:"bytes,8,opt,name=pulling_from,json=pullingFrom,proto3" json:"pulling_from,omitempty"`
+	// Bytes (key + value) the receiver did not pull again after a restart: what the resume
+	// point it had saved covered.
+	ResumedFromBytes uint64 `protobuf:"varint,10,opt,name=resumed_from_bytes,json=resumedFromBytes,proto3" json:"resumed_from_bytes,omitempty"`
+	// Bytes that pulls after the first (retries, a restart's resumed pull) brought of records
+	// the receiver already held: data pulled twice. An upper bound: a client's write that
+	// reached the receiver before the stream did counts too.
+	RepulledBytes uint64 `protobuf:"varint,11,opt,name=repulled_bytes,json=repulledBytes,proto3" json:"repulled_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2769,6 +2776,20 @@ func (x *RangeProgress) GetPullingFrom() string {
 	return ""
 }
 
+func (x *RangeProgress) GetResumedFromBytes() uint64 {
+	if x != nil {
+		return x.ResumedFromBytes
+	}
+	return 0
+}
+
+func (x *RangeProgress) GetRepulledBytes() uint64 {
+	if x != nil {
+		return x.RepulledBytes
+	}
+	return 0
+}
+
 type ChangeProgress struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2785,8 +2806,11 @@ type ChangeProgress struct {
 	Error           string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
 	StartedUnix     int64                  `protobuf:"varint,13,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
 	FinishedUnix    int64                  `protobuf:"varint,14,opt,name=finished_unix,json=finishedUnix,proto3" json:"finished_unix,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The sums of the ranges' resumed_from_bytes and repulled_bytes.
+	ResumedFromBytes uint64 `protobuf:"varint,16,opt,name=resumed_from_bytes,json=resumedFromBytes,proto3" json:"resumed_from_bytes,omitempty"`
+	RepulledBytes    uint64 `protobuf:"varint,17,opt,name=repulled_bytes,json=repulledBytes,proto3" json:"repulled_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ChangeProgress) Reset() {
@@ -2913,6 +2937,20 @@ func (x *ChangeProgress) GetStartedUnix() int64 {
 func (x *ChangeProgress) GetFinishedUnix() int64 {
 	if x != nil {
 		return x.FinishedUnix
+	}
+	return 0
+}
+
+func (x *ChangeProgress) GetResumedFromBytes() uint64 {
+	if x != nil {
+		return x.ResumedFromBytes
+	}
+	return 0
+}
+
+func (x *ChangeProgress) GetRepulledBytes() uint64 {
+	if x != nil {
+		return x.RepulledBytes
 	}
 	return 0
 }
@@ -4719,7 +4757,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\brefusals\x18\t \x03(\tR\brefusals\x12\x19\n" +
 	"\best_keys\x18\n" +
 	" \x01(\x04R\aestKeys\x12\x1b\n" +
-	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\xa8\x02\n" +
+	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\xfd\x02\n" +
 	"\rRangeProgress\x12%\n" +
 	"\x04move\x18\x01 \x01(\v2\x11.ringkv.RangeMoveR\x04move\x12'\n" +
 	"\x05state\x18\t \x01(\x0e2\x11.ringkv.MoveStateR\x05state\x12\x1b\n" +
@@ -4730,7 +4768,10 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12rate_bytes_per_sec\x18\x06 \x01(\x01R\x0frateBytesPerSec\x12\x1f\n" +
 	"\veta_seconds\x18\a \x01(\x01R\n" +
 	"etaSeconds\x12!\n" +
-	"\fpulling_from\x18\b \x01(\tR\vpullingFromJ\x04\b\x02\x10\x03\"\xfa\x03\n" +
+	"\fpulling_from\x18\b \x01(\tR\vpullingFrom\x12,\n" +
+	"\x12resumed_from_bytes\x18\n" +
+	" \x01(\x04R\x10resumedFromBytes\x12%\n" +
+	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"\xcf\x04\n" +
 	"\x0eChangeProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x05state\x18\x0f \x01(\x0e2\x13.ringkv.ChangeStateR\x05state\x12&\n" +
@@ -4750,7 +4791,9 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x10rate_limit_bytes\x18\v \x01(\x04R\x0erateLimitBytes\x12\x14\n" +
 	"\x05error\x18\f \x01(\tR\x05error\x12!\n" +
 	"\fstarted_unix\x18\r \x01(\x03R\vstartedUnix\x12#\n" +
-	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnixJ\x04\b\x02\x10\x03\"L\n" +
+	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\x12,\n" +
+	"\x12resumed_from_bytes\x18\x10 \x01(\x04R\x10resumedFromBytes\x12%\n" +
+	"\x0erepulled_bytes\x18\x11 \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"L\n" +
 	"\x13ChangeStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x14\n" +
