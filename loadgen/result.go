@@ -159,8 +159,8 @@ type Report struct {
 	InvalidReason   string           `json:"invalid_reason,omitempty"`
 	Interrupted     bool             `json:"interrupted,omitempty"`
 	Breakdown       []BreakdownJSON  `json:"breakdown,omitempty"`
-	// Events, Phases and Seconds are set when the run followed the cluster (kvctl bench
-	// --events): what happened, the run cut by it, and every measured second.
+	// Events and Phases are set when the run followed the cluster (kvctl bench --events):
+	// what happened and the run cut by it; Seconds when it kept its seconds (the chart's).
 	Events  []EventJSON  `json:"events,omitempty"`
 	Phases  []PhaseJSON  `json:"phases,omitempty"`
 	Seconds []SecondJSON `json:"seconds,omitempty"`
@@ -244,12 +244,12 @@ func (r *Result) Report(target string) Report {
 		},
 		Unsent: r.Unsent, Invalid: r.Invalid, InvalidReason: r.InvalidReason, Interrupted: r.Interrupted,
 	}
+	measured := r.Start.Add(c.Warmup)
 	if r.Events != nil || r.Phases != nil {
-		measured := r.Start.Add(c.Warmup)
 		rep.Events = eventsJSON(measured, r.Events)
 		rep.Phases = phasesJSON(measured, r.Phases)
-		rep.Seconds = secondsJSON(r.Start, measured, r.Intervals)
 	}
+	rep.Seconds = secondsJSON(r.Start, measured, r.Intervals)
 	for _, b := range r.Breakdown {
 		rep.Breakdown = append(rep.Breakdown, BreakdownJSON{
 			Op: b.Op, Node: b.Class, Requests: b.Requests, NotFound: b.NotFound,

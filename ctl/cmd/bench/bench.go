@@ -59,7 +59,9 @@ type Options struct {
 	Quiet   bool
 	// Events is --events: follow the cluster through the Admin API, record its events and
 	// cut the report into phases by them.
-	Events   bool
+	Events bool
+	// Chart is --chart: p99 and rate per second with the events marked, after the summary.
+	Chart    bool
 	FindMax  bool
 	SLO      string
 	FindMaxC loadgen.FindMaxConfig
@@ -179,6 +181,7 @@ HTTPS and presents the client certificate, as the gRPC target does.`,
 	fl.StringVar(&o.Hlog, "hlog", "", "write an HdrHistogram interval log, one histogram per second, to `FILE`")
 	fl.BoolVar(&o.ByNode, "by-node", false, "break latency and errors down per operation and per primary node of the key")
 	fl.BoolVar(&o.Quiet, "quiet", false, "no live line on stderr")
+	fl.BoolVar(&o.Chart, "chart", false, "after the summary, draw p99 and achieved rate per second with the events marked, fitted to the terminal (plain series when stdout is not a terminal)")
 	fl.BoolVar(&o.Events, "events", true, "follow the cluster (ring changes, members DOWN/UP, repairs) and split the report into phases by its events")
 	fl.StringSliceVar(&o.Profile, "profile", nil, "capture these profiles from every node during the measured phase: cpu,mutex,block,heap,allocs,goroutine,trace")
 	fl.StringVar(&o.ProfileDir, "profile-dir", ".", "directory for --profile files (bench-<time>-<node>-<kind>.pb.gz)")
@@ -243,6 +246,9 @@ func (o *Options) complete(cmd *cobra.Command) error {
 	}
 	if len(o.Profile) > 0 && o.FindMax {
 		return cli.UsageErrorf("--profile goes with a constant-rate run, not --find-max")
+	}
+	if o.Chart && (o.FindMax || o.jsonOut()) {
+		return cli.UsageErrorf("--chart draws after a constant-rate run's summary, not with --find-max or -o json (the JSON has every second in seconds)")
 	}
 	if o.Record != "" && o.FindMax {
 		return cli.UsageErrorf("--record goes with a constant-rate run, not --find-max")
@@ -437,8 +443,8 @@ func (o *Options) run(ctx context.Context) (err error) {
 		}()
 	}
 	events, stopFollow := o.follow(ctx)
-	if events != nil {
-		cfg.KeepIntervals = true // phases are cut from the seconds
+	if events != nil || o.Chart {
+		cfg.KeepIntervals = true // phases are cut from the seconds, the chart draws them
 	}
 	profiled := o.startProfiles(ctx, cfg)
 	res, err := loadgen.Run(ctx, cfg, t)
@@ -460,11 +466,34 @@ func (o *Options) run(ctx context.Context) (err error) {
 		}
 	} else if err := loadgen.WriteSummary(o.IO.Out, res, loadgen.SummaryOptions{Target: name, Detailed: o.Latency, ByClass: o.ByNode}); err != nil {
 		return err
+	} else if o.Chart {
+		if err := o.writeChart(res.Report(name)); err != nil {
+			return err
+		}
 	}
 	if res.Invalid {
 		return fmt.Errorf("%w: %s", ErrInvalidResult, res.InvalidReason)
 	}
 	return nil
+}
+
+// writeChart draws the chart on a terminal, fitted to its width; elsewhere it says so in one
+// line on stderr and writes the chart's series as plain lines.
+func (o *Options) writeChart(rep loadgen.Report) error {
+	if !o.IO.OutTTY {
+		fmt.Fprintln(o.IO.ErrOut, "bench: --chart: stdout is not a terminal; the chart's series follow as plain lines")
+		fmt.Fprintln(o.IO.Out)
+		return loadgen.WriteSeries(o.IO.Out, rep.Seconds, rep.Events)
+	}
+	width := 0
+	if o.IO.OutWidth != nil {
+		width = o.IO.OutWidth()
+	}
+	if width <= 0 {
+		width = 80
+	}
+	_, err := fmt.Fprint(o.IO.Out, "\n"+loadgen.Chart(rep.Seconds, rep.Events, width))
+	return err
 }
 
 // startProfiles starts the --profile captures: when the warmup ends, every node profiles for

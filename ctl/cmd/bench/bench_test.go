@@ -92,6 +92,13 @@ func TestNewCmdBenchFlags(t *testing.T) {
 			}
 		}},
 		{name: "max errors over 100", args: []string{"--max-errors", "101"}, wantErr: cli.ErrUsage},
+		{name: "events by default", args: nil, check: func(t *testing.T, o *Options) {
+			if !o.Events || o.Chart {
+				t.Errorf("got events %t chart %t, want events on, chart off", o.Events, o.Chart)
+			}
+		}},
+		{name: "chart with json", args: []string{"--chart", "--json"}, wantErr: cli.ErrUsage},
+		{name: "chart with find-max", args: []string{"--chart", "--find-max"}, wantErr: cli.ErrUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,7 +142,7 @@ func TestBenchCluster(t *testing.T) {
 	base := node.DefaultConfig()
 	base.InMemory, base.Replicas, base.VNodes = true, 3, 16
 	c := clustertest.Start(t, 3, base)
-	ios, _, out, _ := cli.Test()
+	ios, _, out, errOut := cli.Test()
 	f := cli.NewFactory(ios)
 	f.Addr = c.Node(0).Addrs().GRPC
 	t.Cleanup(f.Close)
@@ -195,6 +202,26 @@ func TestBenchCluster(t *testing.T) {
 		fh.Close()
 	}
 
+	// --chart: on a terminal, the chart fitted to its width; piped, one line on stderr and
+	// the series as plain lines.
+	got = run(t, f, out, "--rate", "200", "--duration", "3s", "--warmup", "0s", "--max-lag", "10s", "-c", "4",
+		"--keys", "300", "--quiet", "--chart")
+	if !strings.Contains(got, "at_s\trate\tp99_ms") || !strings.Contains(errOut.String(), "stdout is not a terminal") {
+		t.Errorf("--chart piped: want the plain series and a line on stderr; stdout:\n%s\nstderr:\n%s", got, errOut)
+	}
+	ios.OutTTY, ios.OutWidth = true, func() int { return 90 }
+	got = run(t, f, out, "--rate", "200", "--duration", "3s", "--warmup", "0s", "--max-lag", "10s", "-c", "4",
+		"--keys", "300", "--quiet", "--chart")
+	ios.OutTTY, ios.OutWidth = false, nil
+	if !strings.Contains(got, "p99 (ms) per second") || !strings.Contains(got, "Phases:") {
+		t.Errorf("--chart on a terminal: want phases and the chart:\n%s", got)
+	}
+	for _, l := range strings.Split(got[strings.Index(got, "p99 (ms) per second"):], "\n") {
+		if n := len([]rune(l)); n > 90 {
+			t.Errorf("chart line of %d columns on a 90-column terminal: %q", n, l)
+		}
+	}
+
 	got = run(t, f, out, "diff", files["http"], files["grpc"])
 	for _, want := range []string{"rate achieved", "p99", "max"} {
 		if !strings.Contains(got, want) {
@@ -206,12 +233,13 @@ func TestBenchCluster(t *testing.T) {
 // TestBenchDeadCluster: a bench against an address nobody listens on fails (exit 1), leads
 // with a success ratio of 0% and prints no ladder of latencies made of refused connections.
 func TestBenchDeadCluster(t *testing.T) {
-	ios, _, out, _ := cli.Test()
+	ios, _, out, errOut := cli.Test()
 	f := cli.NewFactory(ios)
 	f.Addr = "127.0.0.1:1"
 	t.Cleanup(f.Close)
 	cmd := NewCmdBench(f, nil)
 	cmd.SetArgs([]string{"--rate", "100", "--duration", "1s", "--warmup", "0s", "--quiet", "-c", "2"})
+	// Events stay on: the node's refusal of admin calls is one line on stderr, not a failure.
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
 	err := cmd.ExecuteContext(context.Background())
@@ -219,6 +247,9 @@ func TestBenchDeadCluster(t *testing.T) {
 		t.Errorf("got error %v (exit %d), want %v (exit %d)", err, cli.ExitCode(err), ErrInvalidResult, cli.ExitFailure)
 	}
 	got := out.String()
+	if line := errOut.String(); !strings.Contains(line, "bench: not following the cluster, no events or phases: ") {
+		t.Errorf("stderr lacks the line saying events are off:\n%s", line)
+	}
 	for _, want := range []string{"Success ratio: 0.00%", "INVALID RESULT", "no request succeeded"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
