@@ -4,11 +4,9 @@
 package hotkeys
 
 import (
-	"bytes"
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/oncall"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 )
@@ -96,32 +95,6 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// Key is one row of the answer (-o json: the objects of "keys").
-type Key struct {
-	Key            string   `json:"key"`
-	KeyLen         int      `json:"key_len"`
-	Truncated      bool     `json:"truncated"`
-	ReadsPerSec    float64  `json:"reads_per_sec"`
-	WritesPerSec   float64  `json:"writes_per_sec"`
-	BytesPerSec    float64  `json:"bytes_per_sec"`
-	Count          uint64   `json:"count"`
-	Error          uint64   `json:"error"`
-	ShareOfVnode   float64  `json:"share_of_vnode"`
-	ShareOfCluster float64  `json:"share_of_cluster"`
-	Vnode          string   `json:"vnode"`
-	Replicas       []string `json:"replicas"`
-}
-
-// Result is the answer of kvctl hotkeys -o json.
-type Result struct {
-	WindowSeconds int       `json:"window_seconds"`
-	Start         time.Time `json:"start"`
-	End           time.Time `json:"end"`
-	Nodes         []string  `json:"nodes"`
-	OpsPerSec     float64   `json:"ops_per_sec"`
-	Keys          []Key     `json:"keys"`
-}
-
 type member struct{ id, addr string }
 
 func run(ctx context.Context, o *Options) error {
@@ -139,11 +112,12 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return cli.RPCError(o.Factory.Addr, err)
 	}
-	ring := newRing(rg.GetRing())
-	var vnode uint64
+	ring := oncall.NewRing(rg.GetRing())
+	q := oncall.HotKeysQuery{Window: o.Window, K: o.K, Reveal: o.Reveal}
 	if o.Vnode != "" {
-		vnode, _ = strconv.ParseUint(o.Vnode, 10, 64)
-		if !ring.isVnode(vnode) {
+		q.Vnode, _ = strconv.ParseUint(o.Vnode, 10, 64)
+		q.HasVnode = true
+		if !ring.IsVnode(q.Vnode) {
 			return cli.UsageErrorf("--vnode %s: no vnode of the ring has this token (kvctl ring show lists them)", o.Vnode)
 		}
 	}
@@ -181,7 +155,10 @@ func run(ctx context.Context, o *Options) error {
 		}
 		reps = append(reps, r)
 	}
-	res, err := merge(reps, ring, o)
+	res, err := oncall.MergeHotKeys(reps, rg.GetRing(), q)
+	if errors.Is(err, oncall.ErrNoData) {
+		return fmt.Errorf("%w: %w", cli.ErrNotFound, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -191,102 +168,7 @@ func run(ctx context.Context, o *Options) error {
 	return table(o, res)
 }
 
-// merge adds the nodes' summaries: a key's counts are summed over the nodes that list it,
-// and each node that does not list it adds its bound of unlisted keys to count and error.
-func merge(reps []*kvpb.HotKeysResponse, ring *ringMap, o *Options) (*Result, error) {
-	secs := o.Window.Seconds()
-	res := &Result{WindowSeconds: int(secs), Keys: []Key{}}
-	type acc struct {
-		hk                            *kvpb.HotKey
-		count, err, reads, writes, by uint64
-		seen                          int
-	}
-	keys := map[string]*acc{}
-	vnodeOps := map[uint64]uint64{}
-	var ops uint64
-	slicesSeen := 0
-	for _, r := range reps {
-		res.Nodes = append(res.Nodes, r.GetNode())
-		ops += r.GetOps()
-		slicesSeen += int(r.GetSlices())
-		if t := time.Unix(0, r.GetEndUnixNanos()).UTC(); t.After(res.End) {
-			res.Start, res.End = time.Unix(0, r.GetStartUnixNanos()).UTC(), t
-		}
-		for _, v := range r.GetVnodes() {
-			vnodeOps[v.GetToken()] += v.GetOps()
-		}
-		for _, k := range r.GetKeys() {
-			id := strconv.FormatUint(k.GetToken(), 16) + string(k.GetKey())
-			a := keys[id]
-			if a == nil {
-				a = &acc{hk: k}
-				keys[id] = a
-			}
-			a.seen++
-			a.count += k.GetCount()
-			a.err += k.GetError()
-			a.reads += k.GetReads()
-			a.writes += k.GetWrites()
-			a.by += k.GetBytes()
-		}
-	}
-	if slicesSeen == 0 {
-		return nil, fmt.Errorf("%w: no data for the last %v: no node coordinated an operation in it (nodes: %s)", cli.ErrNotFound, o.Window, strings.Join(res.Nodes, ", "))
-	}
-	res.OpsPerSec = float64(ops) / secs
-	for _, a := range keys {
-		// A node that did not list the key may have counted up to its floor of it.
-		var extra uint64
-		if a.seen < len(reps) {
-			for _, r := range reps {
-				if !slices.ContainsFunc(r.GetKeys(), func(k *kvpb.HotKey) bool {
-					return k.GetToken() == a.hk.GetToken() && bytes.Equal(k.GetKey(), a.hk.GetKey())
-				}) {
-					extra += r.GetFloor()
-				}
-			}
-		}
-		count, errb := a.count+extra, a.err+extra
-		v := ring.vnode(a.hk.GetToken())
-		if o.Vnode != "" && strconv.FormatUint(v, 10) != o.Vnode {
-			continue
-		}
-		k := Key{
-			Key:          present.Key(a.hk.GetKey(), int(a.hk.GetKeyLen()), a.hk.GetToken(), o.Reveal),
-			KeyLen:       int(a.hk.GetKeyLen()),
-			ReadsPerSec:  float64(a.reads) / secs,
-			WritesPerSec: float64(a.writes) / secs,
-			BytesPerSec:  float64(a.by) / secs,
-			Count:        count,
-			Error:        errb,
-			Vnode:        strconv.FormatUint(v, 10),
-			Replicas:     ring.replicas(a.hk.GetToken()),
-		}
-		k.Truncated = !o.Reveal && k.Key != string(a.hk.GetKey()) || int(a.hk.GetKeyLen()) > len(a.hk.GetKey())
-		if n := vnodeOps[v]; n > 0 {
-			k.ShareOfVnode = min(1, float64(count)/float64(n))
-		}
-		if ops > 0 {
-			k.ShareOfCluster = min(1, float64(count)/float64(ops))
-		}
-		res.Keys = append(res.Keys, k)
-	}
-	slices.SortFunc(res.Keys, func(a, b Key) int {
-		if c := cmp.Compare(b.Count, a.Count); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	if len(res.Keys) > o.K {
-		res.Keys = res.Keys[:o.K]
-	}
-	if len(res.Keys) == 0 && o.Vnode != "" {
-		return nil, fmt.Errorf("%w: no key of vnode %s in the last %v", cli.ErrNotFound, o.Vnode, o.Window)
-	}
-	return res, nil
-}
-
-func table(o *Options, res *Result) error {
+func table(o *Options, res *oncall.HotKeys) error {
 	fmt.Fprintf(o.IO.ErrOut, "window %s to %s (%v), %s, %.1f ops/s\n",
 		res.Start.Local().Format("15:04:05"), res.End.Local().Format("15:04:05"), o.Window, strings.Join(res.Nodes, ","), res.OpsPerSec)
 	t := cli.NewTable(o.IO, "KEY", "READS/S", "WRITES/S", "BYTES/S", "VNODE%", "CLUSTER%", "±OPS", "VNODE", "REPLICAS")
@@ -295,65 +177,4 @@ func table(o *Options, res *Result) error {
 			fmt.Sprintf("%.1f", 100*k.ShareOfVnode), fmt.Sprintf("%.1f", 100*k.ShareOfCluster), k.Error, k.Vnode, strings.Join(k.Replicas, ","))
 	}
 	return t.Render()
-}
-
-// ringMap finds a token's vnode and replicas from the ring the node routes by.
-type ringMap struct {
-	tokens []uint64
-	owners []string
-	n      int // replication factor
-}
-
-func newRing(rs *kvpb.RingState) *ringMap {
-	r := &ringMap{n: int(rs.GetReplicas())}
-	type tok struct {
-		t  uint64
-		id string
-	}
-	var ts []tok
-	for _, m := range rs.GetMembers() {
-		for _, t := range m.GetTokens() {
-			ts = append(ts, tok{t, m.GetId()})
-		}
-	}
-	slices.SortFunc(ts, func(a, b tok) int { return cmp.Compare(a.t, b.t) })
-	for _, t := range ts {
-		r.tokens = append(r.tokens, t.t)
-		r.owners = append(r.owners, t.id)
-	}
-	return r
-}
-
-func (r *ringMap) index(t uint64) int {
-	i, _ := slices.BinarySearch(r.tokens, t)
-	if i == len(r.tokens) {
-		return 0
-	}
-	return i
-}
-
-func (r *ringMap) isVnode(t uint64) bool {
-	_, ok := slices.BinarySearch(r.tokens, t)
-	return ok
-}
-
-func (r *ringMap) vnode(t uint64) uint64 {
-	if len(r.tokens) == 0 {
-		return 0
-	}
-	return r.tokens[r.index(t)]
-}
-
-// replicas are the first distinct owners clockwise from t.
-func (r *ringMap) replicas(t uint64) []string {
-	var out []string
-	if len(r.tokens) == 0 {
-		return out
-	}
-	for i, j := r.index(t), 0; j < len(r.tokens) && len(out) < r.n; i, j = (i+1)%len(r.tokens), j+1 {
-		if !slices.Contains(out, r.owners[i]) {
-			out = append(out, r.owners[i])
-		}
-	}
-	return out
 }
