@@ -326,10 +326,28 @@ func (s *Summary) Top(window time.Duration, k int) (Report, error) {
 		return Report{}, fmt.Errorf("hot keys window %v: %w (want a multiple of %v up to %v)", window, ErrWindow, s.cfg.Slice, time.Duration(s.cfg.Slices)*s.cfg.Slice)
 	}
 	cur := s.slice(s.now())
-	first := cur - int64(n)
+	return s.top(cur-int64(n), cur, time.Unix(0, cur*int64(s.cfg.Slice)), k), nil
+}
+
+// Live returns the k hottest keys of the slice in progress up to now, and of the slice before
+// it too while the one in progress is younger than half a slice: the freshest window, for an
+// alert that must see a skew within seconds of its start (and forget it within a slice and a
+// half of its end).
+func (s *Summary) Live(k int) Report {
+	now := s.now()
+	cur := s.slice(now)
+	first := cur
+	if now.Sub(time.Unix(0, cur*int64(s.cfg.Slice))) < s.cfg.Slice/2 {
+		first--
+	}
+	return s.top(first, cur+1, now, k)
+}
+
+// top reports the slices [first, end), the window ending at endTime.
+func (s *Summary) top(first, cur int64, endTime time.Time, k int) Report {
 	rep := Report{
 		Start: time.Unix(0, first*int64(s.cfg.Slice)),
-		End:   time.Unix(0, cur*int64(s.cfg.Slice)),
+		End:   endTime,
 	}
 	seen := make(map[int64]bool)
 	type acc struct {
@@ -412,7 +430,7 @@ func (s *Summary) Top(window time.Duration, k int) (Report, error) {
 		rep.Floor = max(rep.Floor, rep.Keys[k].Count)
 		rep.Keys = rep.Keys[:k]
 	}
-	return rep, nil
+	return rep
 }
 
 // Window is the longest window kept.

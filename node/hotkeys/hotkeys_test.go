@@ -270,3 +270,35 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	})
 }
+
+// TestLive: the live window holds the slice in progress up to now, and the slice before it
+// while the one in progress is younger than half a slice; a skew shows in it at once and is
+// gone from it a slice and a half after it ends.
+func TestLive(t *testing.T) {
+	clk := testclock.New(epoch.Add(2 * time.Second))
+	cfg := DefaultConfig()
+	cfg.Now = clk.Now
+	s := New(cfg)
+	rec := func(key string, n int) {
+		for range n {
+			s.Record(ring.Token([]byte(key)), 1, []byte(key), false, 1)
+		}
+	}
+	rec("old", 5)
+	clk.Set(epoch.Add(12 * time.Second)) // 2 s into the next slice: the one before counts
+	rec("hot", 7)
+	rep := s.Live(1)
+	if !rep.Start.Equal(epoch) || !rep.End.Equal(clk.Now()) || rep.Ops != 12 || string(rep.Keys[0].Key) != "hot" {
+		t.Errorf("young slice: got %v to %v, %d ops, keys %v; want from the slice before, 12 ops, hot first", rep.Start.Sub(epoch), rep.End.Sub(epoch), rep.Ops, rep.Keys)
+	}
+	clk.Set(epoch.Add(16 * time.Second)) // past half a slice: the slice in progress alone
+	rep = s.Live(0)
+	if !rep.Start.Equal(epoch.Add(10*time.Second)) || rep.Ops != 7 || len(rep.Keys) != 1 {
+		t.Errorf("older slice: got from %v, %d ops, %d keys; want from 10s, 7 ops, one key", rep.Start.Sub(epoch), rep.Ops, len(rep.Keys))
+	}
+	clk.Set(epoch.Add(26 * time.Second)) // the skew ended at 16s: gone by 26s
+	rep = s.Live(0)
+	if rep.Ops != 0 || len(rep.Keys) != 0 {
+		t.Errorf("after the skew: got %d ops, keys %v, want none", rep.Ops, rep.Keys)
+	}
+}

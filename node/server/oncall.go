@@ -17,6 +17,8 @@ import (
 // HotKeys is the node's hot keys summary (hotkeys.Summary). Safe for concurrent use.
 type HotKeys interface {
 	Top(window time.Duration, k int) (hotkeys.Report, error)
+	// Live is the slice in progress (and the one before while it is young).
+	Live(k int) hotkeys.Report
 	// SliceLen is the shortest window, Window the longest; windows are whole slices.
 	SliceLen() time.Duration
 	Window() time.Duration
@@ -36,16 +38,21 @@ func (s *Admin) HotKeys(_ context.Context, req *kvpb.HotKeysRequest) (*kvpb.HotK
 		return nil, rpcerr.Encode(ErrUnimplemented)
 	}
 	slice := s.d.HotKeys.SliceLen()
-	w := time.Duration(req.GetWindowSeconds()) * time.Second
-	if w == 0 {
-		w = slice
-	}
-	if w%slice != 0 || w > s.d.HotKeys.Window() {
-		return nil, rpcerr.Encode(fmt.Errorf("%w: hot keys window %v: want a multiple of %v up to %v", replica.ErrInvalidArgument, w, slice, s.d.HotKeys.Window()))
-	}
-	rep, err := s.d.HotKeys.Top(w, int(req.GetLimit()))
-	if err != nil {
-		return nil, rpcerr.Encode(err)
+	var rep hotkeys.Report
+	if req.GetLive() {
+		rep = s.d.HotKeys.Live(int(req.GetLimit()))
+	} else {
+		w := time.Duration(req.GetWindowSeconds()) * time.Second
+		if w == 0 {
+			w = slice
+		}
+		if w%slice != 0 || w > s.d.HotKeys.Window() {
+			return nil, rpcerr.Encode(fmt.Errorf("%w: hot keys window %v: want a multiple of %v up to %v", replica.ErrInvalidArgument, w, slice, s.d.HotKeys.Window()))
+		}
+		var err error
+		if rep, err = s.d.HotKeys.Top(w, int(req.GetLimit())); err != nil {
+			return nil, rpcerr.Encode(err)
+		}
 	}
 	resp := &kvpb.HotKeysResponse{
 		Node: s.d.Peers.Self, StartUnixNanos: rep.Start.UnixNano(), EndUnixNanos: rep.End.UnixNano(),

@@ -3978,7 +3978,11 @@ type HotKeysRequest struct {
 	// The window, a whole number of the node's slices; 0 = one slice.
 	WindowSeconds uint32 `protobuf:"varint,1,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
 	// How many keys; 0 = every key the summary holds.
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// live: the window is the slice in progress up to now (with the slice before it while the
+	// one in progress is younger than half a slice), not whole slices: what an alert watches,
+	// so a skew shows within seconds. window_seconds is then ignored.
+	Live          bool `protobuf:"varint,3,opt,name=live,proto3" json:"live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4025,6 +4029,13 @@ func (x *HotKeysRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *HotKeysRequest) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
 }
 
 type HotKey struct {
@@ -4877,10 +4888,11 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x13RepairStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\"\x14\n" +
-	"\x12AbortRepairRequest\"M\n" +
+	"\x12AbortRepairRequest\"a\n" +
 	"\x0eHotKeysRequest\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xb9\x01\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x12\n" +
+	"\x04live\x18\x03 \x01(\bR\x04live\"\xb9\x01\n" +
 	"\x06HotKey\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x17\n" +
 	"\akey_len\x18\x02 \x01(\rR\x06keyLen\x12\x14\n" +
