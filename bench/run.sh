@@ -32,6 +32,8 @@
 #   -P           do not pin (default: nodes on NODE_CPUS, generator on LOAD_CPUS via taskset)
 # Env: NODE_CPUS (default 0), LOAD_CPUS (default 1), BASE_PORT (default 23000), KEEP=1 keeps the temp dir,
 #      KVCTL_ARGS extra kvctl bench flags in agree (e.g. --spin=50us).
+#      hotkeys: OFF_FLAGS replaces the second cluster's --hot-keys=false (OFF_FLAGS= runs both with
+#      hot keys on: the same-setup ratio, the noise floor of the on/off one).
 #      compare: PROFILE=DIR captures kvctl pprof cpu --all --top during round 1's 3-node PUT -c64;
 #      GCTRACE=1 runs the kvnodes with GODEBUG=gctrace=1 and summarizes their GCs; VEGETA=path;
 #      BASELINE=REV adds a 3-node --sync-writes cluster of kvnode built from git REV (git archive),
@@ -167,7 +169,7 @@ if [[ $mode == ratio ]]; then
 	start_cluster three 3 "$((base + 100))"
 elif [[ $mode == hotkeys ]]; then
 	start_cluster on "$nodes" "$base"
-	start_cluster off "$nodes" "$((base + 100))" --hot-keys=false
+	start_cluster off "$nodes" "$((base + 100))" "${OFF_FLAGS---hot-keys=false}"
 elif [[ $mode == compare ]]; then
 	start_cluster one 1 "$base"
 	start_cluster three 3 "$((base + 100))"
