@@ -22,6 +22,7 @@ import (
 	"ringkv/node/hints"
 	"ringkv/node/hlc"
 	"ringkv/node/hotkeys"
+	"ringkv/node/latency"
 	"ringkv/node/metrics"
 	"ringkv/node/peers"
 	"ringkv/node/repair"
@@ -76,6 +77,7 @@ type Node struct {
 	stats   *metrics.Stats   // metrics with the coordinator's breakers: what Admin and /metrics serve
 	hot     *hotkeys.Summary // the on-call view: hottest keys coordinated
 	heat    *heat.History    // the on-call view: load per token bucket over time
+	lat     *latency.Tracker // the on-call view: latency per vnode and per peer replica
 	logs    *metrics.LogRing
 	dial    []grpc.DialOption
 
@@ -248,7 +250,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.MaxValueBytes = int(cfg.MaxValueSize)
 	rcfg.Writable = n.st.DiskFull
 	rcfg.Hints = n.hints
-	rcfg.Keys = keyObserver{hot: n.hot, heat: n.heat, view: n.cl.View}
+	rcfg.Keys = keyObserver{hot: n.hot, heat: n.heat, lat: n.lat, view: n.cl.View}
+	rcfg.Calls = n.lat
 	rcfg.HintRate = int64(min(cfg.HintRate, 1<<62))
 	if cfg.HintRate == 0 {
 		rcfg.HintRate = -1 // unpaced
@@ -342,7 +345,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.stats, Profiler: server.ProfilerFunc(admin.Capture),
-		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: hotKeysDep(n.hot), Heat: n.heat, Draining: n.drainc,
+		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: hotKeysDep(n.hot), Heat: n.heat, Latency: n.lat, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{

@@ -8,16 +8,18 @@ import (
 
 	"ringkv/node/heat"
 	"ringkv/node/hotkeys"
+	"ringkv/node/latency"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
 	"ringkv/node/server"
 )
 
 // keyObserver feeds every client operation the coordinator answers to the on-call view: the
-// hot keys summary (nil with --hot-keys=false) and the heat history.
+// hot keys summary (nil with --hot-keys=false), the heat history and the latency per vnode.
 type keyObserver struct {
 	hot  *hotkeys.Summary
 	heat *heat.History
+	lat  *latency.Tracker
 	view func() *ring.View
 }
 
@@ -33,6 +35,7 @@ func (o keyObserver) ObserveKey(op replica.Op, key []byte, token uint64, n int, 
 		o.hot.Record(token, vnode, key, write, n)
 	}
 	o.heat.Record(token, write, n, d, err != nil)
+	o.lat.ObserveOp(token, write, d, err != nil)
 }
 
 // openOnCall builds the hot keys summary and opens the heat history (saved in the data
@@ -43,6 +46,7 @@ func (n *Node) openOnCall(cfg Config) {
 		kcfg.Now = cfg.Now
 		n.hot = hotkeys.New(kcfg)
 	}
+	n.lat = latency.New(latency.Config{Ring: n.currentRing, Now: cfg.Now})
 	hcfg := heat.DefaultConfig()
 	hcfg.Now = cfg.Now
 	if !cfg.InMemory {

@@ -73,12 +73,31 @@ func TestOnCallViewRecordsEveryClientOp(t *testing.T) {
 		t.Errorf("got events %v, want the node's start first", h.GetEvents())
 	}
 
+	lat, err := admin.Vnodes(ctx, &kvpb.VnodesRequest{})
+	if err != nil {
+		t.Fatalf("Vnodes: %v", err)
+	}
+	var latReads, latWrites uint64
+	for _, v := range lat.GetVnodes() {
+		latReads += v.GetReads_10S().Count()
+		latWrites += v.GetWrites_10S().Count()
+	}
+	if latReads != 1 || latWrites != 40 || lat.GetWindowSeconds() != 10 || lat.GetNode() != c.Config(0).ID {
+		t.Errorf("Vnodes: got %d reads and %d writes in %ds from %q, want 1 and 40 in 10s from %q", latReads, latWrites, lat.GetWindowSeconds(), lat.GetNode(), c.Config(0).ID)
+	}
+	if peers := lat.GetPeers(); len(peers) != 2 || peers[0].GetCalls_10S().Count() == 0 {
+		t.Errorf("Vnodes peers: got %v, want the two other nodes with calls", peers)
+	}
+
 	m := doURL(t, "http://"+c.Node(0).Addrs().Admin+"/metrics", "GET", nil)
 	if !regexp.MustCompile(`(?m)^ringkv_hottest_key_share 0\.51`).MatchString(m.body) {
 		t.Errorf("metrics: want ringkv_hottest_key_share 0.51..., got %q", grepLines(m.body, "hottest"))
 	}
 	if strings.Contains(m.body, `"hot"`) || strings.Contains(m.body, "cold-") {
 		t.Errorf("metrics carry a key as a label")
+	}
+	if l := grepLines(m.body, "vnode="); len(l) > 0 {
+		t.Errorf("metrics carry a vnode label: %v", l[0])
 	}
 }
 

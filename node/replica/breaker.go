@@ -94,8 +94,9 @@ func (b *breaker) reachable() { b.success() }
 
 // failure records a failed call. dead is true when the failure shows the peer
 // is not there (refused, reset, no connection) and false for a deadline miss
-// or another error; reason is one line for Breaker.Reason.
-func (b *breaker) failure(now time.Time, dead bool, reason string) {
+// or another error; reason is one line for Breaker.Reason. It reports whether
+// the breaker opened on this failure.
+func (b *breaker) failure(now time.Time, dead bool, reason string) (opened bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.consecutive == 0 {
@@ -104,12 +105,14 @@ func (b *breaker) failure(now time.Time, dead bool, reason string) {
 	b.consecutive++
 	b.reason = reason
 	if b.state == BreakerOpen {
-		return
+		return false
 	}
 	if b.consecutive >= b.failures && (dead || now.Sub(b.streakStart) >= b.slowSpell) {
 		b.state = BreakerOpen
 		b.openedAt = now
+		return true
 	}
+	return false
 }
 
 // snapshot returns the state for Breakers.

@@ -76,6 +76,9 @@ type Config struct {
 	Writable func() error
 	// Keys, when set, is told of every client operation with its key (KeyObserver).
 	Keys KeyObserver
+	// Calls, when set, is told of every call to a peer replica, every hedged read and every
+	// breaker that opens (CallObserver).
+	Calls CallObserver
 }
 
 // DefaultConfig returns the defaults.

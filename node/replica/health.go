@@ -245,10 +245,19 @@ func (c *Coordinator) skipped(t target) error {
 	return fmt.Errorf("replica %s skipped: %w%s after %d failures (last: %s)", t.id, ErrBreakerOpen, open, b.ConsecutiveFailures, b.Reason)
 }
 
-// account feeds the outcome of one call to t into its breaker and latency.
-func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
+// account feeds the outcome of one call to t, for the key at token, into its breaker and
+// latency, and tells Config.Calls.
+func (c *Coordinator) account(t target, token uint64, d time.Duration, err error, read bool) {
 	if t.p == nil {
 		return
+	}
+	calls := c.cfg.Calls
+	if calls != nil && c.base.Err() == nil {
+		seen := err
+		if err != nil && rpcerr.Alive(err) {
+			seen = nil // a refusal: the peer answered
+		}
+		calls.ObserveCall(t.id, token, read, d, seen)
 	}
 	switch {
 	case err == nil:
@@ -265,7 +274,9 @@ func (c *Coordinator) account(t target, d time.Duration, err error, read bool) {
 		// must not open on a healthy node. The error table says which answers are refusals.
 		t.p.br.success()
 	default:
-		t.p.br.failure(c.cfg.Now(), dead(err), strings.ReplaceAll(err.Error(), "\n", "; "))
+		if t.p.br.failure(c.cfg.Now(), dead(err), strings.ReplaceAll(err.Error(), "\n", "; ")) && calls != nil {
+			calls.ObserveBreakerTrip(t.id)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.p.latency.observe(c.cfg.ReplicaTimeout)
 		}

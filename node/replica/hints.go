@@ -212,7 +212,7 @@ func (c *Coordinator) handOver(t target) {
 			start := time.Now()
 			_, err := t.r.Write(ctx, h.Key, h.Record, vid)
 			cancel()
-			c.account(t, time.Since(start), err, false)
+			c.account(t, ring.Token(h.Key), time.Since(start), err, false)
 			switch {
 			case err == nil:
 				done = append(done, h)

@@ -48,10 +48,13 @@ type readReply struct {
 // the answer, then the finisher that waits for late replies.
 type readOp struct {
 	key      []byte
+	token    uint64
 	vid      ring.ViewID
 	ts       []target
 	replies  chan readReply
 	got      []*readReply // by target; nil until answered
+	sent     []bool       // by target: its call went out
+	answered []bool       // by target: its call came back (answer or error)
 	newest   store.Record
 	any      bool  // some replica had a version
 	next     int   // next target to launch
@@ -68,9 +71,11 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 		return store.Record{}, false, err
 	}
 	key = bytes.Clone(key) // calls and reconciliations outlive the answer
-	op := &readOp{key: key, vid: v.ID(), ts: c.order(c.targets(v.ReadSet(ring.Token(key), from)))}
+	token := ring.Token(key)
+	op := &readOp{key: key, token: token, vid: v.ID(), ts: c.order(c.targets(v.ReadSet(token, from)))}
 	op.replies = make(chan readReply, len(op.ts))
 	op.got = make([]*readReply, len(op.ts))
+	op.sent, op.answered = make([]bool, len(op.ts)), make([]bool, len(op.ts))
 	op.cc = c.newCallCtx()
 
 	wave := ack
@@ -111,6 +116,7 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 			}
 		case <-hedge:
 			hedge = nil
+			c.hedged(op)
 			for c.launch(op, ack) {
 			}
 		case <-ctx.Done():
@@ -179,31 +185,46 @@ func (c *Coordinator) launch(op *readOp, ack int) bool {
 	return false
 }
 
+// hedged tells Config.Calls of the peers whose calls had not come back when the hedge delay
+// ran out.
+func (c *Coordinator) hedged(op *readOp) {
+	if c.cfg.Calls == nil || (op.next >= len(op.ts) && len(op.deferred) == 0) {
+		return // nothing left to hedge to
+	}
+	for i, t := range op.ts {
+		if op.sent[i] && !op.answered[i] && t.p != nil {
+			c.cfg.Calls.ObserveHedge(t.id)
+		}
+	}
+}
+
 // send starts the read call to target i of op.
 func (c *Coordinator) send(op *readOp, i int, needed bool) bool {
 	t := op.ts[i]
 	op.cc.acquire()
-	if !c.spawn(func() { c.callRead(op.cc, t, needed, i, op.key, op.replies) }) {
+	if !c.spawn(func() { c.callRead(op.cc, t, needed, i, op.key, op.token, op.replies) }) {
 		op.cc.release()
 		op.errs = append(op.errs, ErrClosed)
 		op.next, op.deferred = len(op.ts), nil
 		return false
 	}
+	op.sent[i] = true
 	op.inflight++
 	return true
 }
 
-func (c *Coordinator) callRead(cc *callCtx, t target, needed bool, i int, key []byte, replies chan<- readReply) {
+func (c *Coordinator) callRead(cc *callCtx, t target, needed bool, i int, key []byte, token uint64, replies chan<- readReply) {
 	start := time.Now()
 	rec, found, err := t.r.Read(cc.ctx, key)
 	cc.release()
-	c.account(t, time.Since(start), err, true)
+	c.account(t, token, time.Since(start), err, true)
 	replies <- readReply{i: i, rec: rec, found: found, err: callError(t, needed, err)}
 }
 
 // take records one reply.
 func (c *Coordinator) take(op *readOp, r readReply) {
 	op.inflight--
+	op.answered[r.i] = true
 	if r.err != nil {
 		op.errs = append(op.errs, r.err)
 		if errors.Is(r.err, ErrRangeDamaged) {

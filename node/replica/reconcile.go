@@ -54,7 +54,7 @@ func (c *Coordinator) reconcileOne(job reconcileJob) {
 	start := time.Now()
 	_, err := job.t.r.Write(ctx, job.key, job.rec, job.vid)
 	cancel()
-	c.account(job.t, time.Since(start), err, false)
+	c.account(job.t, ring.Token(job.key), time.Since(start), err, false)
 	if err == nil && c.obs != nil {
 		c.obs.Reconciled()
 	}

@@ -94,6 +94,20 @@ type KeyObserver interface {
 	ObserveKey(op Op, key []byte, token uint64, bytes int, d time.Duration, err error)
 }
 
+// CallObserver is told what the coordinator sees of its peer replicas: latency per peer and
+// per vnode, hedges, breaker trips (node/latency). Safe for concurrent use; it must not block.
+// Calls to this node's own store and calls cut short by Close are not reported.
+type CallObserver interface {
+	// ObserveCall: one read (read true) or write call to peer for the key at token took d
+	// and failed with err (nil on success, and for a refusal that shows the peer alive).
+	ObserveCall(peer string, token uint64, read bool, d time.Duration, err error)
+	// ObserveHedge: a read went to another replica because peer had not answered within
+	// the hedge delay.
+	ObserveHedge(peer string)
+	// ObserveBreakerTrip: peer's circuit breaker opened.
+	ObserveBreakerTrip(peer string)
+}
+
 // VnodeObserver counts the reads and writes a node's store serves, by ring
 // token (so per vnode). Safe for concurrent use; it must not block. A nil
 // VnodeObserver is a no-op.

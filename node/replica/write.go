@@ -87,7 +87,8 @@ func (c *Coordinator) write(ctx context.Context, key, value []byte, tombstone bo
 
 // writeIn sends rec to the key's write set in view v and waits for ack + pending acks.
 func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec store.Record, ack, from int) error {
-	natural, pending := v.WriteSet(ring.Token(key), from)
+	token := ring.Token(key)
+	natural, pending := v.WriteSet(token, from)
 	need := ack + len(pending)
 	ts := c.targets(append(slices.Clip(natural), pending...))
 	vid := v.ID()
@@ -104,7 +105,7 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 	defer cc.release()
 	send := func(t target, needed bool) bool {
 		cc.acquire()
-		if !c.spawn(func() { c.callWrite(cc, t, needed, key, rec, vid, replies) }) {
+		if !c.spawn(func() { c.callWrite(cc, t, needed, key, token, rec, vid, replies) }) {
 			cc.release()
 			return false
 		}
@@ -167,11 +168,11 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 	}
 }
 
-func (c *Coordinator) callWrite(cc *callCtx, t target, needed bool, key []byte, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
+func (c *Coordinator) callWrite(cc *callCtx, t target, needed bool, key []byte, token uint64, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
 	start := time.Now()
 	_, err := t.r.Write(cc.ctx, key, rec, vid)
 	cc.release()
-	c.account(t, time.Since(start), err, false)
+	c.account(t, token, time.Since(start), err, false)
 	if c.hintable(t, err) {
 		c.keepHint(t, key, rec)
 	}

@@ -66,6 +66,8 @@ type AdminDeps struct {
 	// HotKeys serves HotKeys; Heat serves Heat.
 	HotKeys HotKeys
 	Heat    HeatHistory
+	// Latency serves Vnodes.
+	Latency Latency
 	// Draining is closed when the node starts to shut down: watch streams end then, so a
 	// graceful stop does not wait for clients that would otherwise watch forever.
 	Draining <-chan struct{}

@@ -32,6 +32,20 @@ type HeatHistory interface {
 	Span(step time.Duration) time.Duration
 }
 
+// Latency is what the node's coordinator saw of latency per vnode and per peer replica
+// (latency.Tracker). Safe for concurrent use.
+type Latency interface {
+	Snapshot(node string) *kvpb.VnodesResponse
+}
+
+// Vnodes returns the latency this node's coordinator saw per vnode and per peer replica.
+func (s *Admin) Vnodes(_ context.Context, _ *kvpb.VnodesRequest) (*kvpb.VnodesResponse, error) {
+	if s.d.Latency == nil {
+		return nil, rpcerr.Encode(ErrUnimplemented)
+	}
+	return s.d.Latency.Snapshot(s.d.Peers.Self), nil
+}
+
 // HotKeys returns the hottest keys this node coordinated in the window asked for.
 func (s *Admin) HotKeys(_ context.Context, req *kvpb.HotKeysRequest) (*kvpb.HotKeysResponse, error) {
 	if s.d.HotKeys == nil {

@@ -4563,6 +4563,468 @@ func (x *HeatResponse) GetEvents() []*HeatEvent {
 	return nil
 }
 
+type VnodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VnodesRequest) Reset() {
+	*x = VnodesRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VnodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VnodesRequest) ProtoMessage() {}
+
+func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VnodesRequest.ProtoReflect.Descriptor instead.
+func (*VnodesRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+}
+
+// A latency histogram in the one bucket layout of proto/kvpb/latency.go (log-linear over
+// microseconds: 4 buckets per power of two, up to 2^24 µs). counts[i] is bucket first+i.
+// Failed operations count too; errors says how many of them failed.
+type LatencyHistogram struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         uint32                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Counts        []uint64               `protobuf:"varint,2,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	MaxUs         uint64                 `protobuf:"varint,3,opt,name=max_us,json=maxUs,proto3" json:"max_us,omitempty"`
+	Errors        uint64                 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LatencyHistogram) Reset() {
+	*x = LatencyHistogram{}
+	mi := &file_kvpb_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LatencyHistogram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LatencyHistogram) ProtoMessage() {}
+
+func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LatencyHistogram.ProtoReflect.Descriptor instead.
+func (*LatencyHistogram) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *LatencyHistogram) GetFirst() uint32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *LatencyHistogram) GetCounts() []uint64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *LatencyHistogram) GetMaxUs() uint64 {
+	if x != nil {
+		return x.MaxUs
+	}
+	return 0
+}
+
+func (x *LatencyHistogram) GetErrors() uint64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+// What one coordinator saw of its calls to one replica of a vnode.
+type ReplicaLatency struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Calls_10S     *LatencyHistogram      `protobuf:"bytes,2,opt,name=calls_10s,json=calls10s,proto3" json:"calls_10s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaLatency) Reset() {
+	*x = ReplicaLatency{}
+	mi := &file_kvpb_admin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaLatency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaLatency) ProtoMessage() {}
+
+func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaLatency.ProtoReflect.Descriptor instead.
+func (*ReplicaLatency) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ReplicaLatency) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReplicaLatency) GetCalls_10S() *LatencyHistogram {
+	if x != nil {
+		return x.Calls_10S
+	}
+	return nil
+}
+
+// The client operations one node coordinated on one vnode (range (start, token]).
+type VnodeLatency struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Token      uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Start      uint64                 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
+	Reads_10S  *LatencyHistogram      `protobuf:"bytes,3,opt,name=reads_10s,json=reads10s,proto3" json:"reads_10s,omitempty"`
+	Writes_10S *LatencyHistogram      `protobuf:"bytes,4,opt,name=writes_10s,json=writes10s,proto3" json:"writes_10s,omitempty"`
+	Reads_1M   *LatencyHistogram      `protobuf:"bytes,5,opt,name=reads_1m,json=reads1m,proto3" json:"reads_1m,omitempty"`
+	Writes_1M  *LatencyHistogram      `protobuf:"bytes,6,opt,name=writes_1m,json=writes1m,proto3" json:"writes_1m,omitempty"`
+	// The coordinator's calls to each peer replica of the vnode (not to itself), 10 s window.
+	Replicas      []*ReplicaLatency `protobuf:"bytes,7,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VnodeLatency) Reset() {
+	*x = VnodeLatency{}
+	mi := &file_kvpb_admin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VnodeLatency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VnodeLatency) ProtoMessage() {}
+
+func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VnodeLatency.ProtoReflect.Descriptor instead.
+func (*VnodeLatency) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *VnodeLatency) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *VnodeLatency) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *VnodeLatency) GetReads_10S() *LatencyHistogram {
+	if x != nil {
+		return x.Reads_10S
+	}
+	return nil
+}
+
+func (x *VnodeLatency) GetWrites_10S() *LatencyHistogram {
+	if x != nil {
+		return x.Writes_10S
+	}
+	return nil
+}
+
+func (x *VnodeLatency) GetReads_1M() *LatencyHistogram {
+	if x != nil {
+		return x.Reads_1M
+	}
+	return nil
+}
+
+func (x *VnodeLatency) GetWrites_1M() *LatencyHistogram {
+	if x != nil {
+		return x.Writes_1M
+	}
+	return nil
+}
+
+func (x *VnodeLatency) GetReplicas() []*ReplicaLatency {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// What one coordinator saw of one peer replica over all its vnodes.
+type PeerLatency struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Node      string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Calls_10S *LatencyHistogram      `protobuf:"bytes,2,opt,name=calls_10s,json=calls10s,proto3" json:"calls_10s,omitempty"`
+	Calls_1M  *LatencyHistogram      `protobuf:"bytes,3,opt,name=calls_1m,json=calls1m,proto3" json:"calls_1m,omitempty"`
+	// Calls that missed their deadline.
+	Timeouts_10S uint64 `protobuf:"varint,4,opt,name=timeouts_10s,json=timeouts10s,proto3" json:"timeouts_10s,omitempty"`
+	Timeouts_1M  uint64 `protobuf:"varint,5,opt,name=timeouts_1m,json=timeouts1m,proto3" json:"timeouts_1m,omitempty"`
+	// Reads hedged to another replica while this one had not answered.
+	Hedges_10S uint64 `protobuf:"varint,6,opt,name=hedges_10s,json=hedges10s,proto3" json:"hedges_10s,omitempty"`
+	Hedges_1M  uint64 `protobuf:"varint,7,opt,name=hedges_1m,json=hedges1m,proto3" json:"hedges_1m,omitempty"`
+	// Times its circuit breaker opened.
+	BreakerTrips_10S uint64 `protobuf:"varint,8,opt,name=breaker_trips_10s,json=breakerTrips10s,proto3" json:"breaker_trips_10s,omitempty"`
+	BreakerTrips_1M  uint64 `protobuf:"varint,9,opt,name=breaker_trips_1m,json=breakerTrips1m,proto3" json:"breaker_trips_1m,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PeerLatency) Reset() {
+	*x = PeerLatency{}
+	mi := &file_kvpb_admin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerLatency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerLatency) ProtoMessage() {}
+
+func (x *PeerLatency) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerLatency.ProtoReflect.Descriptor instead.
+func (*PeerLatency) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *PeerLatency) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *PeerLatency) GetCalls_10S() *LatencyHistogram {
+	if x != nil {
+		return x.Calls_10S
+	}
+	return nil
+}
+
+func (x *PeerLatency) GetCalls_1M() *LatencyHistogram {
+	if x != nil {
+		return x.Calls_1M
+	}
+	return nil
+}
+
+func (x *PeerLatency) GetTimeouts_10S() uint64 {
+	if x != nil {
+		return x.Timeouts_10S
+	}
+	return 0
+}
+
+func (x *PeerLatency) GetTimeouts_1M() uint64 {
+	if x != nil {
+		return x.Timeouts_1M
+	}
+	return 0
+}
+
+func (x *PeerLatency) GetHedges_10S() uint64 {
+	if x != nil {
+		return x.Hedges_10S
+	}
+	return 0
+}
+
+func (x *PeerLatency) GetHedges_1M() uint64 {
+	if x != nil {
+		return x.Hedges_1M
+	}
+	return 0
+}
+
+func (x *PeerLatency) GetBreakerTrips_10S() uint64 {
+	if x != nil {
+		return x.BreakerTrips_10S
+	}
+	return 0
+}
+
+func (x *PeerLatency) GetBreakerTrips_1M() uint64 {
+	if x != nil {
+		return x.BreakerTrips_1M
+	}
+	return 0
+}
+
+type VnodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The windows end at the end of the last complete slice.
+	EndUnixNanos int64  `protobuf:"varint,2,opt,name=end_unix_nanos,json=endUnixNanos,proto3" json:"end_unix_nanos,omitempty"`
+	SliceSeconds uint32 `protobuf:"varint,3,opt,name=slice_seconds,json=sliceSeconds,proto3" json:"slice_seconds,omitempty"`
+	// The short and the long window (10 and 60).
+	WindowSeconds     uint32 `protobuf:"varint,4,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	LongWindowSeconds uint32 `protobuf:"varint,5,opt,name=long_window_seconds,json=longWindowSeconds,proto3" json:"long_window_seconds,omitempty"`
+	// Vnodes with an operation in the long window, by token.
+	Vnodes []*VnodeLatency `protobuf:"bytes,6,rep,name=vnodes,proto3" json:"vnodes,omitempty"`
+	// Peers with a call in the long window, by node.
+	Peers         []*PeerLatency `protobuf:"bytes,7,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VnodesResponse) Reset() {
+	*x = VnodesResponse{}
+	mi := &file_kvpb_admin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VnodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VnodesResponse) ProtoMessage() {}
+
+func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VnodesResponse.ProtoReflect.Descriptor instead.
+func (*VnodesResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *VnodesResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *VnodesResponse) GetEndUnixNanos() int64 {
+	if x != nil {
+		return x.EndUnixNanos
+	}
+	return 0
+}
+
+func (x *VnodesResponse) GetSliceSeconds() uint32 {
+	if x != nil {
+		return x.SliceSeconds
+	}
+	return 0
+}
+
+func (x *VnodesResponse) GetWindowSeconds() uint32 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
+func (x *VnodesResponse) GetLongWindowSeconds() uint32 {
+	if x != nil {
+		return x.LongWindowSeconds
+	}
+	return 0
+}
+
+func (x *VnodesResponse) GetVnodes() []*VnodeLatency {
+	if x != nil {
+		return x.Vnodes
+	}
+	return nil
+}
+
+func (x *VnodesResponse) GetPeers() []*PeerLatency {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
 var File_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_kvpb_admin_proto_rawDesc = "" +
@@ -4937,7 +5399,45 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\apresent\x18\x05 \x03(\bR\apresent\x12\x18\n" +
 	"\abuckets\x18\x06 \x01(\rR\abuckets\x12\x16\n" +
 	"\x06values\x18\a \x03(\x04R\x06values\x12)\n" +
-	"\x06events\x18\b \x03(\v2\x11.ringkv.HeatEventR\x06events*\x97\x01\n" +
+	"\x06events\x18\b \x03(\v2\x11.ringkv.HeatEventR\x06events\"\x0f\n" +
+	"\rVnodesRequest\"o\n" +
+	"\x10LatencyHistogram\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\rR\x05first\x12\x16\n" +
+	"\x06counts\x18\x02 \x03(\x04R\x06counts\x12\x15\n" +
+	"\x06max_us\x18\x03 \x01(\x04R\x05maxUs\x12\x16\n" +
+	"\x06errors\x18\x04 \x01(\x04R\x06errors\"[\n" +
+	"\x0eReplicaLatency\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x125\n" +
+	"\tcalls_10s\x18\x02 \x01(\v2\x18.ringkv.LatencyHistogramR\bcalls10s\"\xca\x02\n" +
+	"\fVnodeLatency\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\x04R\x05start\x125\n" +
+	"\treads_10s\x18\x03 \x01(\v2\x18.ringkv.LatencyHistogramR\breads10s\x127\n" +
+	"\n" +
+	"writes_10s\x18\x04 \x01(\v2\x18.ringkv.LatencyHistogramR\twrites10s\x123\n" +
+	"\breads_1m\x18\x05 \x01(\v2\x18.ringkv.LatencyHistogramR\areads1m\x125\n" +
+	"\twrites_1m\x18\x06 \x01(\v2\x18.ringkv.LatencyHistogramR\bwrites1m\x122\n" +
+	"\breplicas\x18\a \x03(\v2\x16.ringkv.ReplicaLatencyR\breplicas\"\xe3\x02\n" +
+	"\vPeerLatency\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x125\n" +
+	"\tcalls_10s\x18\x02 \x01(\v2\x18.ringkv.LatencyHistogramR\bcalls10s\x123\n" +
+	"\bcalls_1m\x18\x03 \x01(\v2\x18.ringkv.LatencyHistogramR\acalls1m\x12!\n" +
+	"\ftimeouts_10s\x18\x04 \x01(\x04R\vtimeouts10s\x12\x1f\n" +
+	"\vtimeouts_1m\x18\x05 \x01(\x04R\n" +
+	"timeouts1m\x12\x1d\n" +
+	"\n" +
+	"hedges_10s\x18\x06 \x01(\x04R\thedges10s\x12\x1b\n" +
+	"\thedges_1m\x18\a \x01(\x04R\bhedges1m\x12*\n" +
+	"\x11breaker_trips_10s\x18\b \x01(\x04R\x0fbreakerTrips10s\x12(\n" +
+	"\x10breaker_trips_1m\x18\t \x01(\x04R\x0ebreakerTrips1m\"\x9f\x02\n" +
+	"\x0eVnodesResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12$\n" +
+	"\x0eend_unix_nanos\x18\x02 \x01(\x03R\fendUnixNanos\x12#\n" +
+	"\rslice_seconds\x18\x03 \x01(\rR\fsliceSeconds\x12%\n" +
+	"\x0ewindow_seconds\x18\x04 \x01(\rR\rwindowSeconds\x12.\n" +
+	"\x13long_window_seconds\x18\x05 \x01(\rR\x11longWindowSeconds\x12,\n" +
+	"\x06vnodes\x18\x06 \x03(\v2\x14.ringkv.VnodeLatencyR\x06vnodes\x12)\n" +
+	"\x05peers\x18\a \x03(\v2\x13.ringkv.PeerLatencyR\x05peers*\x97\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
@@ -4994,7 +5494,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12HEAT_METRIC_WRITES\x10\x03\x12\x15\n" +
 	"\x11HEAT_METRIC_BYTES\x10\x04\x12\x13\n" +
 	"\x0fHEAT_METRIC_P99\x10\x05\x12\x16\n" +
-	"\x12HEAT_METRIC_ERRORS\x10\x062\x94\n" +
+	"\x12HEAT_METRIC_ERRORS\x10\x062\xcd\n" +
 	"\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
@@ -5020,7 +5520,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\vWatchRepair\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress0\x01\x12A\n" +
 	"\vAbortRepair\x12\x1a.ringkv.AbortRepairRequest\x1a\x16.ringkv.RepairProgress\x12:\n" +
 	"\aHotKeys\x12\x16.ringkv.HotKeysRequest\x1a\x17.ringkv.HotKeysResponse\x121\n" +
-	"\x04Heat\x12\x13.ringkv.HeatRequest\x1a\x14.ringkv.HeatResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\x04Heat\x12\x13.ringkv.HeatRequest\x1a\x14.ringkv.HeatResponse\x127\n" +
+	"\x06Vnodes\x12\x15.ringkv.VnodesRequest\x1a\x16.ringkv.VnodesResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_admin_proto_rawDescOnce sync.Once
@@ -5035,7 +5536,7 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),               // 0: ringkv.NodeState
 	(RaftRole)(0),                // 1: ringkv.RaftRole
@@ -5096,7 +5597,13 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(*HeatRequest)(nil),          // 56: ringkv.HeatRequest
 	(*HeatEvent)(nil),            // 57: ringkv.HeatEvent
 	(*HeatResponse)(nil),         // 58: ringkv.HeatResponse
-	nil,                          // 59: ringkv.NodeStats.ErrorsEntry
+	(*VnodesRequest)(nil),        // 59: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),     // 60: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),       // 61: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),         // 62: ringkv.VnodeLatency
+	(*PeerLatency)(nil),          // 63: ringkv.PeerLatency
+	(*VnodesResponse)(nil),       // 64: ringkv.VnodesResponse
+	nil,                          // 65: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
 	13, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
@@ -5121,7 +5628,7 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	24, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
 	25, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
 	17, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	59, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	65, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
 	10, // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
 	32, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
 	31, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
@@ -5149,53 +5656,65 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	8,  // 47: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
 	8,  // 48: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
 	57, // 49: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	11, // 50: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	14, // 51: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	18, // 52: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	23, // 53: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	23, // 54: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	27, // 55: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	29, // 56: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	31, // 57: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	31, // 58: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	37, // 59: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	37, // 60: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	42, // 61: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	43, // 62: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	39, // 63: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	44, // 64: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	44, // 65: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	50, // 66: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	50, // 67: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	51, // 68: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	52, // 69: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	56, // 70: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	12, // 71: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	15, // 72: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	22, // 73: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	26, // 74: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	26, // 75: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	28, // 76: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	30, // 77: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	34, // 78: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	34, // 79: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	36, // 80: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	36, // 81: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	36, // 82: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	36, // 83: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	41, // 84: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	46, // 85: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	46, // 86: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	49, // 87: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	49, // 88: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	49, // 89: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	54, // 90: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	58, // 91: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	71, // [71:92] is the sub-list for method output_type
-	50, // [50:71] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	60, // 50: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	60, // 51: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	60, // 52: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	60, // 53: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	60, // 54: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	61, // 55: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	60, // 56: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	60, // 57: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	62, // 58: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	63, // 59: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	11, // 60: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	14, // 61: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	18, // 62: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	23, // 63: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	23, // 64: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	27, // 65: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	29, // 66: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	31, // 67: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	31, // 68: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	37, // 69: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	37, // 70: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	42, // 71: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	43, // 72: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	39, // 73: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	44, // 74: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	44, // 75: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	50, // 76: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	50, // 77: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	51, // 78: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	52, // 79: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	56, // 80: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	59, // 81: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	12, // 82: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	15, // 83: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	22, // 84: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	26, // 85: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	26, // 86: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	28, // 87: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	30, // 88: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	34, // 89: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	34, // 90: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	36, // 91: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	36, // 92: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	36, // 93: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	36, // 94: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	41, // 95: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	46, // 96: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	46, // 97: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	49, // 98: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	49, // 99: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	49, // 100: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	54, // 101: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	58, // 102: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	64, // 103: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	82, // [82:104] is the sub-list for method output_type
+	60, // [60:82] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -5209,7 +5728,7 @@ func file_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   49,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,7 @@ const (
 	Admin_AbortRepair_FullMethodName   = "/ringkv.Admin/AbortRepair"
 	Admin_HotKeys_FullMethodName       = "/ringkv.Admin/HotKeys"
 	Admin_Heat_FullMethodName          = "/ringkv.Admin/Heat"
+	Admin_Vnodes_FullMethodName        = "/ringkv.Admin/Vnodes"
 )
 
 // AdminClient is the client API for Admin service.
@@ -88,6 +89,9 @@ type AdminClient interface {
 	HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error)
 	// Heat: this node's load per token bucket (a token's top byte) and time step.
 	Heat(ctx context.Context, in *HeatRequest, opts ...grpc.CallOption) (*HeatResponse, error)
+	// Vnodes: the latency of the client operations this node coordinated, per vnode, and of
+	// its calls to each peer replica (per vnode and per peer), over the last complete slices.
+	Vnodes(ctx context.Context, in *VnodesRequest, opts ...grpc.CallOption) (*VnodesResponse, error)
 }
 
 type adminClient struct {
@@ -344,6 +348,16 @@ func (c *adminClient) Heat(ctx context.Context, in *HeatRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *adminClient) Vnodes(ctx context.Context, in *VnodesRequest, opts ...grpc.CallOption) (*VnodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VnodesResponse)
+	err := c.cc.Invoke(ctx, Admin_Vnodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -386,6 +400,9 @@ type AdminServer interface {
 	HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error)
 	// Heat: this node's load per token bucket (a token's top byte) and time step.
 	Heat(context.Context, *HeatRequest) (*HeatResponse, error)
+	// Vnodes: the latency of the client operations this node coordinated, per vnode, and of
+	// its calls to each peer replica (per vnode and per peer), over the last complete slices.
+	Vnodes(context.Context, *VnodesRequest) (*VnodesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -458,6 +475,9 @@ func (UnimplementedAdminServer) HotKeys(context.Context, *HotKeysRequest) (*HotK
 }
 func (UnimplementedAdminServer) Heat(context.Context, *HeatRequest) (*HeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heat not implemented")
+}
+func (UnimplementedAdminServer) Vnodes(context.Context, *VnodesRequest) (*VnodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Vnodes not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -830,6 +850,24 @@ func _Admin_Heat_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Vnodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VnodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Vnodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Vnodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Vnodes(ctx, req.(*VnodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -904,6 +942,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heat",
 			Handler:    _Admin_Heat_Handler,
+		},
+		{
+			MethodName: "Vnodes",
+			Handler:    _Admin_Vnodes_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,78 @@
+package kvpb
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestLatencyBucketsTile checks that the buckets cover every latency once, in order, each at
+// most 25% wide above 4 µs.
+func TestLatencyBucketsTile(t *testing.T) {
+	var next uint64
+	for i := range LatencyBuckets {
+		lo, hi := LatencyBucketBounds(i)
+		if lo != next || hi <= lo {
+			t.Fatalf("bucket %d: got [%d, %d), want it to start at %d", i, lo, hi, next)
+		}
+		if lo >= LatencySubBuckets && float64(hi-lo)/float64(lo) > 0.25+1e-9 {
+			t.Errorf("bucket %d: got [%d, %d), want at most 25%% wide", i, lo, hi)
+		}
+		for _, us := range []uint64{lo, hi - 1} {
+			if got := LatencyBucket(us); got != i {
+				t.Errorf("LatencyBucket(%d): got %d, want %d", us, got, i)
+			}
+		}
+		next = hi
+	}
+	if got := LatencyBucket(math.MaxUint64); got != LatencyBuckets-1 {
+		t.Errorf("LatencyBucket(max): got %d, want the last bucket %d", got, LatencyBuckets-1)
+	}
+}
+
+// TestLatencyQuantile compares quantiles of a histogram with the exact ones of its samples,
+// merged from two halves, and checks that too few samples give no quantile.
+func TestLatencyQuantile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var a, b [LatencyBuckets]uint64
+	var samples []float64
+	var maxUS uint64
+	for i := range 20000 {
+		us := uint64(200 + rng.ExpFloat64()*800)
+		if i%100 == 0 {
+			us = 50_000 + uint64(rng.IntN(10_000))
+		}
+		samples = append(samples, float64(us))
+		maxUS = max(maxUS, us)
+		if i%2 == 0 {
+			a[LatencyBucket(us)]++
+		} else {
+			b[LatencyBucket(us)]++
+		}
+	}
+	h := NewLatencyHistogram(a[:], 0, 3)
+	h.Merge(NewLatencyHistogram(b[:], maxUS, 4))
+	if h.Count() != 20000 || h.GetErrors() != 7 || h.GetMaxUs() != maxUS {
+		t.Fatalf("merged: got count %d errors %d max %d, want 20000, 7, %d", h.Count(), h.GetErrors(), h.GetMaxUs(), maxUS)
+	}
+	slices.Sort(samples)
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		want := samples[int(math.Ceil(q*float64(len(samples))))-1]
+		d, ok := h.Quantile(q)
+		got := float64(d) / float64(time.Microsecond)
+		if !ok || math.Abs(got-want)/want > 0.25 {
+			t.Errorf("q%v: got %.0f µs (ok %v), want %.0f ± 25%%", q, got, ok, want)
+		}
+	}
+	var few [LatencyBuckets]uint64
+	few[LatencyBucket(1000)] = MinLatencySamples - 1
+	if d, ok := NewLatencyHistogram(few[:], 1000, 0).Quantile(0.99); ok {
+		t.Errorf("p99 of %d samples: got %v, want none", MinLatencySamples-1, d)
+	}
+	var empty *LatencyHistogram
+	if empty.Count() != 0 {
+		t.Errorf("nil histogram: got count %d, want 0", empty.Count())
+	}
+}
