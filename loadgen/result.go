@@ -470,7 +470,8 @@ func WriteHlog(w io.Writer, r *Result) error {
 	return nil
 }
 
-// WriteDiff prints the change from old to new: rate, mean, the ladder, errors.
+// WriteDiff prints the change from old to new: rate, mean, the ladder, errors; then phase by
+// phase for runs that followed the cluster (phases matched by name, the others listed).
 func WriteDiff(w io.Writer, old, new Report) error {
 	ew := &errWriter{w: w}
 	ew.printf("%-14s %14s %14s %10s\n", "", "old", "new", "change")
@@ -501,7 +502,50 @@ func WriteDiff(w io.Writer, old, new Report) error {
 	if old.Invalid || new.Invalid {
 		ew.printf("note: invalid run(s): old %t, new %t\n", old.Invalid, new.Invalid)
 	}
+	writePhaseDiff(ew, old, new, row)
 	return ew.err
+}
+
+// writePhaseDiff compares the phases the two runs share, matched by name in the old run's
+// order, and lists the phases only one of them has.
+func writePhaseDiff(ew *errWriter, old, new Report, row func(name string, a, b float64, unit string)) {
+	if len(old.Phases) == 0 && len(new.Phases) == 0 {
+		return
+	}
+	byName := func(ps []PhaseJSON) map[string]PhaseJSON {
+		m := map[string]PhaseJSON{}
+		for _, p := range ps {
+			m[p.Name] = p
+		}
+		return m
+	}
+	oldBy, newBy := byName(old.Phases), byName(new.Phases)
+	var onlyOld, onlyNew []string
+	for _, a := range old.Phases {
+		b, ok := newBy[a.Name]
+		if !ok {
+			onlyOld = append(onlyOld, a.Name)
+			continue
+		}
+		ew.printf("\nphase %-8s %14s %14s %10s\n", a.Name, fmt.Sprintf("%.0f-%.0fs", a.StartS, a.EndS), fmt.Sprintf("%.0f-%.0fs", b.StartS, b.EndS), "")
+		row("  rate", a.Rate, b.Rate, "/s")
+		row("  p50", a.P50Ms, b.P50Ms, "ms")
+		row("  p99", a.P99Ms, b.P99Ms, "ms")
+		row("  p99.9", a.P999Ms, b.P999Ms, "ms")
+		row("  max", a.MaxMs, b.MaxMs, "ms")
+		row("  errors", float64(a.Errors), float64(b.Errors), "")
+	}
+	for _, b := range new.Phases {
+		if _, ok := oldBy[b.Name]; !ok {
+			onlyNew = append(onlyNew, b.Name)
+		}
+	}
+	if len(onlyOld) > 0 {
+		ew.printf("\nonly in old: %s\n", strings.Join(onlyOld, ", "))
+	}
+	if len(onlyNew) > 0 {
+		ew.printf("only in new: %s\n", strings.Join(onlyNew, ", "))
+	}
 }
 
 type errWriter struct {

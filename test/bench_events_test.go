@@ -77,6 +77,14 @@ func TestBenchFollowsRingAdd(t *testing.T) {
 				p.Name, p.Requests, p.P50Ms, p.P99Ms, p.P999Ms, p.MaxMs)
 		}
 	}
+	// The chart of the run marks the change: its begin and its commit under the time axis.
+	chart := loadgen.Chart(rep.Seconds, rep.Events, 100)
+	t.Logf("chart:\n%s", chart)
+	for _, want := range []string{"▲", "begin ", "commit "} {
+		if !strings.Contains(chart, want) {
+			t.Errorf("chart lacks the marker %q", want)
+		}
+	}
 	if len(rep.Phases) < 3 || rep.Phases[0].Name != "before" || !strings.HasPrefix(rep.Phases[len(rep.Phases)-1].Name, "after") {
 		t.Errorf("phases %v, want at least 3, from before to after", names)
 	}

@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"ringkv/ctl/cli"
+	"ringkv/ctl/present"
 	"ringkv/loadgen"
 )
 
@@ -21,7 +24,7 @@ func NewCmdDiff(f *cli.Factory, runF func(*DiffOptions) error) *cobra.Command {
 	o := &DiffOptions{IO: f.IO}
 	return &cobra.Command{
 		Use:   "diff OLD.json NEW.json",
-		Short: "Print the change in rate and latency percentiles between two bench --json results",
+		Short: "Print the change in rate and latency percentiles between two bench --json results, phase by phase",
 		Example: `  kvctl bench --rate 5000 --json > before.json
   # ... change something ...
   kvctl bench --rate 5000 --json > after.json
@@ -42,15 +45,20 @@ func NewCmdDiff(f *cli.Factory, runF func(*DiffOptions) error) *cobra.Command {
 	}
 }
 
+// readReport reads a bench --json file; a file that is not there is "not found" (exit 4),
+// one that is not a bench report a usage error (exit 2), each in one line.
 func readReport(path string) (loadgen.Report, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return loadgen.Report{}, fmt.Errorf("%w: %s: no such file", cli.ErrNotFound, path)
+	}
 	if err != nil {
-		return loadgen.Report{}, err
+		return loadgen.Report{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
 	rep, err := loadgen.ReadReport(f)
 	if err != nil {
-		return loadgen.Report{}, fmt.Errorf("%s: %w", path, err)
+		return loadgen.Report{}, cli.UsageErrorf("%s is not a kvctl bench --json result: %s", path, present.OneLine(err))
 	}
 	return rep, nil
 }
