@@ -79,11 +79,12 @@ type Config struct {
 	// last one, so a restart pulls at most that again; 0 = 64 MiB and 10 s.
 	MoveCheckpointBytes    uint64
 	MoveCheckpointInterval time.Duration
-	// MoveLatencyTarget, when positive, paces the ranges this node pulls and serves in a
-	// ring change by its own latency: while the p99 of the last second of its client-facing
-	// and replica requests stays at or under the target the pace grows, above it the pace
-	// halves (stream.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a
-	// source), never above the change's rate. 0 = the rate alone.
+	// MoveLatencyTarget paces the ranges this node pulls and serves in a ring change by its
+	// own latency: while the p99 of the last second of its client-facing and replica requests
+	// stays at or under the target the pace grows, above it the pace halves
+	// (stream.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a source),
+	// never above the change's rate. 0 (the default) = twice the p99 seen when the streams
+	// began; MovePaceOff = the change's rate alone.
 	MoveLatencyTarget time.Duration
 
 	// Fault limits.
@@ -181,7 +182,7 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --max-clock-offset %v: must not be negative", ErrInvalidConfig, c.MaxClockOffset)
 	case c.MoveCheckpointInterval < 0:
 		return c, fmt.Errorf("%w: --move-checkpoint-interval %v: must not be negative (0 = 10s)", ErrInvalidConfig, c.MoveCheckpointInterval)
-	case c.MoveLatencyTarget < 0:
+	case c.MoveLatencyTarget < 0 && c.MoveLatencyTarget != MovePaceOff:
 		return c, fmt.Errorf("%w: --move-latency-target %v: must not be negative", ErrInvalidConfig, c.MoveLatencyTarget)
 	case c.RaftHeartbeatTimeout < 0 || c.RaftElectionTimeout < 0:
 		return c, fmt.Errorf("%w: --raft-heartbeat-timeout/--raft-election-timeout: must not be negative", ErrInvalidConfig)
@@ -352,6 +353,43 @@ func (v reserveValue) Set(s string) error {
 	return nil
 }
 
+// MovePaceOff as Config.MoveLatencyTarget turns the latency pace of ring changes off
+// (--move-latency-target off): their streams go at the change's rate alone.
+const MovePaceOff time.Duration = -1
+
+// latencyTargetValue is --move-latency-target: a duration, "auto" (0) or "off" (MovePaceOff).
+type latencyTargetValue struct{ d *time.Duration }
+
+func (v latencyTargetValue) String() string {
+	switch {
+	case v.d == nil || *v.d == 0:
+		return "auto"
+	case *v.d == MovePaceOff:
+		return "off"
+	}
+	return v.d.String()
+}
+
+func (v latencyTargetValue) Set(s string) error {
+	switch s {
+	case "auto":
+		*v.d = 0
+		return nil
+	case "off":
+		*v.d = MovePaceOff
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration, auto or off")
+	}
+	if d < 0 {
+		return fmt.Errorf("must not be negative")
+	}
+	*v.d = d
+	return nil
+}
+
 // uint64BytesValue is bytesValue for a uint64.
 type uint64BytesValue struct{ n *uint64 }
 
@@ -394,7 +432,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.Var(uint64BytesValue{&c.ChangeRate}, "change-rate", "default streaming throttle of a ring change per receiver, bytes/s (0 = unthrottled; K/M/G suffixes)")
 	fs.Var(uint64BytesValue{&c.MoveCheckpointBytes}, "move-checkpoint-bytes", "a range move this node receives saves its resume point after this many bytes (or --move-checkpoint-interval), so a restart pulls at most that again (0 = 64MiB; K/M/G suffixes)")
 	fs.DurationVar(&c.MoveCheckpointInterval, "move-checkpoint-interval", c.MoveCheckpointInterval, "a range move this node receives saves its resume point at least this often while it pulls (0 = 10s)")
-	fs.DurationVar(&c.MoveLatencyTarget, "move-latency-target", c.MoveLatencyTarget, "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold (0 = off: the change's rate alone)")
+	fs.Var(latencyTargetValue{&c.MoveLatencyTarget}, "move-latency-target", "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold, under the change's rate: a duration, auto (twice the p99 before the streams began) or off (the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")
 	// Fault limits.

@@ -23,7 +23,8 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--peers", "b=127.0.0.1:1", "--id", "a"}, "--peers"},
 		{[]string{"--http", "nowhere", "--id", "a"}, "--http"},
 		{[]string{"--replica-timeout", "0s", "--id", "a"}, "--replica-timeout"},
-		{[]string{"--move-latency-target", "-1ms", "--id", "a"}, "--move-latency-target"},
+		{[]string{"--move-latency-target", "-1ms", "--id", "a"}, "move-latency-target"},
+		{[]string{"--move-latency-target", "soon", "--id", "a"}, "move-latency-target"},
 		{[]string{"--max-value-size", "lots"}, "max-value-size"},
 		{[]string{"--advertise", "n1", "--id", "a"}, "--advertise"},
 		{[]string{"--advertise", "n1:0", "--id", "a"}, "--advertise"},
@@ -79,6 +80,32 @@ func TestFlagsFillConfig(t *testing.T) {
 		got.MoveLatencyTarget != 8*time.Millisecond || got.Advertise != "127.0.0.1:9191" || got.CertsDir != "certs" ||
 		got.MaxHintBytes != 1<<30 || got.MaxHintWindow != 30*time.Minute || got.HintRate != 1<<20 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestMoveLatencyTargetFlag: the latency pace of ring changes is on by default (auto: twice
+// the p99 before the streams began); off turns it off; a duration sets the target.
+func TestMoveLatencyTargetFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 0},
+		{[]string{"--move-latency-target", "auto"}, 0},
+		{[]string{"--move-latency-target", "off"}, MovePaceOff},
+		{[]string{"--move-latency-target", "6ms"}, 6 * time.Millisecond},
+	} {
+		cfg := DefaultConfig()
+		if err := cfg.FlagSet("kvnode").Parse(append([]string{"--id", "a"}, tc.args...)); err != nil {
+			t.Fatalf("%v: parse: %v", tc.args, err)
+		}
+		got, err := cfg.complete()
+		if err != nil {
+			t.Fatalf("%v: complete: %v", tc.args, err)
+		}
+		if got.MoveLatencyTarget != tc.want {
+			t.Errorf("%v: got %v, want %v", tc.args, got.MoveLatencyTarget, tc.want)
+		}
 	}
 }
 

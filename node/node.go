@@ -271,7 +271,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		View: func() ring.ViewID { return n.cl.View().ID() },
 		Rate: n.changeRate,
 	}
-	if cfg.MoveLatencyTarget > 0 {
+	if cfg.MoveLatencyTarget != MovePaceOff {
 		rangeClient.LatencyTarget = cfg.MoveLatencyTarget
 		rangeClient.Latency = n.recentLatency
 	}
@@ -303,7 +303,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Store: n.st, State: rstate, Grace: cfg.TombstoneGrace, Now: cfg.Now, Logger: logger,
 		// Tree walks back off by this node's latency, always: a walk hashes every record of
 		// its ranges, and the clients it slows down are this node's.
-		Latency: n.recentLatency, LatencyTarget: cfg.MoveLatencyTarget,
+		Latency: n.recentLatency, LatencyTarget: max(0, cfg.MoveLatencyTarget),
 		Source: &stream.RangeClient{
 			Conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conn(addr) },
 			View: func() ring.ViewID { return n.cl.View().ID() },
@@ -318,9 +318,12 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	n.stats.Prometheus().MustRegister(n.onCallGauges()...)
 
 	pr := peers.Peers{Self: cfg.ID, Dial: peerDialer{n}, Timeout: peers.DefaultTimeout}
+	// The pace of the ranges this node serves, one for all its streams (server.Replica's).
+	sendPace := &stream.Adaptive{}
 	changes := change.New(change.Config{
 		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.stats,
 		Counter: n.st, Mover: n.mover, DefaultRate: cfg.ChangeRate,
+		Paces: func() []*kvpb.Pace { return paces(cfg.ID, rangeClient.Pace(), sendPace.State(), time.Now()) },
 	})
 
 	// The servers, last: every service they register is built.
@@ -337,10 +340,10 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Repair:   n.repairR,
 		Stopping: n.stopping,
 	}
-	if cfg.MoveLatencyTarget > 0 {
+	if cfg.MoveLatencyTarget != MovePaceOff {
 		// The ranges this node serves as a source back off by its own latency too: its
 		// clients are the ones a stream it sends slows down.
-		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate = n.recentLatency, cfg.MoveLatencyTarget, n.changeRate
+		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate, rdeps.Pace = n.recentLatency, cfg.MoveLatencyTarget, n.changeRate, sendPace
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{

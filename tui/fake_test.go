@@ -283,6 +283,10 @@ func fakeChange() *kvpb.ChangeProgress {
 		},
 		KeysDone: 1750, BytesDone: 224000, KeysTotal: 4000, BytesTotal: 512000,
 		RateBytesPerSec: 51200, EtaSeconds: 5.6,
+		Paces: []*kvpb.Pace{
+			{NodeId: "n1", RateBytes: 12 << 20, P99Ms: 9.1, TargetMs: 6, Reason: kvpb.PaceReason_PACE_REASON_BACKING_OFF},
+			{NodeId: "n2", Sending: true, RateBytes: 64 << 20, LimitBytes: 64 << 20, P99Ms: 3.2, TargetMs: 6, Reason: kvpb.PaceReason_PACE_REASON_AT_CEILING},
+		},
 	}
 }
 

@@ -439,6 +439,14 @@ func (m Model) changesView(h int) string {
 			a := per[t]
 			b.WriteString(fmt.Sprintf("%-14s %s %s\n", "→ "+t, m.bar(a.done, a.total, barW), pct(a.done, a.total)))
 		}
+		// The pace of each node streaming, and why: what holds the clients' p99.
+		for _, pc := range c.GetPaces() {
+			line := present.Pace(pc)
+			if pc.GetReason() == kvpb.PaceReason_PACE_REASON_BACKING_OFF || pc.GetReason() == kvpb.PaceReason_PACE_REASON_AT_FLOOR {
+				line = m.st.Warn.Render(line)
+			}
+			b.WriteString(line + "\n")
+		}
 		b.WriteString(m.st.Header.Render("Ranges") + "\n")
 		room := max(1, h/2-len(order)-3)
 		for i, r := range c.GetRanges() {

@@ -126,3 +126,21 @@ func TestTime(t *testing.T) {
 		t.Errorf("Time(%d): got %q, want %q", ts, got, want)
 	}
 }
+
+func TestPace(t *testing.T) {
+	for _, tc := range []struct {
+		p    *kvpb.Pace
+		want string
+	}{
+		{&kvpb.Pace{NodeId: "n1", Sending: true, RateBytes: 12 << 20, P99Ms: 9.1, TargetMs: 6, Reason: kvpb.PaceReason_PACE_REASON_BACKING_OFF},
+			"n1 sending: pace 12.0 MB/s, backing off: p99 9.1 ms > target 6.0 ms"},
+		{&kvpb.Pace{NodeId: "n4", RateBytes: 64 << 20, LimitBytes: 64 << 20, P99Ms: 3, TargetMs: 6, Reason: kvpb.PaceReason_PACE_REASON_AT_CEILING},
+			"n4 receiving: pace 64.0 MB/s, at ceiling: p99 3.0 ms ≤ target 6.0 ms"},
+		{&kvpb.Pace{NodeId: "n4", RateBytes: 12 << 20, Reason: kvpb.PaceReason_PACE_REASON_GROWING},
+			"n4 receiving: pace 12.0 MB/s, growing: no p99 seen yet"},
+	} {
+		if got := Pace(tc.p); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -75,6 +75,9 @@ type Config struct {
 	Mover Mover
 	// DefaultRate is the streaming throttle of a change whose request names none (bytes/s).
 	DefaultRate uint64
+	// Paces returns this node's paces of the streams it pulls and serves, those in use; nil:
+	// none reported.
+	Paces func() []*kvpb.Pace
 }
 
 // Service plans, starts and reports ring changes. Safe for concurrent use.

@@ -1,9 +1,11 @@
 package change
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +31,9 @@ func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 		return out
 	}
 	out.Id = ch.ID
+	if s.cfg.Paces != nil {
+		out.Paces = s.cfg.Paces()
+	}
 	now := time.Now()
 	for _, p := range s.cfg.Mover.Progress() {
 		if p.ChangeID != ch.ID {
@@ -88,7 +93,10 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 	}
 
 	est := s.changeEstimates(ctx, ch, flying)
-	remote := s.receiverProgress(ctx, ch)
+	remote, paces := s.receiverProgress(ctx, ch)
+	if flying {
+		out.Paces = paces
+	}
 	var rate float64
 	for i, mv := range ch.Moves {
 		k := moveKey{mv.Start, mv.End, mv.Target}
@@ -191,9 +199,20 @@ func (s *Service) changeEstimates(ctx context.Context, ch *cluster.Change, flyin
 	return est
 }
 
-// receiverProgress asks every receiver of ch's moves for its own progress. A receiver that
-// does not answer is reported under moveKey{target: id} with the error.
-func (s *Service) receiverProgress(ctx context.Context, ch *cluster.Change) map[moveKey]*kvpb.RangeProgress {
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
+}
+
+// receiverProgress asks every receiver of ch's moves for its own progress, and every node
+// streaming them (receivers and sources) for its paces. A receiver that does not answer is
+// reported under moveKey{target: id} with the error.
+func (s *Service) receiverProgress(ctx context.Context, ch *cluster.Change) (map[moveKey]*kvpb.RangeProgress, []*kvpb.Pace) {
 	addrs := map[string]string{}
 	if s.cfg.View != nil {
 		if v := s.cfg.View(); v != nil {
@@ -213,17 +232,27 @@ func (s *Service) receiverProgress(ctx context.Context, ch *cluster.Change) map[
 	if ch.Addr != "" {
 		addrs[ch.NodeID] = ch.Addr
 	}
-	targets := map[string]bool{}
+	targets := map[string]bool{} // true: a receiver; false: a source only
 	for _, mv := range ch.Moves {
 		if !mv.Done {
 			targets[mv.Target] = true
+			if _, ok := targets[mv.Source]; !ok {
+				targets[mv.Source] = false
+			}
 		}
 	}
 	out := map[moveKey]*kvpb.RangeProgress{}
+	var paces []*kvpb.Pace
 	var mu sync.Mutex
 	add := func(p *kvpb.ChangeProgress, target string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
+		if err == nil && p.GetId() == ch.ID {
+			paces = append(paces, p.GetPaces()...)
+		}
+		if !targets[target] {
+			return // a source: its paces alone
+		}
 		if err != nil {
 			out[moveKey{target: target}] = &kvpb.RangeProgress{Error: fmt.Sprintf("%s did not report: %s", target, peers.ErrorLine(err))}
 			return
@@ -255,5 +284,9 @@ func (s *Service) receiverProgress(ctx context.Context, ch *cluster.Change) map[
 		})
 	}
 	wg.Wait()
-	return out
+	// By node, its pulls before the ranges it serves.
+	slices.SortFunc(paces, func(a, b *kvpb.Pace) int {
+		return cmp.Or(cmp.Compare(a.GetNodeId(), b.GetNodeId()), cmpBool(a.GetSending(), b.GetSending()))
+	})
+	return out, paces
 }

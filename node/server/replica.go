@@ -68,6 +68,9 @@ type ReplicaDeps struct {
 	// LatencyTarget is the latency the source's pace holds; 0 = twice the latency seen when
 	// the streams began (after a pause of AdaptIdle without streams).
 	LatencyTarget time.Duration
+	// Pace is the AIMD state of that pace, one for all the node's streams (the node reports
+	// it); nil = the Replica's own.
+	Pace *stream.Adaptive
 	// Rate, when set, returns the rate of the change in flight (bytes per second; 0 = none):
 	// the ceiling of the pace by Latency. It is a per-receiver rate, and the pace is this
 	// source's for all of its streams: with several receivers pulling from it at once they
@@ -93,6 +96,14 @@ type Replica struct {
 }
 
 var _ kvpb.ReplicaServer = (*Replica)(nil)
+
+// pace is the AIMD state of the streams this node serves.
+func (s *Replica) pace() *stream.Adaptive {
+	if s.d.Pace != nil {
+		return s.d.Pace
+	}
+	return &s.ad
+}
 
 // NewReplica returns the Replica service on d.
 func NewReplica(d ReplicaDeps) *Replica { return &Replica{d: d} }
@@ -241,7 +252,7 @@ func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
 				limit = r
 			}
 		}
-		return s.ad.Rate(limit, s.d.Latency(), s.d.LatencyTarget, time.Now())
+		return s.pace().Rate(limit, s.d.Latency(), s.d.LatencyTarget, time.Now())
 	}
 	return func(ctx context.Context, n int) error { return s.lim.Wait(ctx, n, rate, nil) }
 }

@@ -65,6 +65,10 @@ type RangeClient struct {
 
 var _ cluster.RangeSource = (*RangeClient)(nil)
 
+// Pace is the state of the pulls' pace by Latency (the zero PaceState without Latency, or
+// before the first pull).
+func (c *RangeClient) Pace() PaceState { return c.ad.State() }
+
 // StreamRange implements cluster.RangeSource. fn gets one chunk's records at a time; the
 // batch and its keys and values are not used by RangeClient after fn returns.
 func (c *RangeClient) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rateBytes uint64,

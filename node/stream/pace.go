@@ -76,7 +76,9 @@ func (l *Limiter) Wait(ctx context.Context, n int, rate func() uint64, sleep fun
 
 // The Adaptive pace (RangeClient.Latency, server.ReplicaDeps.Latency): it starts at AdaptStart,
 // adds AdaptStep every AdaptEvery while the latency stays at or under the target, halves when
-// above it, and stays within [AdaptMin, the operator's rate or AdaptMax].
+// above it, and stays within [AdaptMin, the operator's rate or AdaptMax]. Without a target
+// given, the target is twice the latency seen when the streams began (after AdaptIdle without
+// any), or, on a node that saw none then (a newcomer), twice the first latency it sees.
 const (
 	AdaptStart = 8 << 20
 	AdaptStep  = 4 << 20
@@ -90,10 +92,39 @@ const (
 // RangeClient's pulls, or the streams a Replica serves.
 type Adaptive struct {
 	mu       sync.Mutex
-	cur      uint64 // bytes per second; 0 before the first pull
-	target   time.Duration
+	cur      uint64        // bytes per second; 0 before the first pull
+	target   time.Duration // 0 while auto without a baseline: no latency seen yet
+	auto     bool          // the target is twice the latency seen first
 	adjusted time.Time
 	used     time.Time // last call
+	lat      time.Duration
+	limit    uint64
+	why      PaceWhy
+}
+
+// PaceWhy says what the adaptive pace last did.
+type PaceWhy int
+
+// What the pace did at its last adjustment.
+const (
+	// PaceGrowing: the latency is at or under the target; the pace grows step by step.
+	PaceGrowing PaceWhy = iota + 1
+	// PaceAtCeiling: the latency is at or under the target and the pace is the operator's rate.
+	PaceAtCeiling
+	// PaceBackingOff: the latency is above the target; the pace halves.
+	PaceBackingOff
+	// PaceAtFloor: the latency is above the target and the pace is at AdaptMin.
+	PaceAtFloor
+)
+
+// PaceState is an Adaptive's pace and why, for the operator.
+type PaceState struct {
+	Rate    uint64 // bytes per second
+	Limit   uint64 // the operator's rate, the ceiling (0 = none: AdaptMax)
+	Latency time.Duration
+	Target  time.Duration
+	Why     PaceWhy
+	Used    time.Time // when the pace was last asked for
 }
 
 // Rate returns the pace now given the operator's limit (0 = none) and the latency seen. The
@@ -103,25 +134,52 @@ func (a *Adaptive) Rate(limit uint64, lat, target time.Duration, now time.Time) 
 	defer a.mu.Unlock()
 	if a.cur == 0 || now.Sub(a.used) > AdaptIdle {
 		// A new run of pulls: start low, and take the latency before them as the baseline.
-		a.cur, a.adjusted, a.target = AdaptStart, now, target
-		if a.target <= 0 {
+		a.cur, a.adjusted, a.target, a.why = AdaptStart, now, target, PaceGrowing
+		a.auto = target <= 0
+		if a.auto && lat > 0 {
 			a.target = 2 * max(lat, time.Millisecond)
 		}
 	}
-	a.used = now
+	if a.auto && a.target <= 0 && lat > 0 {
+		// A node that served nothing before the streams began (a newcomer) takes the first
+		// latency it sees, at the low starting pace, as its baseline.
+		a.target = 2 * max(lat, time.Millisecond)
+	}
+	a.used, a.lat, a.limit = now, lat, limit
 	if now.Sub(a.adjusted) >= AdaptEvery {
 		a.adjusted = now
-		if lat > a.target {
-			a.cur = max(a.cur/2, AdaptMin)
-		} else {
-			a.cur = min(a.cur+AdaptStep, AdaptMax)
+		switch {
+		case a.target > 0 && lat > a.target && a.cur/2 <= AdaptMin:
+			a.cur, a.why = AdaptMin, PaceAtFloor
+		case a.target > 0 && lat > a.target:
+			a.cur, a.why = a.cur/2, PaceBackingOff
+		default:
+			a.cur, a.why = min(a.cur+AdaptStep, AdaptMax), PaceGrowing
 		}
+	}
+	ceiling := uint64(AdaptMax)
+	if limit > 0 {
+		ceiling = limit
+	}
+	if a.cur >= ceiling && a.why == PaceGrowing {
+		a.why = PaceAtCeiling
 	}
 	if limit > 0 && a.cur > limit {
 		a.cur = max(limit, AdaptMin)
 		return limit
 	}
 	return a.cur
+}
+
+// State is the pace last returned by Rate and why (the zero PaceState before the first call).
+func (a *Adaptive) State() PaceState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.cur
+	if a.limit > 0 && r > a.limit {
+		r = a.limit
+	}
+	return PaceState{Rate: r, Limit: a.limit, Latency: a.lat, Target: a.target, Why: a.why, Used: a.used}
 }
 
 // Current is the pace last returned by Rate (0 before the first call).

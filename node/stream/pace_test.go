@@ -77,3 +77,75 @@ func TestAdaptiveRate(t *testing.T) {
 		t.Errorf("under the new target of 100 ms: got %d, want %d", got, AdaptStart+AdaptStep)
 	}
 }
+
+// The pace says why it is where it is: growing under the target, backing off above it (to
+// the floor when it stays above), recovering once the latency is back under the target, and
+// at the operator's rate (the ceiling) when that binds.
+func TestAdaptiveBacksOffAndRecovers(t *testing.T) {
+	var a Adaptive
+	now := time.Unix(1000, 0)
+	const base, limit = 3 * time.Millisecond, 32 << 20 // the target becomes 6 ms
+	a.Rate(limit, base, 0, now)
+	step := func(lat time.Duration) PaceState {
+		now = now.Add(AdaptEvery)
+		a.Rate(limit, lat, 0, now)
+		return a.State()
+	}
+	if s := step(base); s.Why != PaceGrowing || s.Rate != AdaptStart+AdaptStep || s.Target != 2*base {
+		t.Fatalf("under the target: got %+v, want growing at %d with a target of %s", s, AdaptStart+AdaptStep, 2*base)
+	}
+	var s PaceState
+	for range 10 {
+		s = step(base)
+	}
+	if s.Why != PaceAtCeiling || s.Rate != limit {
+		t.Fatalf("long under the target: got %+v, want at the ceiling %d", s, limit)
+	}
+	high := 9 * time.Millisecond
+	if s = step(high); s.Why != PaceBackingOff || s.Rate != limit/2 || s.Latency != high {
+		t.Fatalf("above the target: got %+v, want backing off to %d", s, limit/2)
+	}
+	for range 10 {
+		s = step(high)
+	}
+	if s.Why != PaceAtFloor || s.Rate != AdaptMin {
+		t.Fatalf("long above the target: got %+v, want at the floor %d", s, AdaptMin)
+	}
+	for range 3 {
+		s = step(base)
+	}
+	if s.Why != PaceGrowing || s.Rate != AdaptMin+3*AdaptStep {
+		t.Fatalf("back under the target: got %+v, want growing to %d", s, AdaptMin+3*AdaptStep)
+	}
+	for range 20 {
+		s = step(base)
+	}
+	if s.Why != PaceAtCeiling || s.Rate != limit {
+		t.Errorf("recovered: got %+v, want at the ceiling %d", s, limit)
+	}
+}
+
+// A node that served nothing before the streams began has no baseline: it grows until it
+// sees a latency, and takes twice that as its target.
+func TestAdaptiveBaselineOfNewcomer(t *testing.T) {
+	var a Adaptive
+	now := time.Unix(1000, 0)
+	a.Rate(0, 0, 0, now)
+	for range 3 {
+		now = now.Add(AdaptEvery)
+		a.Rate(0, 0, 0, now)
+	}
+	if s := a.State(); s.Why != PaceGrowing || s.Rate != AdaptStart+3*AdaptStep || s.Target != 0 {
+		t.Fatalf("no latency seen: got %+v, want growing without a target", s)
+	}
+	now = now.Add(AdaptEvery)
+	a.Rate(0, 4*time.Millisecond, 0, now)
+	if s := a.State(); s.Target != 8*time.Millisecond || s.Why != PaceGrowing {
+		t.Fatalf("first latency 4 ms: got %+v, want a target of 8 ms", s)
+	}
+	now = now.Add(AdaptEvery)
+	a.Rate(0, 9*time.Millisecond, 0, now)
+	if s := a.State(); s.Why != PaceBackingOff {
+		t.Errorf("9 ms over the target of 8 ms: got %+v, want backing off", s)
+	}
+}

@@ -553,6 +553,66 @@ func (HeatMetric) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
+// What a node's latency pace of a ring change's streams did last (AIMD on its p99).
+type PaceReason int32
+
+const (
+	PaceReason_PACE_REASON_UNSPECIFIED PaceReason = 0
+	// The p99 is at or under the target: the pace grows step by step.
+	PaceReason_PACE_REASON_GROWING PaceReason = 1
+	// At or under the target, and at the operator's rate (the ceiling).
+	PaceReason_PACE_REASON_AT_CEILING PaceReason = 2
+	// The p99 is above the target: the pace halves.
+	PaceReason_PACE_REASON_BACKING_OFF PaceReason = 3
+	// Above the target, and at the pace's floor.
+	PaceReason_PACE_REASON_AT_FLOOR PaceReason = 4
+)
+
+// Enum value maps for PaceReason.
+var (
+	PaceReason_name = map[int32]string{
+		0: "PACE_REASON_UNSPECIFIED",
+		1: "PACE_REASON_GROWING",
+		2: "PACE_REASON_AT_CEILING",
+		3: "PACE_REASON_BACKING_OFF",
+		4: "PACE_REASON_AT_FLOOR",
+	}
+	PaceReason_value = map[string]int32{
+		"PACE_REASON_UNSPECIFIED": 0,
+		"PACE_REASON_GROWING":     1,
+		"PACE_REASON_AT_CEILING":  2,
+		"PACE_REASON_BACKING_OFF": 3,
+		"PACE_REASON_AT_FLOOR":    4,
+	}
+)
+
+func (x PaceReason) Enum() *PaceReason {
+	p := new(PaceReason)
+	*p = x
+	return p
+}
+
+func (x PaceReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PaceReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
+}
+
+func (PaceReason) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[9]
+}
+
+func (x PaceReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PaceReason.Descriptor instead.
+func (PaceReason) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
+}
+
 type BreakerState_State int32
 
 const (
@@ -589,11 +649,11 @@ func (x BreakerState_State) String() string {
 }
 
 func (BreakerState_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[10].Descriptor()
 }
 
 func (BreakerState_State) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[9]
+	return &file_kvpb_admin_proto_enumTypes[10]
 }
 
 func (x BreakerState_State) Number() protoreflect.EnumNumber {
@@ -641,11 +701,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[10].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[10]
+	return &file_kvpb_admin_proto_enumTypes[11]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -2809,8 +2869,11 @@ type ChangeProgress struct {
 	// The sums of the ranges' resumed_from_bytes and repulled_bytes.
 	ResumedFromBytes uint64 `protobuf:"varint,16,opt,name=resumed_from_bytes,json=resumedFromBytes,proto3" json:"resumed_from_bytes,omitempty"`
 	RepulledBytes    uint64 `protobuf:"varint,17,opt,name=repulled_bytes,json=repulledBytes,proto3" json:"repulled_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The pace of each node streaming the change (as receiver or source) and why, while the
+	// change streams.
+	Paces         []*Pace `protobuf:"bytes,30,rep,name=paces,proto3" json:"paces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeProgress) Reset() {
@@ -2953,6 +3016,13 @@ func (x *ChangeProgress) GetRepulledBytes() uint64 {
 		return x.RepulledBytes
 	}
 	return 0
+}
+
+func (x *ChangeProgress) GetPaces() []*Pace {
+	if x != nil {
+		return x.Paces
+	}
+	return nil
 }
 
 type ChangeStatusRequest struct {
@@ -5025,6 +5095,103 @@ func (x *VnodesResponse) GetPeers() []*PeerLatency {
 	return nil
 }
 
+// One node's pace of the streams it receives (its pulls) or sends (the ranges it serves).
+type Pace struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The ranges this node serves; false: the ranges it pulls.
+	Sending bool `protobuf:"varint,2,opt,name=sending,proto3" json:"sending,omitempty"`
+	// Bytes per second now.
+	RateBytes uint64 `protobuf:"varint,3,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// The operator's rate, the ceiling; 0 = none.
+	LimitBytes uint64 `protobuf:"varint,4,opt,name=limit_bytes,json=limitBytes,proto3" json:"limit_bytes,omitempty"`
+	// The node's p99 over the last second, and the target the pace holds it to (0: none yet).
+	P99Ms         float64    `protobuf:"fixed64,5,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	TargetMs      float64    `protobuf:"fixed64,6,opt,name=target_ms,json=targetMs,proto3" json:"target_ms,omitempty"`
+	Reason        PaceReason `protobuf:"varint,7,opt,name=reason,proto3,enum=ringkv.PaceReason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pace) Reset() {
+	*x = Pace{}
+	mi := &file_kvpb_admin_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pace) ProtoMessage() {}
+
+func (x *Pace) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pace.ProtoReflect.Descriptor instead.
+func (*Pace) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Pace) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Pace) GetSending() bool {
+	if x != nil {
+		return x.Sending
+	}
+	return false
+}
+
+func (x *Pace) GetRateBytes() uint64 {
+	if x != nil {
+		return x.RateBytes
+	}
+	return 0
+}
+
+func (x *Pace) GetLimitBytes() uint64 {
+	if x != nil {
+		return x.LimitBytes
+	}
+	return 0
+}
+
+func (x *Pace) GetP99Ms() float64 {
+	if x != nil {
+		return x.P99Ms
+	}
+	return 0
+}
+
+func (x *Pace) GetTargetMs() float64 {
+	if x != nil {
+		return x.TargetMs
+	}
+	return 0
+}
+
+func (x *Pace) GetReason() PaceReason {
+	if x != nil {
+		return x.Reason
+	}
+	return PaceReason_PACE_REASON_UNSPECIFIED
+}
+
 var File_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_kvpb_admin_proto_rawDesc = "" +
@@ -5244,7 +5411,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fpulling_from\x18\b \x01(\tR\vpullingFrom\x12,\n" +
 	"\x12resumed_from_bytes\x18\n" +
 	" \x01(\x04R\x10resumedFromBytes\x12%\n" +
-	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"\xcf\x04\n" +
+	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"\xf3\x04\n" +
 	"\x0eChangeProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x05state\x18\x0f \x01(\x0e2\x13.ringkv.ChangeStateR\x05state\x12&\n" +
@@ -5266,7 +5433,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fstarted_unix\x18\r \x01(\x03R\vstartedUnix\x12#\n" +
 	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\x12,\n" +
 	"\x12resumed_from_bytes\x18\x10 \x01(\x04R\x10resumedFromBytes\x12%\n" +
-	"\x0erepulled_bytes\x18\x11 \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"L\n" +
+	"\x0erepulled_bytes\x18\x11 \x01(\x04R\rrepulledBytes\x12\"\n" +
+	"\x05paces\x18\x1e \x03(\v2\f.ringkv.PaceR\x05pacesJ\x04\b\x02\x10\x03\"L\n" +
 	"\x13ChangeStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x14\n" +
@@ -5437,7 +5605,17 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x0ewindow_seconds\x18\x04 \x01(\rR\rwindowSeconds\x12.\n" +
 	"\x13long_window_seconds\x18\x05 \x01(\rR\x11longWindowSeconds\x12,\n" +
 	"\x06vnodes\x18\x06 \x03(\v2\x14.ringkv.VnodeLatencyR\x06vnodes\x12)\n" +
-	"\x05peers\x18\a \x03(\v2\x13.ringkv.PeerLatencyR\x05peers*\x97\x01\n" +
+	"\x05peers\x18\a \x03(\v2\x13.ringkv.PeerLatencyR\x05peers\"\xd9\x01\n" +
+	"\x04Pace\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\asending\x18\x02 \x01(\bR\asending\x12\x1d\n" +
+	"\n" +
+	"rate_bytes\x18\x03 \x01(\x04R\trateBytes\x12\x1f\n" +
+	"\vlimit_bytes\x18\x04 \x01(\x04R\n" +
+	"limitBytes\x12\x15\n" +
+	"\x06p99_ms\x18\x05 \x01(\x01R\x05p99Ms\x12\x1b\n" +
+	"\ttarget_ms\x18\x06 \x01(\x01R\btargetMs\x12*\n" +
+	"\x06reason\x18\a \x01(\x0e2\x12.ringkv.PaceReasonR\x06reason*\x97\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
@@ -5494,7 +5672,14 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12HEAT_METRIC_WRITES\x10\x03\x12\x15\n" +
 	"\x11HEAT_METRIC_BYTES\x10\x04\x12\x13\n" +
 	"\x0fHEAT_METRIC_P99\x10\x05\x12\x16\n" +
-	"\x12HEAT_METRIC_ERRORS\x10\x062\xcd\n" +
+	"\x12HEAT_METRIC_ERRORS\x10\x06*\x95\x01\n" +
+	"\n" +
+	"PaceReason\x12\x1b\n" +
+	"\x17PACE_REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13PACE_REASON_GROWING\x10\x01\x12\x1a\n" +
+	"\x16PACE_REASON_AT_CEILING\x10\x02\x12\x1b\n" +
+	"\x17PACE_REASON_BACKING_OFF\x10\x03\x12\x18\n" +
+	"\x14PACE_REASON_AT_FLOOR\x10\x042\xcd\n" +
 	"\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
@@ -5535,8 +5720,8 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),               // 0: ringkv.NodeState
 	(RaftRole)(0),                // 1: ringkv.RaftRole
@@ -5547,174 +5732,178 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(RepairState)(0),             // 6: ringkv.RepairState
 	(RangeRepairState)(0),        // 7: ringkv.RangeRepairState
 	(HeatMetric)(0),              // 8: ringkv.HeatMetric
-	(BreakerState_State)(0),      // 9: ringkv.BreakerState.State
-	(ChangeRequest_Kind)(0),      // 10: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),        // 11: ringkv.StatusRequest
-	(*StatusResponse)(nil),       // 12: ringkv.StatusResponse
-	(*NodeStatus)(nil),           // 13: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),      // 14: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),     // 15: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),            // 16: ringkv.HintQueue
-	(*BreakerState)(nil),         // 17: ringkv.BreakerState
-	(*RingRequest)(nil),          // 18: ringkv.RingRequest
-	(*Member)(nil),               // 19: ringkv.Member
-	(*RingState)(nil),            // 20: ringkv.RingState
-	(*NodeOwnership)(nil),        // 21: ringkv.NodeOwnership
-	(*RingResponse)(nil),         // 22: ringkv.RingResponse
-	(*StatsRequest)(nil),         // 23: ringkv.StatsRequest
-	(*OpStats)(nil),              // 24: ringkv.OpStats
-	(*VnodeStats)(nil),           // 25: ringkv.VnodeStats
-	(*NodeStats)(nil),            // 26: ringkv.NodeStats
-	(*ProfileRequest)(nil),       // 27: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),         // 28: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),       // 29: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),      // 30: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),        // 31: ringkv.ChangeRequest
-	(*TokenMove)(nil),            // 32: ringkv.TokenMove
-	(*RangeMove)(nil),            // 33: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 34: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 35: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 36: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 37: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 38: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 39: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 40: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 41: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 42: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 43: ringkv.SetChangeRateRequest
-	(*RepairRequest)(nil),        // 44: ringkv.RepairRequest
-	(*RepairRange)(nil),          // 45: ringkv.RepairRange
-	(*RepairPlan)(nil),           // 46: ringkv.RepairPlan
-	(*PairRepair)(nil),           // 47: ringkv.PairRepair
-	(*RangeRepair)(nil),          // 48: ringkv.RangeRepair
-	(*RepairProgress)(nil),       // 49: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),  // 50: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),   // 51: ringkv.AbortRepairRequest
-	(*HotKeysRequest)(nil),       // 52: ringkv.HotKeysRequest
-	(*HotKey)(nil),               // 53: ringkv.HotKey
-	(*HotKeysResponse)(nil),      // 54: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),             // 55: ringkv.VnodeOps
-	(*HeatRequest)(nil),          // 56: ringkv.HeatRequest
-	(*HeatEvent)(nil),            // 57: ringkv.HeatEvent
-	(*HeatResponse)(nil),         // 58: ringkv.HeatResponse
-	(*VnodesRequest)(nil),        // 59: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),     // 60: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),       // 61: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),         // 62: ringkv.VnodeLatency
-	(*PeerLatency)(nil),          // 63: ringkv.PeerLatency
-	(*VnodesResponse)(nil),       // 64: ringkv.VnodesResponse
-	nil,                          // 65: ringkv.NodeStats.ErrorsEntry
+	(PaceReason)(0),              // 9: ringkv.PaceReason
+	(BreakerState_State)(0),      // 10: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),      // 11: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),        // 12: ringkv.StatusRequest
+	(*StatusResponse)(nil),       // 13: ringkv.StatusResponse
+	(*NodeStatus)(nil),           // 14: ringkv.NodeStatus
+	(*NodeInfoRequest)(nil),      // 15: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),     // 16: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),            // 17: ringkv.HintQueue
+	(*BreakerState)(nil),         // 18: ringkv.BreakerState
+	(*RingRequest)(nil),          // 19: ringkv.RingRequest
+	(*Member)(nil),               // 20: ringkv.Member
+	(*RingState)(nil),            // 21: ringkv.RingState
+	(*NodeOwnership)(nil),        // 22: ringkv.NodeOwnership
+	(*RingResponse)(nil),         // 23: ringkv.RingResponse
+	(*StatsRequest)(nil),         // 24: ringkv.StatsRequest
+	(*OpStats)(nil),              // 25: ringkv.OpStats
+	(*VnodeStats)(nil),           // 26: ringkv.VnodeStats
+	(*NodeStats)(nil),            // 27: ringkv.NodeStats
+	(*ProfileRequest)(nil),       // 28: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),         // 29: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),       // 30: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),      // 31: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),        // 32: ringkv.ChangeRequest
+	(*TokenMove)(nil),            // 33: ringkv.TokenMove
+	(*RangeMove)(nil),            // 34: ringkv.RangeMove
+	(*ChangePlan)(nil),           // 35: ringkv.ChangePlan
+	(*RangeProgress)(nil),        // 36: ringkv.RangeProgress
+	(*ChangeProgress)(nil),       // 37: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),  // 38: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),           // 39: ringkv.TokenRange
+	(*CountRangesRequest)(nil),   // 40: ringkv.CountRangesRequest
+	(*RangeCount)(nil),           // 41: ringkv.RangeCount
+	(*CountRangesResponse)(nil),  // 42: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),   // 43: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil), // 44: ringkv.SetChangeRateRequest
+	(*RepairRequest)(nil),        // 45: ringkv.RepairRequest
+	(*RepairRange)(nil),          // 46: ringkv.RepairRange
+	(*RepairPlan)(nil),           // 47: ringkv.RepairPlan
+	(*PairRepair)(nil),           // 48: ringkv.PairRepair
+	(*RangeRepair)(nil),          // 49: ringkv.RangeRepair
+	(*RepairProgress)(nil),       // 50: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),  // 51: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),   // 52: ringkv.AbortRepairRequest
+	(*HotKeysRequest)(nil),       // 53: ringkv.HotKeysRequest
+	(*HotKey)(nil),               // 54: ringkv.HotKey
+	(*HotKeysResponse)(nil),      // 55: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),             // 56: ringkv.VnodeOps
+	(*HeatRequest)(nil),          // 57: ringkv.HeatRequest
+	(*HeatEvent)(nil),            // 58: ringkv.HeatEvent
+	(*HeatResponse)(nil),         // 59: ringkv.HeatResponse
+	(*VnodesRequest)(nil),        // 60: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),     // 61: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),       // 62: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),         // 63: ringkv.VnodeLatency
+	(*PeerLatency)(nil),          // 64: ringkv.PeerLatency
+	(*VnodesResponse)(nil),       // 65: ringkv.VnodesResponse
+	(*Pace)(nil),                 // 66: ringkv.Pace
+	nil,                          // 67: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	13, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	36, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	49, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	14, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	37, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	50, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
 	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
-	15, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	17, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	16, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	18, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	1,  // 6: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	16, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	49, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	9,  // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	17, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	50, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	10, // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
 	0,  // 10: ringkv.Member.state:type_name -> ringkv.NodeState
-	19, // 11: ringkv.RingState.members:type_name -> ringkv.Member
+	20, // 11: ringkv.RingState.members:type_name -> ringkv.Member
 	0,  // 12: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
-	20, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	21, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	36, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	21, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	22, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	37, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
 	2,  // 16: ringkv.OpStats.op:type_name -> ringkv.Op
 	3,  // 17: ringkv.OpStats.role:type_name -> ringkv.OpRole
 	0,  // 18: ringkv.NodeStats.state:type_name -> ringkv.NodeState
-	24, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	25, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	17, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	65, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	10, // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	32, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	31, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	33, // 26: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	21, // 27: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	21, // 28: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	33, // 29: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	25, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	26, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	18, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	67, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	11, // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	33, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	32, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	34, // 26: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	22, // 27: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	22, // 28: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	34, // 29: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
 	4,  // 30: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
 	5,  // 31: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	34, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	35, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	38, // 34: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	40, // 35: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	44, // 36: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	45, // 37: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	45, // 38: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	7,  // 39: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	47, // 40: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	6,  // 41: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	46, // 42: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	48, // 43: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	47, // 44: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	53, // 45: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	55, // 46: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	8,  // 47: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	8,  // 48: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	57, // 49: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	60, // 50: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	60, // 51: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	60, // 52: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	60, // 53: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	60, // 54: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	61, // 55: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	60, // 56: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	60, // 57: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	62, // 58: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	63, // 59: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	11, // 60: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	14, // 61: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	18, // 62: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	23, // 63: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	23, // 64: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	27, // 65: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	29, // 66: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	31, // 67: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	31, // 68: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	37, // 69: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	37, // 70: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	42, // 71: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	43, // 72: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	39, // 73: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	44, // 74: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	44, // 75: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	50, // 76: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	50, // 77: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	51, // 78: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	52, // 79: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	56, // 80: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	59, // 81: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	12, // 82: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	15, // 83: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	22, // 84: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	26, // 85: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	26, // 86: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	28, // 87: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	30, // 88: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	34, // 89: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	34, // 90: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	36, // 91: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	36, // 92: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	36, // 93: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	36, // 94: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	41, // 95: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	46, // 96: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	46, // 97: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	49, // 98: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	49, // 99: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	49, // 100: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	54, // 101: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	58, // 102: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	64, // 103: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	82, // [82:104] is the sub-list for method output_type
-	60, // [60:82] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	35, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	36, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	66, // 34: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	39, // 35: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	41, // 36: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	45, // 37: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	46, // 38: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	46, // 39: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	7,  // 40: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	48, // 41: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	6,  // 42: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	47, // 43: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	49, // 44: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	48, // 45: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	54, // 46: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	56, // 47: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	8,  // 48: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	8,  // 49: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	58, // 50: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	61, // 51: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	61, // 52: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	61, // 53: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	61, // 54: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	61, // 55: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	62, // 56: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	61, // 57: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	61, // 58: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	63, // 59: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	64, // 60: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	9,  // 61: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	12, // 62: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	15, // 63: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	19, // 64: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	24, // 65: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	24, // 66: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	28, // 67: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	30, // 68: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	32, // 69: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	32, // 70: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	38, // 71: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	38, // 72: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	43, // 73: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	44, // 74: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	40, // 75: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	45, // 76: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	45, // 77: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	51, // 78: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	51, // 79: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	52, // 80: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	53, // 81: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	57, // 82: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	60, // 83: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	13, // 84: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	16, // 85: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	23, // 86: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	27, // 87: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	27, // 88: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	29, // 89: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	31, // 90: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	35, // 91: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	35, // 92: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	37, // 93: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	37, // 94: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	37, // 95: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	37, // 96: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	42, // 97: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	47, // 98: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	47, // 99: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	50, // 100: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	50, // 101: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	50, // 102: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	55, // 103: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	59, // 104: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	65, // 105: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	84, // [84:106] is the sub-list for method output_type
+	62, // [62:84] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -5727,8 +5916,8 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      11,
-			NumMessages:   55,
+			NumEnums:      12,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -222,6 +222,9 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 		}
 		lines = append(lines, l)
 	}
+	for _, pc := range p.GetPaces() {
+		lines = append(lines, "  "+present.Pace(pc))
+	}
 	r.drawing.Draw(follow.Screen{W: r.W, TTY: r.TTY, Width: r.Width, Every: r.Every}, now, force, head, parts, lines)
 }
 
@@ -244,6 +247,9 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 	}
 	fmt.Fprintf(ios.Out, "change %d: %s, epoch %d -> %d\n", p.GetId(), present.Change(p.GetPlan().GetRequest()), p.GetPlan().GetFromEpoch(), p.GetPlan().GetToEpoch())
 	fmt.Fprintf(ios.Out, "%s, limit %s\n", summary(p), formatLimit(p.GetRateLimitBytes()))
+	for _, pc := range p.GetPaces() {
+		fmt.Fprintln(ios.Out, present.Pace(pc))
+	}
 	if p.GetError() != "" {
 		fmt.Fprintf(ios.Out, "error: %s\n", p.GetError())
 	}
