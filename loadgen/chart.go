@@ -30,6 +30,18 @@ const (
 // axis, and marks each event under it with a labelled arrow, all within width columns
 // (at least ChartMinWidth). Plain text: no colour. Empty without at least two seconds.
 func Chart(seconds []SecondJSON, events []EventJSON, width int) string {
+	return chartRows(seconds, events, width, chartP99Rows, chartRateRows)
+}
+
+// ChartIn is Chart fitted to height lines too (at least 12): the plots share the rows left
+// after the titles, the axis and the markers, two thirds to the p99.
+func ChartIn(seconds []SecondJSON, events []EventJSON, width, height int) string {
+	rows := max(height, 12) - 6 - 1 - chartMarkerRows - 2 // titles, axis, arrows, labels, plots' zero rows
+	p99Rows := max(2, rows*2/3)
+	return chartRows(seconds, events, width, p99Rows, max(1, rows-p99Rows))
+}
+
+func chartRows(seconds []SecondJSON, events []EventJSON, width, p99Rows, rateRows int) string {
 	if len(seconds) < 2 {
 		return ""
 	}
@@ -42,10 +54,10 @@ func Chart(seconds []SecondJSON, events []EventJSON, width int) string {
 	}
 	var b strings.Builder
 	b.WriteString("p99 (ms) per second\n")
-	b.WriteString(overlay(asciigraph.Plot(p99, asciigraph.Height(chartP99Rows),
+	b.WriteString(overlay(asciigraph.Plot(p99, asciigraph.Height(p99Rows),
 		asciigraph.LowerBound(0), asciigraph.Offset(chartOffset), axis("%8.1f")), events, x0, x1, plotW))
 	b.WriteString("\nrate (req/s) per second\n")
-	b.WriteString(overlay(asciigraph.Plot(rate, asciigraph.Height(chartRateRows),
+	b.WriteString(overlay(asciigraph.Plot(rate, asciigraph.Height(rateRows),
 		asciigraph.LowerBound(0), asciigraph.Offset(chartOffset), axis("%8.0f"),
 		asciigraph.XAxisRange(x0, x1), asciigraph.XAxisTickCount(min(6, max(2, plotW/12))),
 		asciigraph.XAxisValueFormatter(func(v float64) string { return fmt.Sprintf("%gs", math.Round(v*10)/10) })), events, x0, x1, plotW))

@@ -2,8 +2,11 @@ package loadgen
 
 import (
 	"bytes"
+	"context"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/x/exp/golden"
 )
@@ -74,5 +77,36 @@ func TestWriteSeries(t *testing.T) {
 	}
 	if got, want := lines[9], "9.0\t1000.0\t12.000\t0\tbegin, 1st chunk"; got != want {
 		t.Errorf("line of the 9th second = %q, want %q", got, want)
+	}
+}
+
+// TestLiveChart: a run through Live can be drawn while it runs, within the size asked.
+func TestLiveChart(t *testing.T) {
+	tgt := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), 2)
+	cfg := DefaultConfig()
+	cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Connections = 200, 10*time.Second, 0, 2
+	live := &Live{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = live.Run(ctx, cfg, tgt, nil)
+	}()
+	defer func() { cancel(); <-done }()
+	var chart string
+	for deadline := time.Now().Add(8 * time.Second); chart == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		chart = live.Chart(70, 16)
+	}
+	if !strings.Contains(chart, "rate (req/s) per second") {
+		t.Fatalf("no live chart after 8 s: %q", chart)
+	}
+	lines := strings.Split(strings.TrimRight(chart, "\n"), "\n")
+	if len(lines) > 16 {
+		t.Errorf("live chart of %d lines, want <= 16:\n%s", len(lines), chart)
+	}
+	for _, l := range lines {
+		if n := len([]rune(l)); n > 70 {
+			t.Errorf("line of %d columns, want <= 70: %q", n, l)
+		}
 	}
 }

@@ -29,6 +29,8 @@ type AdminActions struct {
 	Profile func(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error)
 	// Bench runs the background bench; nil = not available.
 	Bench BenchFunc
+	// Chart draws the running bench's chart (BenchCharter); nil = no chart.
+	Chart func(width, height int) string
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -133,6 +135,19 @@ func (a *AdminActions) StartBench(ctx context.Context, rate int) error {
 		res.line, res.err = a.Bench(bctx, rate)
 	}()
 	return nil
+}
+
+var _ BenchCharter = (*AdminActions)(nil)
+
+// BenchChart implements BenchCharter through Chart, while a bench runs.
+func (a *AdminActions) BenchChart(width, height int) string {
+	a.mu.Lock()
+	running := a.cancel != nil
+	a.mu.Unlock()
+	if !running || a.Chart == nil {
+		return ""
+	}
+	return a.Chart(width, height)
 }
 
 // StopBench implements Actions.

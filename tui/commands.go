@@ -101,6 +101,17 @@ func (m Model) startBench(rate int) tea.Cmd {
 	})
 }
 
+// drawBenchChart draws the running bench's chart for the body (BenchCharter); nil when the
+// actions cannot draw one or no bench runs.
+func (m Model) drawBenchChart() tea.Cmd {
+	bc, ok := m.opts.Actions.(BenchCharter)
+	if !ok || m.bench == 0 {
+		return nil
+	}
+	w, h := m.width, m.benchChartHeight()
+	return func() tea.Msg { return BenchChartMsg{Chart: bc.BenchChart(w, h)} }
+}
+
 func (m Model) stopBench() tea.Cmd {
 	return m.action(DefaultRPCTimeout, func(ctx context.Context, a Actions) tea.Msg {
 		line, err := a.StopBench(ctx)

@@ -50,6 +50,8 @@ type (
 		Result string
 		Err    error
 	}
+	// BenchChartMsg is the running bench's chart, drawn for the body's size.
+	BenchChartMsg struct{ Chart string }
 	// NodeMsg answers a stop (Stop) or start of node ID's process.
 	NodeMsg struct {
 		ID   string

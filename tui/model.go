@@ -126,8 +126,12 @@ type Model struct {
 	sortBy   sortCol
 	selected int // index into the sorted node rows
 
-	bench  int // running bench rate, 0 = none
-	dialog dialog
+	bench int // running bench rate, 0 = none
+	// benchChart is the running bench's chart as last drawn; benchTicks counts ticks
+	// between two drawings.
+	benchChart string
+	benchTicks int
+	dialog     dialog
 }
 
 // New returns the console's model on opts.
@@ -190,7 +194,16 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case ChangeMsg:
 		return m, m.recvChange()
 	case TickMsg:
+		if m.benchTicks++; m.benchTicks*int(m.opts.Tick/time.Millisecond) >= 1000 {
+			m.benchTicks = 0
+			return m, tea.Batch(m.tick(), m.drawBenchChart())
+		}
 		return m, m.tick()
+	case BenchChartMsg:
+		if m.bench > 0 {
+			m.benchChart = msg.Chart
+		}
+		return m, nil
 	case inputMsg:
 		return m.submitInput(msg)
 	case PlanMsg:
@@ -242,6 +255,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.logEvent(m.opts.Now(), line, false)
 		}
 		m.bench = msg.Rate
+		m.benchChart = ""
 		return m, nil
 	}
 	if m.dialog.kind == dialogInput {

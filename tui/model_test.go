@@ -384,6 +384,71 @@ func TestBenchResultWhenStopped(t *testing.T) {
 	}
 }
 
+// chartActions draws a fixed chart of the size asked and records the size.
+type chartActions struct {
+	FakeActions
+	w, h *int
+}
+
+func (c chartActions) BenchChart(width, height int) string {
+	*c.w, *c.h = width, height
+	return "p99 (ms) per second\n  12.0 ┤ ╭─╮\n▲ begin 8s"
+}
+
+// TestBenchChartLive: while the background bench runs, the overview draws its chart (asked
+// of the actions once a second, at the body's width and the lines left under the table and
+// the alerts) in place of the events; stopping the bench takes it away.
+func TestBenchChartLive(t *testing.T) {
+	var w, h int
+	src := NewFakeSource()
+	defer src.Close()
+	m := New(Options{Source: src, Actions: chartActions{w: &w, h: &h}, Now: func() time.Time { return fixedNow }, Tick: 250 * time.Millisecond})
+	step := func(msg tea.Msg) tea.Cmd {
+		nm, cmd := m.Update(msg)
+		m = nm.(Model)
+		return cmd
+	}
+	step(tea.WindowSizeMsg{Width: 100, Height: 40})
+	st, _ := src.Status(t.Context())
+	step(StatusMsg{Resp: st})
+	step(BenchMsg{Rate: 500})
+	var drawn tea.Msg
+	for range 4 { // a second of ticks
+		if cmd := step(TickMsg{}); cmd != nil {
+			if msgs, ok := cmd().(tea.BatchMsg); ok {
+				for _, c := range msgs {
+					if c == nil {
+						continue
+					}
+					if msg, ok := c().(BenchChartMsg); ok {
+						drawn = msg
+					}
+				}
+			}
+		}
+	}
+	if drawn == nil {
+		t.Fatal("no chart drawn within a second of ticks")
+	}
+	if w != 100 || h < minBenchChart || h >= 40 {
+		t.Errorf("chart asked at %dx%d, want 100 wide and the lines left in a 40-line body", w, h)
+	}
+	step(drawn)
+	screen := ansi.Strip(m.Render())
+	for _, want := range []string{"Bench 500 req/s", "p99 (ms) per second", "▲ begin 8s"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+	if strings.Contains(screen, "Events") {
+		t.Errorf("the chart should take the events' place:\n%s", screen)
+	}
+	step(BenchMsg{Rate: 0})
+	if screen := ansi.Strip(m.Render()); strings.Contains(screen, "p99 (ms) per second") {
+		t.Errorf("chart still drawn after the bench stopped:\n%s", screen)
+	}
+}
+
 // TestAdminActionsBenchResult: AdminActions.StopBench returns what the bench measured.
 func TestAdminActionsBenchResult(t *testing.T) {
 	a := &AdminActions{Bench: func(ctx context.Context, rate int) (string, error) {

@@ -48,6 +48,13 @@ type Actions interface {
 	StopBench(ctx context.Context) (string, error)
 }
 
+// BenchCharter is Actions that can draw the running background bench: p99 and rate per
+// second with the cluster's events marked (kvctl bench --chart's chart, live). BenchChart
+// returns "" when no bench runs or it has not run two seconds; it does not block.
+type BenchCharter interface {
+	BenchChart(width, height int) string
+}
+
 // Spare is a running node that awaits admission: the add dialog offers it pre-filled.
 type Spare struct {
 	ID   string

@@ -279,11 +279,28 @@ func (m Model) overviewView(h int) string {
 	used := strings.Count(b.String(), "\n")
 	if left := h - used - 2; left > 0 {
 		b.WriteByte('\n')
+		if m.benchChart != "" && left >= minBenchChart {
+			// The running bench's chart takes the events' place (they are in its markers).
+			b.WriteString(m.st.Header.Render(fmt.Sprintf("Bench %d req/s", m.bench)))
+			b.WriteByte('\n')
+			b.WriteString(m.benchChart)
+			return b.String()
+		}
 		b.WriteString(m.st.Header.Render("Events"))
 		b.WriteByte('\n')
 		b.WriteString(m.eventLines(left))
 	}
 	return b.String()
+}
+
+// minBenchChart is the fewest lines the overview draws the bench's chart in.
+const minBenchChart = 12
+
+// benchChartHeight is the lines the overview has for the bench's chart: the body less the
+// node table, the alerts and the headers (as overviewView lays them out).
+func (m Model) benchChartHeight() int {
+	alerts := max(1, len(m.alerts()))
+	return m.bodyHeight() - (1 + max(1, len(m.rows()))) - (2 + alerts) - 2
 }
 
 func sortTitle(s sortCol) string {

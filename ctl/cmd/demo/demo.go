@@ -257,14 +257,20 @@ func runConsole(ctx context.Context, o *Options, c *node.LocalCluster, nc *nodes
 		<-loadDone
 	}()
 
+	live := &loadgen.Live{}
 	bench := func(ctx context.Context, rate int) (string, error) {
-		res, err := loadgen.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target)
+		admin, err := f.Admin("")
+		if err != nil {
+			admin = nil // no events: the chart still draws
+		}
+		res, err := live.Run(ctx, loadConfig(max(keys, 1), rate, loadgen.KeyDist{Kind: loadgen.DistUniform}, 16), target, admin)
 		if err != nil {
 			return "", err
 		}
 		return res.Line(), nil
 	}
 	acts := console.NewActions(f, o.ProfileDir, bench)
+	acts.Chart = live.Chart
 	defer acts.Close()
 	src := console.NewAdminSource(console.AdminConfig{Seeds: addrs, Dial: f.Admin})
 

@@ -66,7 +66,9 @@ func run(cmd *cobra.Command, o *Options) error {
 	f := o.Factory
 	seeds := append(f.Addrs(), o.Seeds...)
 	src := console.NewAdminSource(console.AdminConfig{Seeds: seeds, Dial: f.Admin})
-	acts := console.NewActions(f, o.ProfileDir, backgroundBench(f, strings.Join(seeds, ","), o.BenchKeys))
+	live := &loadgen.Live{}
+	acts := console.NewActions(f, o.ProfileDir, backgroundBench(f, live, strings.Join(seeds, ","), o.BenchKeys))
+	acts.Chart = live.Chart
 	defer acts.Close()
 	return console.Run(cmd.Context(), console.Options{
 		Source:   src,
@@ -78,8 +80,8 @@ func run(cmd *cobra.Command, o *Options) error {
 
 // backgroundBench runs the console's bench action: 90% GET / 10% PUT at the chosen rate over
 // keys bench:0..keys-1 through the node at addr (a list: the first that answers), until the
-// console stops it.
-func backgroundBench(f *cli.Factory, addr string, keys int64) console.BenchFunc {
+// console stops it, through live (which follows the cluster's events for the chart).
+func backgroundBench(f *cli.Factory, live *loadgen.Live, addr string, keys int64) console.BenchFunc {
 	return func(ctx context.Context, rate int) (string, error) {
 		target, opts, err := f.Dial(addr)
 		if err != nil {
@@ -97,7 +99,11 @@ func backgroundBench(f *cli.Factory, addr string, keys int64) console.BenchFunc 
 		cfg.Workload = loadgen.Mix{Get: 9, Put: 1}
 		cfg.Keys = max(keys, 1)
 		cfg.MaxLag = time.Hour // a background load, not a measurement
-		res, err := loadgen.Run(ctx, cfg, t)
+		admin, err := f.Admin("")
+		if err != nil {
+			admin = nil // no events: the chart still draws
+		}
+		res, err := live.Run(ctx, cfg, t, admin)
 		if err != nil {
 			return "", err
 		}
