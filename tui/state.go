@@ -64,6 +64,7 @@ type node struct {
 	stats    *kvpb.NodeStats
 	diskFull string    // why its disk is full, from Status; "" when it is not
 	lastSeen time.Time // zero: never
+	known    time.Time // when the console first heard of it
 	down     bool
 	share    float64
 	vnodes   int
@@ -106,10 +107,10 @@ func (m *clusterState) member(id string) bool {
 	return false
 }
 
-func (m *clusterState) node(id string) *node {
+func (m *clusterState) node(id string, now time.Time) *node {
 	n, ok := m.nodes[id]
 	if !ok {
-		n = &node{id: id}
+		n = &node{id: id, known: now}
 		m.nodes[id] = n
 	}
 	return n
@@ -129,7 +130,7 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 		if !m.member(ns.GetId()) {
 			continue // it left the ring after the status was read
 		}
-		n := m.node(ns.GetId())
+		n := m.node(ns.GetId(), now)
 		n.addr = ns.GetGrpcAddr()
 		n.state = ns.GetState()
 		if info := ns.GetInfo(); info != nil {
@@ -251,7 +252,7 @@ func (m *clusterState) onRing(msg RingMsg, now time.Time) bool {
 		}
 	}
 	for _, mem := range m.ring.GetMembers() {
-		n := m.node(mem.GetId())
+		n := m.node(mem.GetId(), now)
 		if n.addr == "" {
 			n.addr = mem.GetGrpcAddr()
 		}
@@ -263,7 +264,7 @@ func (m *clusterState) onRing(msg RingMsg, now time.Time) bool {
 	}
 	for _, o := range r.GetOwnership() {
 		if m.member(o.GetId()) {
-			m.node(o.GetId()).share = o.GetShare()
+			m.node(o.GetId(), now).share = o.GetShare()
 		}
 	}
 	if c := r.GetChange(); c != nil {
@@ -279,7 +280,7 @@ func (m *clusterState) onStats(s *kvpb.NodeStats, now time.Time) bool {
 	if !m.member(s.GetId()) {
 		return false // a node that left the ring still streams until it stops
 	}
-	n := m.node(s.GetId())
+	n := m.node(s.GetId(), now)
 	n.errRates = errRates(n.stats, s)
 	n.stats = s
 	n.lastSeen = now
@@ -366,7 +367,12 @@ func (m *clusterState) checkDeadlines(now time.Time) bool {
 		n := m.nodes[id]
 		seen := n.lastSeen
 		if seen.IsZero() {
-			seen = m.started
+			// Never sampled: counted from when the console first heard of it (a node that
+			// joins while it runs is not DOWN for the time before it joined).
+			seen = n.known
+			if seen.Before(m.started) {
+				seen = m.started
+			}
 		}
 		if !n.down && now.Sub(seen) > m.downAfter {
 			n.down, down = true, true

@@ -257,3 +257,18 @@ func TestApplyRepairs(t *testing.T) {
 		t.Errorf("got ETA %s, want the coordinator's 7s", got)
 	}
 }
+
+// TestJoinedNodeNotDownAtOnce: a node the console first hears of long after it started (one
+// that joins the ring) is given DownAfter from then for its first sample, not from the start.
+func TestJoinedNodeNotDownAtOnce(t *testing.T) {
+	start := fixedNow
+	m := newClusterState(start, DefaultDownAfter)
+	later := start.Add(time.Minute)
+	m.apply(StatusMsg{Resp: &kvpb.StatusResponse{Nodes: []*kvpb.NodeStatus{{Id: "n4", State: kvpb.NodeState_NODE_STATE_UP}}}}, later)
+	if m.apply(TickMsg{}, later.Add(DefaultDownAfter/2)); m.nodes["n4"].down {
+		t.Errorf("n4 heard of %s ago: got DOWN, want it given %s", DefaultDownAfter/2, DefaultDownAfter)
+	}
+	if m.apply(TickMsg{}, later.Add(2*DefaultDownAfter)); !m.nodes["n4"].down {
+		t.Errorf("n4 silent for %s since heard of: got not DOWN, want DOWN", 2*DefaultDownAfter)
+	}
+}
