@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,8 +84,28 @@ func heatEvents(prev, cur eventState, now time.Time) []heat.Event {
 	if c != nil && p != nil && p.ID == c.ID && p.RateBytes != c.RateBytes {
 		add(0, heat.KindRate, "ring change %d rate %s → %s", c.ID, kvpb.FormatByteRate(p.RateBytes), kvpb.FormatByteRate(c.RateBytes))
 	}
-	// Pausing and resuming a change are to be hooked here: a paused flag of the journal's
-	// change turning on (heat.KindChangePause) or off (heat.KindChangeResume).
+	if c != nil && p != nil && p.ID == c.ID {
+		for _, id := range slices.Sorted(maps.Keys(c.NodeRates)) {
+			if was, ok := p.NodeRates[id]; !ok || was != c.NodeRates[id] {
+				add(0, heat.KindRate, "ring change %d rate of %s %s → %s", c.ID, id, kvpb.FormatByteRate(p.RateFor(id)), kvpb.FormatByteRate(c.NodeRates[id]))
+			}
+		}
+	}
+	// Pauses and resumes, stamped by the leader that journaled them.
+	if c != nil {
+		var seen []cluster.Pause
+		if p != nil && p.ID == c.ID {
+			seen = p.Pauses
+		}
+		for i, ps := range c.Pauses {
+			if i >= len(seen) {
+				add(ps.Unix, heat.KindChangePause, "ring change %d paused by %s", c.ID, ps.By)
+			}
+			if ps.ResumedUnix != 0 && (i >= len(seen) || seen[i].ResumedUnix == 0) {
+				add(ps.ResumedUnix, heat.KindChangeResume, "ring change %d resumed by %s", c.ID, ps.ResumedBy)
+			}
+		}
+	}
 	if l := cur.last; l != nil && (prev.last == nil || prev.last.ID != l.ID) {
 		switch l.Outcome {
 		case cluster.OutcomeCommitted:

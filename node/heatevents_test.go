@@ -18,6 +18,12 @@ func TestHeatEvents(t *testing.T) {
 	committed.Outcome, committed.FinishedUnix, committed.Next.Epoch = cluster.OutcomeCommitted, 1_800_000_005, 5
 	aborted := *add
 	aborted.Outcome, aborted.FinishedUnix = cluster.OutcomeAborted, 1_800_000_006
+	paused := *add
+	paused.Pauses = []cluster.Pause{{By: "alice", Reason: "p99", Unix: 1_799_999_995}}
+	resumed := *add
+	resumed.Pauses = []cluster.Pause{{By: "alice", Unix: 1_799_999_995, ResumedBy: "bob", ResumedUnix: 1_799_999_998}}
+	n4Rate := paused
+	n4Rate.NodeRates = map[string]uint64{"n4": 2 << 20}
 	running := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_RUNNING, RateLimitBytes: 1 << 20, StartedUnix: 1_799_999_000}
 	slower := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_RUNNING, RateLimitBytes: 512 << 10, StartedUnix: 1_799_999_000}
 	done := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_DONE, KeysStreamed: 12, StartedUnix: 1_799_999_000, FinishedUnix: 1_800_000_001}
@@ -31,6 +37,16 @@ func TestHeatEvents(t *testing.T) {
 			[]string{"change-begin@1799999990: ring change 7 begun: add n4, 1.0 MiB/s"}},
 		{"change rate", eventState{epoch: 4, change: add}, eventState{epoch: 4, change: &faster},
 			[]string{"rate@1800000000: ring change 7 rate 1.0 MiB/s → 4.0 MiB/s"}},
+		{"change paused", eventState{epoch: 4, change: add}, eventState{epoch: 4, change: &paused},
+			[]string{"change-pause@1799999995: ring change 7 paused by alice"}},
+		{"change resumed", eventState{epoch: 4, change: &paused}, eventState{epoch: 4, change: &resumed},
+			[]string{"change-resume@1799999998: ring change 7 resumed by bob"}},
+		{"paused and resumed between looks", eventState{epoch: 4, change: add}, eventState{epoch: 4, change: &resumed}, []string{
+			"change-pause@1799999995: ring change 7 paused by alice",
+			"change-resume@1799999998: ring change 7 resumed by bob",
+		}},
+		{"a receiver's rate", eventState{epoch: 4, change: &paused}, eventState{epoch: 4, change: &n4Rate},
+			[]string{"rate@1800000000: ring change 7 rate of n4 1.0 MiB/s → 2.0 MiB/s"}},
 		{"change committed", eventState{epoch: 4, change: add}, eventState{epoch: 5, last: &committed}, []string{
 			"change-commit@1800000005: ring change 7 committed: add n4, epoch 5",
 			"ring@1800000000: ring epoch 4 → 5",

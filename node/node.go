@@ -452,10 +452,11 @@ func (n *Node) recentLatency() time.Duration {
 	return worst
 }
 
-// changeRate is the streaming rate of the change in flight (bytes per second; 0 = none).
+// changeRate is the streaming rate of the change in flight for this node (bytes per second;
+// 0 = none): its own override, else the change's.
 func (n *Node) changeRate() uint64 {
 	if ch := n.cl.Change(); ch != nil {
-		return ch.RateBytes
+		return ch.RateFor(n.cfg.ID)
 	}
 	return 0
 }

@@ -70,7 +70,8 @@ func ExitCode(err error) int {
 //     a malformed ring change or repair, an unknown profile kind);
 //   - 3 refused as unsafe: the cluster refused the operation as it stands (a plan with
 //     refusals, a change that would lose replicas, a change or repair already running, a
-//     member that exists); --force or waiting changes the answer;
+//     member that exists, a pause with nothing streaming or already paused, a resume of what
+//     is not paused); --force or waiting changes the answer;
 //   - 4 not found: what was named does not exist (a key, a member, a change or repair);
 //   - 1 failure: everything else, the node could not do it now (unavailable, no leader, a
 //     stale ring view, a clock offset, a damaged range, a full disk, a busy capture).
@@ -83,7 +84,8 @@ func ReasonExit(r kvpb.Reason) int {
 		return ExitUsage
 	case kvpb.Reason_REASON_REFUSED, kvpb.Reason_REASON_UNSAFE, kvpb.Reason_REASON_CHANGE_IN_FLIGHT,
 		kvpb.Reason_REASON_MEMBER_EXISTS, kvpb.Reason_REASON_REPAIR_REFUSED,
-		kvpb.Reason_REASON_REPAIR_RUNNING:
+		kvpb.Reason_REASON_REPAIR_RUNNING, kvpb.Reason_REASON_NOTHING_TO_PAUSE, kvpb.Reason_REASON_ALREADY_PAUSED,
+		kvpb.Reason_REASON_NOT_PAUSED:
 		return ExitRefused
 	case kvpb.Reason_REASON_NOT_FOUND, kvpb.Reason_REASON_UNKNOWN_MEMBER,
 		kvpb.Reason_REASON_NO_CHANGE, kvpb.Reason_REASON_NO_REPAIR:

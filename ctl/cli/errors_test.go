@@ -59,6 +59,9 @@ var wantExit = map[kvpb.Reason]int{
 	kvpb.Reason_REASON_TREE_GONE:           ExitFailure,
 	kvpb.Reason_REASON_CAPTURE_BUSY:        ExitFailure,
 	kvpb.Reason_REASON_UNKNOWN_KIND:        ExitUsage,
+	kvpb.Reason_REASON_NOTHING_TO_PAUSE:    ExitRefused,
+	kvpb.Reason_REASON_ALREADY_PAUSED:      ExitRefused,
+	kvpb.Reason_REASON_NOT_PAUSED:          ExitRefused,
 }
 
 // TestExitCodePerReason: a node's answer of each reason, encoded as the node does, exits

@@ -56,6 +56,7 @@ var (
 		kvpb.ChangeState_CHANGE_STATE_HANDING_OVER: "handing-over",
 		kvpb.ChangeState_CHANGE_STATE_DONE:         "done",
 		kvpb.ChangeState_CHANGE_STATE_ABORTED:      "aborted",
+		kvpb.ChangeState_CHANGE_STATE_PAUSED:       "PAUSED",
 	}
 	moveWords = map[kvpb.MoveState]string{
 		kvpb.MoveState_MOVE_STATE_PENDING:   "pending",
@@ -65,7 +66,8 @@ var (
 	}
 )
 
-// State renders a change's state: "none", "streaming", "handing-over", "done", "aborted".
+// State renders a change's state: "none", "streaming", "PAUSED", "handing-over", "done",
+// "aborted" (paused in capitals: a change that waits for an operator).
 func State(s kvpb.ChangeState) string {
 	if w, ok := changeWords[s]; ok {
 		return w

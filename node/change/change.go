@@ -31,7 +31,10 @@ type Cluster interface {
 	Begin(ctx context.Context, req cluster.ChangeRequest) (*cluster.Change, error)
 	MoveDone(ctx context.Context, changeID uint64, move int) error
 	Abort(ctx context.Context, changeID uint64) error
-	SetRate(ctx context.Context, rateBytes uint64) error
+	SetRate(ctx context.Context, nodeID string, rateBytes uint64) error
+	SetParallel(ctx context.Context, parallel int) error
+	Pause(ctx context.Context, by, reason string) error
+	Resume(ctx context.Context, by string) error
 	Change() *cluster.Change
 	LastChange() *cluster.Change
 	Watch() <-chan struct{}
@@ -157,14 +160,60 @@ func (s *Service) Abort(ctx context.Context) (*kvpb.ChangeProgress, error) {
 	return s.Progress(ctx), nil
 }
 
-// SetRate changes the streaming throttle of the change in flight (cluster.ErrNoChange when
-// none flies) and returns its progress.
-func (s *Service) SetRate(ctx context.Context, rateBytes uint64) (*kvpb.ChangeProgress, error) {
+// SetRate changes the streaming throttle of the change in flight, or with nodeID that of one
+// receiver, and returns its progress. A rate of 0 is refused unless unlimited (it would read
+// as "stream nothing", which is what Pause does). cluster.ErrNoChange when none flies,
+// cluster.ErrUnknownMember for a node in neither ring.
+func (s *Service) SetRate(ctx context.Context, nodeID string, rateBytes uint64, unlimited bool) (*kvpb.ChangeProgress, error) {
+	switch {
+	case unlimited && rateBytes != 0:
+		return nil, fmt.Errorf("%w: a rate and unlimited together", cluster.ErrInvalidArgument)
+	case !unlimited && rateBytes == 0:
+		return nil, fmt.Errorf("%w: rate 0: pause the change to stop it streaming, or ask for unlimited to lift the throttle", cluster.ErrInvalidArgument)
+	}
 	if s.cfg.Cluster.Change() == nil {
 		return nil, cluster.ErrNoChange
 	}
-	if err := s.cfg.Cluster.SetRate(ctx, rateBytes); err != nil {
+	if err := s.cfg.Cluster.SetRate(ctx, nodeID, rateBytes); err != nil {
 		return nil, fmt.Errorf("set rate: %w", err)
+	}
+	return s.Progress(ctx), nil
+}
+
+// SetParallel sets the pulls at once per receiver of the change in flight (at least 1) and
+// returns its progress.
+func (s *Service) SetParallel(ctx context.Context, parallel int) (*kvpb.ChangeProgress, error) {
+	if parallel < 1 {
+		return nil, fmt.Errorf("%w: parallel %d: want at least 1 pull per receiver", cluster.ErrInvalidArgument, parallel)
+	}
+	if s.cfg.Cluster.Change() == nil {
+		return nil, cluster.ErrNoChange
+	}
+	if err := s.cfg.Cluster.SetParallel(ctx, parallel); err != nil {
+		return nil, fmt.Errorf("set parallel: %w", err)
+	}
+	return s.Progress(ctx), nil
+}
+
+// MaxPauseReason bounds the reason of a pause, in bytes: raft journals it.
+const MaxPauseReason = 256
+
+// Pause stops the change in flight, journaled with who and why, and returns its progress:
+// cluster.ErrNothingToPause when no range streams, cluster.ErrAlreadyPaused.
+func (s *Service) Pause(ctx context.Context, by, reason string) (*kvpb.ChangeProgress, error) {
+	if len(reason) > MaxPauseReason {
+		return nil, fmt.Errorf("%w: a pause reason of %d bytes: at most %d", cluster.ErrInvalidArgument, len(reason), MaxPauseReason)
+	}
+	if err := s.cfg.Cluster.Pause(ctx, by, reason); err != nil {
+		return nil, fmt.Errorf("pause: %w", err)
+	}
+	return s.Progress(ctx), nil
+}
+
+// Resume lets the paused change stream again and returns its progress (cluster.ErrNotPaused).
+func (s *Service) Resume(ctx context.Context, by string) (*kvpb.ChangeProgress, error) {
+	if err := s.cfg.Cluster.Resume(ctx, by); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
 	}
 	return s.Progress(ctx), nil
 }

@@ -41,13 +41,16 @@ func (c *fakeCluster) Begin(_ context.Context, req cluster.ChangeRequest) (*clus
 	return &cluster.Change{ID: 7, Kind: req.Kind, NodeID: req.NodeID, Addr: req.Addr, RateBytes: req.RateBytes}, nil
 }
 
-func (c *fakeCluster) MoveDone(context.Context, uint64, int) error { return nil }
-func (c *fakeCluster) Abort(context.Context, uint64) error         { return nil }
-func (c *fakeCluster) SetRate(context.Context, uint64) error       { return nil }
-func (c *fakeCluster) Change() *cluster.Change                     { return nil }
-func (c *fakeCluster) LastChange() *cluster.Change                 { return nil }
-func (c *fakeCluster) Watch() <-chan struct{}                      { return make(chan struct{}) }
-func (c *fakeCluster) View() *ring.View                            { return &ring.View{Current: c.cur} }
+func (c *fakeCluster) MoveDone(context.Context, uint64, int) error   { return nil }
+func (c *fakeCluster) Abort(context.Context, uint64) error           { return nil }
+func (c *fakeCluster) SetRate(context.Context, string, uint64) error { return nil }
+func (c *fakeCluster) SetParallel(context.Context, int) error        { return nil }
+func (c *fakeCluster) Pause(context.Context, string, string) error   { return nil }
+func (c *fakeCluster) Resume(context.Context, string) error          { return nil }
+func (c *fakeCluster) Change() *cluster.Change                       { return nil }
+func (c *fakeCluster) LastChange() *cluster.Change                   { return nil }
+func (c *fakeCluster) Watch() <-chan struct{}                        { return make(chan struct{}) }
+func (c *fakeCluster) View() *ring.View                              { return &ring.View{Current: c.cur} }
 func (c *fakeCluster) info(context.Context) *kvpb.NodeInfoResponse {
 	return &kvpb.NodeInfoResponse{Id: "n1", Epoch: 1}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -54,8 +55,8 @@ func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 		if p.State != cluster.MoveStreaming && !p.Finished.IsZero() {
 			end = p.Finished
 		}
-		if d := end.Sub(p.Started).Seconds(); !p.Started.IsZero() && d > 0 {
-			rp.RateBytesPerSec = float64(p.Bytes) / d
+		if d := end.Sub(p.Started).Seconds(); !p.Started.IsZero() && d > 0 && p.Bytes >= p.StartBytes {
+			rp.RateBytesPerSec = float64(p.Bytes-p.StartBytes) / d
 		}
 		out.Ranges = append(out.Ranges, rp)
 	}
@@ -69,7 +70,10 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		return &kvpb.ChangeProgress{State: kvpb.ChangeState_CHANGE_STATE_NONE}
 	}
 	out := &kvpb.ChangeProgress{Id: ch.ID, RateLimitBytes: ch.RateBytes, StartedUnix: ch.StartedUnix, FinishedUnix: ch.FinishedUnix}
+	now := time.Now()
 	switch {
+	case flying && ch.Pending() > 0 && ch.Paused() != nil:
+		out.State = kvpb.ChangeState_CHANGE_STATE_PAUSED
 	case flying && ch.Pending() > 0:
 		out.State = kvpb.ChangeState_CHANGE_STATE_STREAMING
 	case flying:
@@ -91,6 +95,8 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		Request: &kvpb.ChangeRequest{Kind: kind, NodeId: ch.NodeID, GrpcAddr: ch.Addr, Force: ch.Force, RateBytes: ch.RateBytes,
 			TokenMoves: cluster.TokenMovesToProto(ch.Tokens)},
 	}
+
+	s.pace(out, ch, flying, now)
 
 	est := s.changeEstimates(ctx, ch, flying)
 	remote, paces := s.receiverProgress(ctx, ch)
@@ -142,7 +148,8 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 	}
 	out.Plan.EstKeys, out.Plan.EstBytes = out.KeysTotal, out.BytesTotal
 	if rate == 0 && ch.StartedUnix > 0 && flying {
-		if d := time.Since(time.Unix(ch.StartedUnix, 0)).Seconds(); d > 0 {
+		// Over the time the change streamed: its pauses left out.
+		if d := (now.Sub(time.Unix(ch.StartedUnix, 0)) - ch.PausedFor(now)).Seconds(); d > 0 {
 			rate = float64(out.BytesDone) / d
 		}
 	}
@@ -151,6 +158,46 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		out.EtaSeconds = float64(out.BytesTotal-out.BytesDone) / rate
 	}
 	return out
+}
+
+// pace fills in what governs the change's streaming: its pauses and the time spent in them,
+// the parallel and per-node throttles, and the pending replicas every write waits for.
+func (s *Service) pace(out *kvpb.ChangeProgress, ch *cluster.Change, flying bool, now time.Time) {
+	for _, p := range ch.Pauses {
+		out.Pauses = append(out.Pauses, &kvpb.ChangePause{By: p.By, Reason: p.Reason, PausedUnix: p.Unix, ResumedUnix: p.ResumedUnix, ResumedBy: p.ResumedBy})
+	}
+	end := now
+	if !flying && ch.FinishedUnix > 0 {
+		end = time.Unix(ch.FinishedUnix, 0)
+	}
+	out.PausedSeconds = ch.PausedFor(end).Seconds()
+	out.Parallel = uint32(max(ch.Parallel, 0))
+	for _, id := range slices.Sorted(maps.Keys(ch.NodeRates)) {
+		out.NodeRates = append(out.NodeRates, &kvpb.NodeRate{NodeId: id, RateBytes: ch.NodeRates[id]})
+	}
+	if flying && s.cfg.View != nil {
+		if v := s.cfg.View(); v != nil {
+			out.PendingReplicas = uint32(PendingReplicas(v))
+		}
+	}
+}
+
+// PendingReplicas is the most pending replicas any key's write waits for beyond its ack in
+// view v (0 when no change is in flight): the replicas of the next ring among a key's first N
+// that are not among the current ring's.
+func PendingReplicas(v *ring.View) int {
+	if v == nil || v.Current == nil || v.Next == nil {
+		return 0
+	}
+	most := 0
+	n := v.Current.ReplicationFactor()
+	for _, r := range []*ring.Ring{v.Current, v.Next} {
+		for _, rg := range r.Ranges() {
+			_, pending := v.WriteSet(rg.End, n)
+			most = max(most, len(pending))
+		}
+	}
+	return most
 }
 
 // remaining is the estimate of a move not done yet, given what its receiver pulled so far

@@ -207,15 +207,79 @@ func (c *Cluster) MoveDone(ctx context.Context, changeID uint64, move int) error
 	})
 }
 
-// SetRate changes the streaming throttle of the change in flight. Forwards to the leader.
-func (c *Cluster) SetRate(ctx context.Context, rateBytes uint64) error {
-	return c.onLeader(ctx, func() error {
-		_, err := c.apply(command{Op: opSetRate, RateBytes: rateBytes})
+// SetRate changes the streaming throttle of the change in flight (bytes per second, 0 =
+// unthrottled): the change's, or with nodeID that receiver's alone (ErrUnknownMember when it
+// is in neither ring). Forwards to the leader; returns once this node has applied it.
+func (c *Cluster) SetRate(ctx context.Context, nodeID string, rateBytes uint64) error {
+	err := c.onLeader(ctx, func() error {
+		_, err := c.apply(command{Op: opSetRate, NodeID: nodeID, RateBytes: rateBytes})
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
-		_, err := cl.SetRate(ctx, &kvpb.SetRateRequest{RateBytes: rateBytes})
+		_, err := cl.SetRate(ctx, &kvpb.SetRateRequest{RateBytes: rateBytes, NodeId: nodeID})
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, func(p *published) bool {
+		if p.change == nil {
+			return true
+		}
+		if nodeID == "" {
+			return p.change.RateBytes == rateBytes
+		}
+		r, ok := p.change.NodeRates[nodeID]
+		return ok && r == rateBytes
+	})
+}
+
+// SetParallel sets the pulls at once per receiver of the change in flight (at least 1).
+// Forwards to the leader; returns once this node has applied it.
+func (c *Cluster) SetParallel(ctx context.Context, parallel int) error {
+	err := c.onLeader(ctx, func() error {
+		_, err := c.apply(command{Op: opParallel, Parallel: parallel})
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		_, err := cl.SetParallel(ctx, &kvpb.SetParallelRequest{Parallel: uint32(max(parallel, 0))})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, func(p *published) bool { return p.change == nil || p.change.Parallel == parallel })
+}
+
+// Pause journals a pause of the change in flight by who, for reason: its receivers stop
+// pulling until Resume. ErrNothingToPause when no range streams, ErrAlreadyPaused. Forwards to
+// the leader; returns once this node has applied it.
+func (c *Cluster) Pause(ctx context.Context, by, reason string) error {
+	err := c.onLeader(ctx, func() error {
+		_, err := c.apply(command{Op: opPause, By: by, Reason: reason, Unix: nowUnix()})
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		_, err := cl.PauseChange(ctx, &kvpb.PauseClusterChangeRequest{By: by, Reason: reason})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, func(p *published) bool { return p.change == nil || p.change.Paused() != nil })
+}
+
+// Resume journals the end of the change's pause by who. ErrNotPaused when none is paused.
+// Forwards to the leader; returns once this node has applied it.
+func (c *Cluster) Resume(ctx context.Context, by string) error {
+	err := c.onLeader(ctx, func() error {
+		_, err := c.apply(command{Op: opResume, By: by, Unix: nowUnix()})
+		return err
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		_, err := cl.ResumeChange(ctx, &kvpb.ResumeClusterChangeRequest{By: by})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, func(p *published) bool { return p.change == nil || p.change.Paused() == nil })
 }
 
 // commit flips the ring to the change's next epoch; leader only (Run calls it).

@@ -27,6 +27,13 @@ var (
 	ErrNotLeader = rpcerr.New(kvpb.Reason_REASON_NOT_LEADER, "not the raft leader")
 	// ErrInvalidArgument: a malformed request.
 	ErrInvalidArgument = rpcerr.New(kvpb.Reason_REASON_INVALID_CHANGE, "invalid argument")
+	// ErrNothingToPause: a pause with no range streaming (no change in flight, or every
+	// range of it has arrived).
+	ErrNothingToPause = rpcerr.New(kvpb.Reason_REASON_NOTHING_TO_PAUSE, "nothing to pause: no ring change is streaming")
+	// ErrAlreadyPaused: a pause of a change that is paused already.
+	ErrAlreadyPaused = rpcerr.New(kvpb.Reason_REASON_ALREADY_PAUSED, "the ring change is paused already")
+	// ErrNotPaused: a resume with no paused change.
+	ErrNotPaused = rpcerr.New(kvpb.Reason_REASON_NOT_PAUSED, "no ring change is paused")
 	// ErrClosed: the cluster was closed.
 	ErrClosed = rpcerr.New(kvpb.Reason_REASON_CLUSTER_CLOSED, "cluster closed")
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -73,6 +75,52 @@ type Change struct {
 	StartedUnix  int64  `json:"started_unix"`
 	FinishedUnix int64  `json:"finished_unix,omitempty"`
 	Outcome      string `json:"outcome,omitempty"`
+	// Pauses are the operator's pauses, oldest first; the last is open while paused.
+	Pauses []Pause `json:"pauses,omitempty"`
+	// NodeRates override RateBytes for single receivers (0: unthrottled).
+	NodeRates map[string]uint64 `json:"node_rates,omitempty"`
+	// Parallel is the pulls at once per receiver; 0 = each node's default.
+	Parallel int `json:"parallel,omitempty"`
+}
+
+// Pause is one pause of a change: who paused it, when and why, and who resumed it when.
+type Pause struct {
+	By          string `json:"by"`
+	Reason      string `json:"reason,omitempty"`
+	Unix        int64  `json:"unix"`
+	ResumedBy   string `json:"resumed_by,omitempty"`
+	ResumedUnix int64  `json:"resumed_unix,omitempty"`
+}
+
+// Paused returns the open pause of the change, nil when it is not paused.
+func (c *Change) Paused() *Pause {
+	if c == nil || len(c.Pauses) == 0 || c.Pauses[len(c.Pauses)-1].ResumedUnix != 0 {
+		return nil
+	}
+	return &c.Pauses[len(c.Pauses)-1]
+}
+
+// PausedFor is how long the change has been paused in all, up to now for an open pause.
+func (c *Change) PausedFor(now time.Time) time.Duration {
+	var d time.Duration
+	for _, p := range c.Pauses {
+		end := p.ResumedUnix
+		if end == 0 {
+			end = now.Unix()
+		}
+		if end > p.Unix {
+			d += time.Duration(end-p.Unix) * time.Second
+		}
+	}
+	return d
+}
+
+// RateFor is the streaming throttle of receiver id: its own, else the change's.
+func (c *Change) RateFor(id string) uint64 {
+	if r, ok := c.NodeRates[id]; ok {
+		return r
+	}
+	return c.RateBytes
 }
 
 // Pending is how many moves are not done.
@@ -94,6 +142,8 @@ func (c *Change) clone() *Change {
 	cp.Moves = slices.Clone(c.Moves)
 	cp.Tokens = slices.Clone(c.Tokens)
 	cp.Next.Members = slices.Clone(c.Next.Members)
+	cp.Pauses = slices.Clone(c.Pauses)
+	cp.NodeRates = maps.Clone(c.NodeRates)
 	return &cp
 }
 
@@ -116,6 +166,9 @@ const (
 	opCommit    = "commit"
 	opAbort     = "abort"
 	opSetRate   = "set_rate"
+	opPause     = "pause"
+	opResume    = "resume"
+	opParallel  = "set_parallel"
 )
 
 // command is one raft log entry, JSON-encoded: ring changes are rare and small, and JSON keeps
@@ -128,6 +181,12 @@ type command struct {
 	Move      int        `json:"move,omitempty"`
 	Unix      int64      `json:"unix,omitempty"`
 	RateBytes uint64     `json:"rate_bytes,omitempty"`
+	// NodeID names the receiver of a set_rate that overrides the change's rate for it alone.
+	NodeID string `json:"node_id,omitempty"`
+	// By and Reason are who pauses or resumes, and why.
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Parallel int    `json:"parallel,omitempty"`
 }
 
 // applyResult is what fsm.Apply returns through raft's ApplyFuture.Response.
@@ -300,11 +359,50 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 		ch.Moves[cmd.Move].Done = true
 		return applyResult{changeID: ch.ID}
 	case opSetRate:
+		ch := st.Change
+		if ch == nil {
+			return applyResult{err: ErrNoChange}
+		}
+		if cmd.NodeID == "" {
+			ch.RateBytes = cmd.RateBytes
+			return applyResult{changeID: ch.ID}
+		}
+		if !ch.involves(st.Ring, cmd.NodeID) {
+			return applyResult{err: fmt.Errorf("rate of %s: %w", cmd.NodeID, ErrUnknownMember)}
+		}
+		if ch.NodeRates == nil {
+			ch.NodeRates = map[string]uint64{}
+		}
+		ch.NodeRates[cmd.NodeID] = cmd.RateBytes
+		return applyResult{changeID: ch.ID}
+	case opParallel:
 		if st.Change == nil {
 			return applyResult{err: ErrNoChange}
 		}
-		st.Change.RateBytes = cmd.RateBytes
+		if cmd.Parallel < 1 {
+			return applyResult{err: fmt.Errorf("parallel %d: want at least 1: %w", cmd.Parallel, ErrInvalidArgument)}
+		}
+		st.Change.Parallel = cmd.Parallel
 		return applyResult{changeID: st.Change.ID}
+	case opPause:
+		ch := st.Change
+		switch {
+		case ch == nil || ch.Pending() == 0:
+			return applyResult{err: ErrNothingToPause}
+		case ch.Paused() != nil:
+			p := ch.Paused()
+			return applyResult{err: fmt.Errorf("change %d paused by %s at %s: %w", ch.ID, p.By, time.Unix(p.Unix, 0).UTC().Format(time.RFC3339), ErrAlreadyPaused)}
+		}
+		ch.Pauses = append(ch.Pauses, Pause{By: cmd.By, Reason: cmd.Reason, Unix: cmd.Unix})
+		return applyResult{changeID: ch.ID}
+	case opResume:
+		ch := st.Change
+		p := ch.Paused()
+		if p == nil {
+			return applyResult{err: ErrNotPaused}
+		}
+		p.ResumedBy, p.ResumedUnix = cmd.By, max(cmd.Unix, p.Unix)
+		return applyResult{changeID: ch.ID}
 	case opCommit, opAbort:
 		ch := st.Change
 		if ch == nil || (cmd.ChangeID != 0 && ch.ID != cmd.ChangeID) {
@@ -332,6 +430,14 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 	default:
 		return applyResult{err: fmt.Errorf("unknown command %q: %w", cmd.Op, ErrInvalidArgument)}
 	}
+}
+
+// involves reports whether node id is a member of the current ring or of the change's next.
+func (c *Change) involves(cur *RingState, id string) bool {
+	has := func(ms []ring.Member) bool {
+		return slices.ContainsFunc(ms, func(m ring.Member) bool { return m.ID == id })
+	}
+	return has(c.Next.Members) || (cur != nil && has(cur.Members))
 }
 
 // setState sets the state of member id in ms, if it is there.

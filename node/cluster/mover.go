@@ -65,18 +65,24 @@ type MoveProgress struct {
 	Keys     uint64
 	Bytes    uint64
 	// Source is the node being pulled from (Move.Source unless it failed over to another replica).
-	Source    string
-	Started   time.Time
-	Finished  time.Time
-	Err       string
-	Attempts  int
-	resumeKey []byte
+	Source  string
+	Started time.Time
+	// StartBytes is what Bytes counted when this attempt started: the attempt's rate is
+	// (Bytes - StartBytes) over the time since Started.
+	StartBytes uint64
+	Finished   time.Time
+	Err        string
+	Attempts   int
+	resumeKey  []byte
 	// Position is the furthest token of the range a pull has reached (Move.Start before the
 	// first record): with Keys and Bytes, what the rest of the range holds can be judged.
 	Position uint64
 	// resumeKeys and resumeBytes are what Keys and Bytes counted up to resumeKey: where a
 	// retry's count starts again, so that a range pulled twice is counted once.
 	resumeKeys, resumeBytes uint64
+	// stops counts the attempts that were stopped (a pause, a lower parallel) rather than
+	// failed.
+	stops int
 	// ResumedFrom is the bytes (key + value) that the resume point saved by an earlier run
 	// of this node covered when this run took the move up: what it did not pull again.
 	ResumedFrom uint64
@@ -192,12 +198,15 @@ func (m *Mover) Run(ctx context.Context) error {
 		// streaming is true until the pull's data is in; reporting it done in raft does not
 		// take one of the Parallel slots.
 		streaming bool
+		// stopped: cancelled for a pause or a lower parallel; it ends shortly and is pulled
+		// again later from where it stopped.
+		stopped bool
 	}
 	active := map[moveKey]*running{}
 	streamingCount := func() int {
 		n := 0
 		for _, r := range active {
-			if r.streaming {
+			if r.streaming && !r.stopped {
 				n++
 			}
 		}
@@ -229,11 +238,26 @@ func (m *Mover) Run(ctx context.Context) error {
 				r.cancel()
 			}
 		}
+		// A pause stops every pull that streams (the chunk being applied completes); a lower
+		// parallel stops those beyond it. Both resume from the last key applied.
+		parallel := m.cfg.Parallel
+		if ch != nil && ch.Parallel > 0 {
+			parallel = ch.Parallel
+		}
+		if ch != nil && ch.Paused() != nil {
+			parallel = 0
+		}
+		for _, r := range active {
+			if n := streamingCount(); n > parallel && r.streaming && !r.stopped {
+				r.stopped = true
+				r.cancel()
+			}
+		}
 		if ch != nil && p.view != nil {
 			self := m.c.cfg.ID
 			for i, mv := range ch.Moves {
 				k := moveKey{ch.ID, i}
-				if mv.Target != self || mv.Done || streamingCount() >= m.cfg.Parallel {
+				if mv.Target != self || mv.Done || streamingCount() >= parallel {
 					continue
 				}
 				if _, ok := active[k]; ok {
@@ -359,6 +383,9 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 	}
 	var resume []byte
 	attempts := 0
+	// failed is how many earlier attempts failed (those stopped by a pause or the like are
+	// not failures): what the fallback to other replicas counts.
+	failed := 0
 	// resumed: this pull starts where an earlier one (of this run, or of one before a
 	// restart: the saved point) got to; what it brings that the store holds came twice.
 	resumed := false
@@ -384,8 +411,10 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		}
 		resumed = p.Attempts > 1 || p.ResumedFrom > 0
 		resume, attempts = p.resumeKey, p.Attempts
+		failed = p.Attempts - 1 - p.stops
 		// What an earlier attempt pulled past the point this one resumes from comes again.
 		p.Keys, p.Bytes = p.resumeKeys, p.resumeBytes
+		p.StartBytes = p.Bytes
 		if p.savedAt.IsZero() {
 			p.savedAt = time.Now()
 		}
@@ -394,9 +423,9 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		m.logger.Info("move resumes from its saved point", "change", ch.ID, "move", i, "range", ring.FormatRange(mv.Start, mv.End),
 			"keys", pr.Keys, "bytes", pr.Bytes)
 	}
-	rate := ch.RateBytes
+	rate := ch.RateFor(m.c.cfg.ID)
 	if cur := m.c.Change(); cur != nil && cur.ID == ch.ID {
-		rate = cur.RateBytes
+		rate = cur.RateFor(m.c.cfg.ID)
 	}
 	// stream pulls the range from src after from; advance records the position reached as
 	// where a retry resumes (only the move's own source's position means anything there).
@@ -465,7 +494,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			m.logger.Warn("pull range", "change", ch.ID, "move", i, "source", primary.ID, "err", err)
 		}
 	}
-	if err != nil && ctx.Err() == nil && len(others) > 0 && (!hasPrimary || attempts >= fallbackAttempts) {
+	if err != nil && ctx.Err() == nil && len(others) > 0 && (!hasPrimary || failed+1 >= fallbackAttempts) {
 		// The source (the replica this node displaces) stays unreachable. One other replica
 		// may lack a write the source holds (acknowledged by a quorum without it); the
 		// union of all the others holds every such write. Pull each of them, from where the
@@ -473,7 +502,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		// until the source has failed 2×fallbackAttempts times: then the replicas that
 		// answer are enough (a dead node is being removed, or another is down too), and
 		// the move fails only when none answers.
-		settle := attempts >= 2*fallbackAttempts
+		settle := failed+1 >= 2*fallbackAttempts
 		var failed []error
 		for _, r := range others {
 			if e := stream(r, resume, false); e != nil {
@@ -515,7 +544,10 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		case err == nil:
 			p.State = MoveDone
 		case ctx.Err() != nil:
+			// Stopped (a pause, a lower parallel, an abort, a shutdown): not an attempt
+			// that failed, so it brings no fallback to other replicas closer.
 			p.State = MovePending
+			p.stops++
 		default:
 			p.State, p.Err = MoveFailed, err.Error()
 		}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -535,5 +536,104 @@ func TestMoverCountsOnceAndSettles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// tricklingSource passes one record per interval while slow is set, counting them: a slow
+// stream that a pause must stop.
+type tricklingSource struct {
+	src      RangeSource
+	interval time.Duration
+	slow     atomic.Bool
+	received atomic.Int64
+}
+
+func (s *tricklingSource) StreamRange(ctx context.Context, source ring.Member, start, end uint64, resumeAfter []byte, rate uint64,
+	fn func(batch []store.Entry) error) error {
+	return s.src.StreamRange(ctx, source, start, end, resumeAfter, rate, func(batch []store.Entry) error {
+		for _, e := range batch {
+			if s.slow.Load() {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(s.interval):
+				}
+			}
+			if err := fn([]store.Entry{e}); err != nil {
+				return err
+			}
+			s.received.Add(1)
+		}
+		return nil
+	})
+}
+
+// TestMoverPauseStopsPulls pauses a change through a follower while its ranges stream: the
+// receiver's pulls stop (nothing more arrives), the change stays in flight, and once resumed
+// it completes with every key on its replicas.
+func TestMoverPauseStopsPulls(t *testing.T) {
+	nodes := startFounders(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
+	stores := storeSource{}
+	for _, id := range []string{"n1", "n2", "n3", "n4"} {
+		stores[id] = openStore(t, filepath.Join(t.TempDir(), "store-"+id))
+	}
+	const keys = 2000
+	r := nodes[0].c.View().Current
+	for i := range keys {
+		key := fmt.Appendf(nil, "key-%05d", i)
+		tok := ring.Token(key)
+		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
+			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
+				t.Fatalf("seed: %v", err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		startMover(t, n, stores, stores[n.id])
+	}
+	slow := &tricklingSource{src: stores, interval: 5 * time.Millisecond}
+	slow.slow.Store(true)
+	startMover(t, newcomer, slow, stores["n4"])
+
+	ch, err := nodes[0].c.Begin(ctx, ChangeRequest{Kind: KindAdd, NodeID: "n4", Addr: newcomer.addr})
+	if err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	eventually.Succeeds(t, 10*time.Second, func() error {
+		if got := slow.received.Load(); got < 20 {
+			return fmt.Errorf("got %d records streamed, want at least 20", got)
+		}
+		return nil
+	})
+	_, followers := leaderOf(t, nodes)
+	if err := followers[0].c.Pause(ctx, "alice", "p99 spike"); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	// Within a second of the pause no pull goes on: what arrived stays put.
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		before := slow.received.Load()
+		time.Sleep(time.Second)
+		if after := slow.received.Load(); after != before {
+			return fmt.Errorf("got %d records in a second while paused, want 0", after-before)
+		}
+		return nil
+	})
+	if got := newcomer.c.Change(); got == nil || got.ID != ch.ID || got.Paused() == nil || got.Pending() == 0 {
+		t.Fatalf("paused: got change %+v on the receiver, want %d paused with moves pending", got, ch.ID)
+	}
+	if err := followers[0].c.Pause(ctx, "bob", ""); !errors.Is(err, ErrAlreadyPaused) {
+		t.Fatalf("second pause: got %v, want ErrAlreadyPaused", err)
+	}
+	slow.slow.Store(false)
+	if err := nodes[1].c.Resume(ctx, "bob"); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	waitEpoch(t, append(nodes, newcomer), 2, false)
+	checkPlacement(t, nodes[0].c.View().Current, stores, keys)
+	if err := nodes[2].c.Resume(ctx, "bob"); !errors.Is(err, ErrNotPaused) {
+		t.Fatalf("resume after the change: got %v, want ErrNotPaused", err)
 	}
 }

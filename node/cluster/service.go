@@ -62,13 +62,28 @@ func (s *service) MoveDone(ctx context.Context, req *kvpb.MoveDoneRequest) (*kvp
 }
 
 func (s *service) SetRate(ctx context.Context, req *kvpb.SetRateRequest) (*kvpb.SetRateResponse, error) {
+	return &kvpb.SetRateResponse{}, s.leaderApply(command{Op: opSetRate, NodeID: req.GetNodeId(), RateBytes: req.GetRateBytes()})
+}
+
+func (s *service) SetParallel(ctx context.Context, req *kvpb.SetParallelRequest) (*kvpb.SetParallelResponse, error) {
+	return &kvpb.SetParallelResponse{}, s.leaderApply(command{Op: opParallel, Parallel: int(req.GetParallel())})
+}
+
+func (s *service) PauseChange(ctx context.Context, req *kvpb.PauseClusterChangeRequest) (*kvpb.PauseClusterChangeResponse, error) {
+	return &kvpb.PauseClusterChangeResponse{}, s.leaderApply(command{Op: opPause, By: req.GetBy(), Reason: req.GetReason(), Unix: nowUnix()})
+}
+
+func (s *service) ResumeChange(ctx context.Context, req *kvpb.ResumeClusterChangeRequest) (*kvpb.ResumeClusterChangeResponse, error) {
+	return &kvpb.ResumeClusterChangeResponse{}, s.leaderApply(command{Op: opResume, By: req.GetBy(), Unix: nowUnix()})
+}
+
+// leaderApply applies cmd on this node, which must lead, and encodes the error.
+func (s *service) leaderApply(cmd command) error {
 	if !s.c.IsLeader() {
-		return nil, rpcerr.Encode(ErrNotLeader)
+		return rpcerr.Encode(ErrNotLeader)
 	}
-	if _, err := s.c.apply(command{Op: opSetRate, RateBytes: req.GetRateBytes()}); err != nil {
-		return nil, rpcerr.Encode(err)
-	}
-	return &kvpb.SetRateResponse{}, nil
+	_, err := s.c.apply(cmd)
+	return rpcerr.Encode(err)
 }
 
 // isUnavailable reports whether err is Unavailable without a reason: the leader could not be

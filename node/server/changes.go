@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"ringkv/node/change"
@@ -17,7 +18,10 @@ type Changes interface {
 	Plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error)
 	Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error)
 	Abort(ctx context.Context) (*kvpb.ChangeProgress, error)
-	SetRate(ctx context.Context, rateBytes uint64) (*kvpb.ChangeProgress, error)
+	SetRate(ctx context.Context, nodeID string, rateBytes uint64, unlimited bool) (*kvpb.ChangeProgress, error)
+	SetParallel(ctx context.Context, parallel int) (*kvpb.ChangeProgress, error)
+	Pause(ctx context.Context, by, reason string) (*kvpb.ChangeProgress, error)
+	Resume(ctx context.Context, by string) (*kvpb.ChangeProgress, error)
 	// Progress gathers the progress of the change in flight (or the last one) from every
 	// receiver; LocalProgress is this node's own as a receiver.
 	Progress(ctx context.Context) *kvpb.ChangeProgress
@@ -108,6 +112,49 @@ func (s *Admin) SetChangeRate(ctx context.Context, req *kvpb.SetChangeRateReques
 	if err := s.changes(); err != nil {
 		return nil, rpcerr.Encode(err)
 	}
-	p, err := s.d.Changes.SetRate(ctx, req.GetRateBytes())
+	p, err := s.d.Changes.SetRate(ctx, req.GetNodeId(), req.GetRateBytes(), req.GetUnlimited())
 	return p, rpcerr.Encode(err)
+}
+
+// SetChangeParallel sets the pulls at once per receiver of the change in flight.
+func (s *Admin) SetChangeParallel(ctx context.Context, req *kvpb.SetChangeParallelRequest) (*kvpb.ChangeProgress, error) {
+	if err := s.changes(); err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	p, err := s.d.Changes.SetParallel(ctx, int(req.GetParallel()))
+	return p, rpcerr.Encode(err)
+}
+
+// PauseChange pauses the change in flight, in the name of the caller's certificate when it
+// has one, else of the name the request gives.
+func (s *Admin) PauseChange(ctx context.Context, req *kvpb.PauseChangeRequest) (*kvpb.ChangeProgress, error) {
+	if err := s.changes(); err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	p, err := s.d.Changes.Pause(ctx, caller(ctx, req.GetBy()), req.GetReason())
+	return p, rpcerr.Encode(err)
+}
+
+// ResumeChange resumes the paused change.
+func (s *Admin) ResumeChange(ctx context.Context, req *kvpb.ResumeChangeRequest) (*kvpb.ChangeProgress, error) {
+	if err := s.changes(); err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	p, err := s.d.Changes.Resume(ctx, caller(ctx, req.GetBy()))
+	return p, rpcerr.Encode(err)
+}
+
+// maxCallerName bounds the name a request gives for its caller.
+const maxCallerName = 128
+
+// caller names who makes an admin call: the common name of its verified client certificate,
+// else the name the request supplies ("kvctl@host"), else "unknown".
+func caller(ctx context.Context, supplied string) string {
+	if leaf := tlsLeaf(ctx); leaf != nil && leaf.Subject.CommonName != "" {
+		return leaf.Subject.CommonName
+	}
+	if supplied = strings.TrimSpace(supplied); supplied != "" {
+		return supplied[:min(len(supplied), maxCallerName)]
+	}
+	return "unknown"
 }

@@ -327,6 +327,9 @@ const (
 	ChangeState_CHANGE_STATE_DONE ChangeState = 3
 	// The change was aborted: the ring stayed as it was.
 	ChangeState_CHANGE_STATE_ABORTED ChangeState = 4
+	// The operator paused the change: no range streams until it is resumed; writes still go
+	// to the pending replicas.
+	ChangeState_CHANGE_STATE_PAUSED ChangeState = 5
 )
 
 // Enum value maps for ChangeState.
@@ -337,6 +340,7 @@ var (
 		2: "CHANGE_STATE_HANDING_OVER",
 		3: "CHANGE_STATE_DONE",
 		4: "CHANGE_STATE_ABORTED",
+		5: "CHANGE_STATE_PAUSED",
 	}
 	ChangeState_value = map[string]int32{
 		"CHANGE_STATE_NONE":         0,
@@ -344,6 +348,7 @@ var (
 		"CHANGE_STATE_HANDING_OVER": 2,
 		"CHANGE_STATE_DONE":         3,
 		"CHANGE_STATE_ABORTED":      4,
+		"CHANGE_STATE_PAUSED":       5,
 	}
 )
 
@@ -2850,6 +2855,139 @@ func (x *RangeProgress) GetRepulledBytes() uint64 {
 	return 0
 }
 
+// A pause of a ring change, as raft journals it.
+type ChangePause struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who paused: the caller's certificate CN, else what the request named ("kvctl@host").
+	By         string `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	Reason     string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	PausedUnix int64  `protobuf:"varint,3,opt,name=paused_unix,json=pausedUnix,proto3" json:"paused_unix,omitempty"`
+	// 0 while the change stays paused.
+	ResumedUnix   int64  `protobuf:"varint,4,opt,name=resumed_unix,json=resumedUnix,proto3" json:"resumed_unix,omitempty"`
+	ResumedBy     string `protobuf:"bytes,5,opt,name=resumed_by,json=resumedBy,proto3" json:"resumed_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangePause) Reset() {
+	*x = ChangePause{}
+	mi := &file_kvpb_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangePause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangePause) ProtoMessage() {}
+
+func (x *ChangePause) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangePause.ProtoReflect.Descriptor instead.
+func (*ChangePause) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ChangePause) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ChangePause) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ChangePause) GetPausedUnix() int64 {
+	if x != nil {
+		return x.PausedUnix
+	}
+	return 0
+}
+
+func (x *ChangePause) GetResumedUnix() int64 {
+	if x != nil {
+		return x.ResumedUnix
+	}
+	return 0
+}
+
+func (x *ChangePause) GetResumedBy() string {
+	if x != nil {
+		return x.ResumedBy
+	}
+	return ""
+}
+
+// A receiving node's own streaming throttle, overriding the change's.
+type NodeRate struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Bytes per second; 0 = unthrottled.
+	RateBytes     uint64 `protobuf:"varint,2,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRate) Reset() {
+	*x = NodeRate{}
+	mi := &file_kvpb_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRate) ProtoMessage() {}
+
+func (x *NodeRate) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRate.ProtoReflect.Descriptor instead.
+func (*NodeRate) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NodeRate) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeRate) GetRateBytes() uint64 {
+	if x != nil {
+		return x.RateBytes
+	}
+	return 0
+}
+
 type ChangeProgress struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2871,14 +3009,26 @@ type ChangeProgress struct {
 	RepulledBytes    uint64 `protobuf:"varint,17,opt,name=repulled_bytes,json=repulledBytes,proto3" json:"repulled_bytes,omitempty"`
 	// The pace of each node streaming the change (as receiver or source) and why, while the
 	// change streams.
-	Paces         []*Pace `protobuf:"bytes,30,rep,name=paces,proto3" json:"paces,omitempty"`
+	Paces []*Pace `protobuf:"bytes,30,rep,name=paces,proto3" json:"paces,omitempty"`
+	// Every pause of the change, oldest first; the last one is open (resumed_unix 0) while the
+	// change is PAUSED.
+	Pauses []*ChangePause `protobuf:"bytes,18,rep,name=pauses,proto3" json:"pauses,omitempty"`
+	// Seconds the change has spent paused so far (its ETA and rate leave them out).
+	PausedSeconds float64 `protobuf:"fixed64,19,opt,name=paused_seconds,json=pausedSeconds,proto3" json:"paused_seconds,omitempty"`
+	// How many pending replicas a write waits for beyond its ack while the change is in flight
+	// (paused or not): the most of any key.
+	PendingReplicas uint32 `protobuf:"varint,20,opt,name=pending_replicas,json=pendingReplicas,proto3" json:"pending_replicas,omitempty"`
+	// Pulls at once per receiving node; 0 = the nodes' default.
+	Parallel uint32 `protobuf:"varint,21,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	// Receivers whose throttle overrides rate_limit_bytes.
+	NodeRates     []*NodeRate `protobuf:"bytes,22,rep,name=node_rates,json=nodeRates,proto3" json:"node_rates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeProgress) Reset() {
 	*x = ChangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3040,7 @@ func (x *ChangeProgress) String() string {
 func (*ChangeProgress) ProtoMessage() {}
 
 func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3053,7 @@ func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeProgress.ProtoReflect.Descriptor instead.
 func (*ChangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChangeProgress) GetId() uint64 {
@@ -3025,6 +3175,41 @@ func (x *ChangeProgress) GetPaces() []*Pace {
 	return nil
 }
 
+func (x *ChangeProgress) GetPauses() []*ChangePause {
+	if x != nil {
+		return x.Pauses
+	}
+	return nil
+}
+
+func (x *ChangeProgress) GetPausedSeconds() float64 {
+	if x != nil {
+		return x.PausedSeconds
+	}
+	return 0
+}
+
+func (x *ChangeProgress) GetPendingReplicas() uint32 {
+	if x != nil {
+		return x.PendingReplicas
+	}
+	return 0
+}
+
+func (x *ChangeProgress) GetParallel() uint32 {
+	if x != nil {
+		return x.Parallel
+	}
+	return 0
+}
+
+func (x *ChangeProgress) GetNodeRates() []*NodeRate {
+	if x != nil {
+		return x.NodeRates
+	}
+	return nil
+}
+
 type ChangeStatusRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	IntervalMs uint32                 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
@@ -3037,7 +3222,7 @@ type ChangeStatusRequest struct {
 
 func (x *ChangeStatusRequest) Reset() {
 	*x = ChangeStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3234,7 @@ func (x *ChangeStatusRequest) String() string {
 func (*ChangeStatusRequest) ProtoMessage() {}
 
 func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3247,7 @@ func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeStatusRequest.ProtoReflect.Descriptor instead.
 func (*ChangeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
@@ -3090,7 +3275,7 @@ type TokenRange struct {
 
 func (x *TokenRange) Reset() {
 	*x = TokenRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3287,7 @@ func (x *TokenRange) String() string {
 func (*TokenRange) ProtoMessage() {}
 
 func (x *TokenRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3300,7 @@ func (x *TokenRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
 func (*TokenRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TokenRange) GetStart() uint64 {
@@ -3141,7 +3326,7 @@ type CountRangesRequest struct {
 
 func (x *CountRangesRequest) Reset() {
 	*x = CountRangesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3338,7 @@ func (x *CountRangesRequest) String() string {
 func (*CountRangesRequest) ProtoMessage() {}
 
 func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3351,7 @@ func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
 func (*CountRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CountRangesRequest) GetRanges() []*TokenRange {
@@ -3186,7 +3371,7 @@ type RangeCount struct {
 
 func (x *RangeCount) Reset() {
 	*x = RangeCount{}
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3383,7 @@ func (x *RangeCount) String() string {
 func (*RangeCount) ProtoMessage() {}
 
 func (x *RangeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3396,7 @@ func (x *RangeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
 func (*RangeCount) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RangeCount) GetKeys() uint64 {
@@ -3238,7 +3423,7 @@ type CountRangesResponse struct {
 
 func (x *CountRangesResponse) Reset() {
 	*x = CountRangesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3435,7 @@ func (x *CountRangesResponse) String() string {
 func (*CountRangesResponse) ProtoMessage() {}
 
 func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3448,7 @@ func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
 func (*CountRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CountRangesResponse) GetCounts() []*RangeCount {
@@ -3281,7 +3466,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3478,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,19 +3491,24 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type SetChangeRateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RateBytes     uint64                 `protobuf:"varint,1,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes per second; 0 is refused unless unlimited is set.
+	RateBytes uint64 `protobuf:"varint,1,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// Only this receiving node's throttle; empty: the change's.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Lift the throttle (rate_bytes must be 0).
+	Unlimited     bool `protobuf:"varint,3,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3520,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,12 +3533,168 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
 	if x != nil {
 		return x.RateBytes
+	}
+	return 0
+}
+
+func (x *SetChangeRateRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *SetChangeRateRequest) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
+}
+
+type PauseChangeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks ("kvctl@host"); a caller with a client certificate is named by its CN instead.
+	By            string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseChangeRequest) Reset() {
+	*x = PauseChangeRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseChangeRequest) ProtoMessage() {}
+
+func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseChangeRequest.ProtoReflect.Descriptor instead.
+func (*PauseChangeRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PauseChangeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PauseChangeRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+type ResumeChangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeChangeRequest) Reset() {
+	*x = ResumeChangeRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeChangeRequest) ProtoMessage() {}
+
+func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeChangeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeChangeRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ResumeChangeRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+type SetChangeParallelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pulls at once per receiving node, at least 1.
+	Parallel      uint32 `protobuf:"varint,1,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetChangeParallelRequest) Reset() {
+	*x = SetChangeParallelRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetChangeParallelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetChangeParallelRequest) ProtoMessage() {}
+
+func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetChangeParallelRequest.ProtoReflect.Descriptor instead.
+func (*SetChangeParallelRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SetChangeParallelRequest) GetParallel() uint32 {
+	if x != nil {
+		return x.Parallel
 	}
 	return 0
 }
@@ -3369,7 +3715,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3727,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3740,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3442,7 +3788,7 @@ type RepairRange struct {
 
 func (x *RepairRange) Reset() {
 	*x = RepairRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3800,7 @@ func (x *RepairRange) String() string {
 func (*RepairRange) ProtoMessage() {}
 
 func (x *RepairRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3813,7 @@ func (x *RepairRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRange.ProtoReflect.Descriptor instead.
 func (*RepairRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RepairRange) GetStart() uint64 {
@@ -3525,7 +3871,7 @@ type RepairPlan struct {
 
 func (x *RepairPlan) Reset() {
 	*x = RepairPlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3537,7 +3883,7 @@ func (x *RepairPlan) String() string {
 func (*RepairPlan) ProtoMessage() {}
 
 func (x *RepairPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3550,7 +3896,7 @@ func (x *RepairPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
 func (*RepairPlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RepairPlan) GetId() uint64 {
@@ -3633,7 +3979,7 @@ type PairRepair struct {
 
 func (x *PairRepair) Reset() {
 	*x = PairRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3991,7 @@ func (x *PairRepair) String() string {
 func (*PairRepair) ProtoMessage() {}
 
 func (x *PairRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +4004,7 @@ func (x *PairRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairRepair.ProtoReflect.Descriptor instead.
 func (*PairRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PairRepair) GetA() string {
@@ -3722,7 +4068,7 @@ type RangeRepair struct {
 
 func (x *RangeRepair) Reset() {
 	*x = RangeRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3734,7 +4080,7 @@ func (x *RangeRepair) String() string {
 func (*RangeRepair) ProtoMessage() {}
 
 func (x *RangeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3747,7 +4093,7 @@ func (x *RangeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeRepair.ProtoReflect.Descriptor instead.
 func (*RangeRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RangeRepair) GetRange() *RepairRange {
@@ -3809,7 +4155,7 @@ type RepairProgress struct {
 
 func (x *RepairProgress) Reset() {
 	*x = RepairProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +4167,7 @@ func (x *RepairProgress) String() string {
 func (*RepairProgress) ProtoMessage() {}
 
 func (x *RepairProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +4180,7 @@ func (x *RepairProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
 func (*RepairProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RepairProgress) GetId() uint64 {
@@ -3972,7 +4318,7 @@ type RepairStatusRequest struct {
 
 func (x *RepairStatusRequest) Reset() {
 	*x = RepairStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4330,7 @@ func (x *RepairStatusRequest) String() string {
 func (*RepairStatusRequest) ProtoMessage() {}
 
 func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4343,7 @@ func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStatusRequest.ProtoReflect.Descriptor instead.
 func (*RepairStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RepairStatusRequest) GetIntervalMs() uint32 {
@@ -4015,7 +4361,7 @@ type AbortRepairRequest struct {
 
 func (x *AbortRepairRequest) Reset() {
 	*x = AbortRepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4373,7 @@ func (x *AbortRepairRequest) String() string {
 func (*AbortRepairRequest) ProtoMessage() {}
 
 func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4386,7 @@ func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRepairRequest.ProtoReflect.Descriptor instead.
 func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 type HotKeysRequest struct {
@@ -4059,7 +4405,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +4417,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +4430,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HotKeysRequest) GetWindowSeconds() uint32 {
@@ -4128,7 +4474,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4140,7 +4486,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4153,7 +4499,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HotKey) GetKey() []byte {
@@ -4238,7 +4584,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4596,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4609,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HotKeysResponse) GetNode() string {
@@ -4367,7 +4713,7 @@ type VnodeOps struct {
 
 func (x *VnodeOps) Reset() {
 	*x = VnodeOps{}
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4379,7 +4725,7 @@ func (x *VnodeOps) String() string {
 func (*VnodeOps) ProtoMessage() {}
 
 func (x *VnodeOps) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4392,7 +4738,7 @@ func (x *VnodeOps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeOps.ProtoReflect.Descriptor instead.
 func (*VnodeOps) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *VnodeOps) GetToken() uint64 {
@@ -4421,7 +4767,7 @@ type HeatRequest struct {
 
 func (x *HeatRequest) Reset() {
 	*x = HeatRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4779,7 @@ func (x *HeatRequest) String() string {
 func (*HeatRequest) ProtoMessage() {}
 
 func (x *HeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4792,7 @@ func (x *HeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatRequest.ProtoReflect.Descriptor instead.
 func (*HeatRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeatRequest) GetSinceUnixNanos() int64 {
@@ -4481,7 +4827,7 @@ type HeatEvent struct {
 
 func (x *HeatEvent) Reset() {
 	*x = HeatEvent{}
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4493,7 +4839,7 @@ func (x *HeatEvent) String() string {
 func (*HeatEvent) ProtoMessage() {}
 
 func (x *HeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4506,7 +4852,7 @@ func (x *HeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatEvent.ProtoReflect.Descriptor instead.
 func (*HeatEvent) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HeatEvent) GetUnixNanos() int64 {
@@ -4549,7 +4895,7 @@ type HeatResponse struct {
 
 func (x *HeatResponse) Reset() {
 	*x = HeatResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4561,7 +4907,7 @@ func (x *HeatResponse) String() string {
 func (*HeatResponse) ProtoMessage() {}
 
 func (x *HeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4574,7 +4920,7 @@ func (x *HeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatResponse.ProtoReflect.Descriptor instead.
 func (*HeatResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HeatResponse) GetNode() string {
@@ -4641,7 +4987,7 @@ type VnodesRequest struct {
 
 func (x *VnodesRequest) Reset() {
 	*x = VnodesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4999,7 @@ func (x *VnodesRequest) String() string {
 func (*VnodesRequest) ProtoMessage() {}
 
 func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +5012,7 @@ func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesRequest.ProtoReflect.Descriptor instead.
 func (*VnodesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 // A latency histogram in the one bucket layout of proto/kvpb/latency.go (log-linear over
@@ -4684,7 +5030,7 @@ type LatencyHistogram struct {
 
 func (x *LatencyHistogram) Reset() {
 	*x = LatencyHistogram{}
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4696,7 +5042,7 @@ func (x *LatencyHistogram) String() string {
 func (*LatencyHistogram) ProtoMessage() {}
 
 func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4709,7 +5055,7 @@ func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyHistogram.ProtoReflect.Descriptor instead.
 func (*LatencyHistogram) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LatencyHistogram) GetFirst() uint32 {
@@ -4751,7 +5097,7 @@ type ReplicaLatency struct {
 
 func (x *ReplicaLatency) Reset() {
 	*x = ReplicaLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4763,7 +5109,7 @@ func (x *ReplicaLatency) String() string {
 func (*ReplicaLatency) ProtoMessage() {}
 
 func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4776,7 +5122,7 @@ func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaLatency.ProtoReflect.Descriptor instead.
 func (*ReplicaLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReplicaLatency) GetNode() string {
@@ -4810,7 +5156,7 @@ type VnodeLatency struct {
 
 func (x *VnodeLatency) Reset() {
 	*x = VnodeLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +5168,7 @@ func (x *VnodeLatency) String() string {
 func (*VnodeLatency) ProtoMessage() {}
 
 func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +5181,7 @@ func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeLatency.ProtoReflect.Descriptor instead.
 func (*VnodeLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *VnodeLatency) GetToken() uint64 {
@@ -4908,7 +5254,7 @@ type PeerLatency struct {
 
 func (x *PeerLatency) Reset() {
 	*x = PeerLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5266,7 @@ func (x *PeerLatency) String() string {
 func (*PeerLatency) ProtoMessage() {}
 
 func (x *PeerLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5279,7 @@ func (x *PeerLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLatency.ProtoReflect.Descriptor instead.
 func (*PeerLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PeerLatency) GetNode() string {
@@ -5018,7 +5364,7 @@ type VnodesResponse struct {
 
 func (x *VnodesResponse) Reset() {
 	*x = VnodesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +5376,7 @@ func (x *VnodesResponse) String() string {
 func (*VnodesResponse) ProtoMessage() {}
 
 func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +5389,7 @@ func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesResponse.ProtoReflect.Descriptor instead.
 func (*VnodesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *VnodesResponse) GetNode() string {
@@ -5115,7 +5461,7 @@ type Pace struct {
 
 func (x *Pace) Reset() {
 	*x = Pace{}
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5127,7 +5473,7 @@ func (x *Pace) String() string {
 func (*Pace) ProtoMessage() {}
 
 func (x *Pace) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5140,7 +5486,7 @@ func (x *Pace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pace.ProtoReflect.Descriptor instead.
 func (*Pace) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Pace) GetNodeId() string {
@@ -5411,7 +5757,19 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fpulling_from\x18\b \x01(\tR\vpullingFrom\x12,\n" +
 	"\x12resumed_from_bytes\x18\n" +
 	" \x01(\x04R\x10resumedFromBytes\x12%\n" +
-	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"\xf3\x04\n" +
+	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"\x98\x01\n" +
+	"\vChangePause\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vpaused_unix\x18\x03 \x01(\x03R\n" +
+	"pausedUnix\x12!\n" +
+	"\fresumed_unix\x18\x04 \x01(\x03R\vresumedUnix\x12\x1d\n" +
+	"\n" +
+	"resumed_by\x18\x05 \x01(\tR\tresumedBy\"B\n" +
+	"\bNodeRate\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"rate_bytes\x18\x02 \x01(\x04R\trateBytes\"\xbf\x06\n" +
 	"\x0eChangeProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x05state\x18\x0f \x01(\x0e2\x13.ringkv.ChangeStateR\x05state\x12&\n" +
@@ -5434,7 +5792,13 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\x12,\n" +
 	"\x12resumed_from_bytes\x18\x10 \x01(\x04R\x10resumedFromBytes\x12%\n" +
 	"\x0erepulled_bytes\x18\x11 \x01(\x04R\rrepulledBytes\x12\"\n" +
-	"\x05paces\x18\x1e \x03(\v2\f.ringkv.PaceR\x05pacesJ\x04\b\x02\x10\x03\"L\n" +
+	"\x05paces\x18\x1e \x03(\v2\f.ringkv.PaceR\x05paces\x12+\n" +
+	"\x06pauses\x18\x12 \x03(\v2\x13.ringkv.ChangePauseR\x06pauses\x12%\n" +
+	"\x0epaused_seconds\x18\x13 \x01(\x01R\rpausedSeconds\x12)\n" +
+	"\x10pending_replicas\x18\x14 \x01(\rR\x0fpendingReplicas\x12\x1a\n" +
+	"\bparallel\x18\x15 \x01(\rR\bparallel\x12/\n" +
+	"\n" +
+	"node_rates\x18\x16 \x03(\v2\x10.ringkv.NodeRateR\tnodeRatesJ\x04\b\x02\x10\x03\"L\n" +
 	"\x13ChangeStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x14\n" +
@@ -5451,10 +5815,19 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"A\n" +
 	"\x13CountRangesResponse\x12*\n" +
 	"\x06counts\x18\x01 \x03(\v2\x12.ringkv.RangeCountR\x06counts\"\x14\n" +
-	"\x12AbortChangeRequest\"5\n" +
+	"\x12AbortChangeRequest\"l\n" +
 	"\x14SetChangeRateRequest\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x01 \x01(\x04R\trateBytes\"x\n" +
+	"rate_bytes\x18\x01 \x01(\x04R\trateBytes\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1c\n" +
+	"\tunlimited\x18\x03 \x01(\bR\tunlimited\"<\n" +
+	"\x12PauseChangeRequest\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\"%\n" +
+	"\x13ResumeChangeRequest\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\"6\n" +
+	"\x18SetChangeParallelRequest\x12\x1a\n" +
+	"\bparallel\x18\x01 \x01(\rR\bparallel\"x\n" +
 	"\rRepairRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
 	"\x06vnodes\x18\x02 \x03(\x04R\x06vnodes\x12\x17\n" +
@@ -5645,13 +6018,14 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12MOVE_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14MOVE_STATE_STREAMING\x10\x01\x12\x13\n" +
 	"\x0fMOVE_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11MOVE_STATE_FAILED\x10\x03*\x90\x01\n" +
+	"\x11MOVE_STATE_FAILED\x10\x03*\xa9\x01\n" +
 	"\vChangeState\x12\x15\n" +
 	"\x11CHANGE_STATE_NONE\x10\x00\x12\x1a\n" +
 	"\x16CHANGE_STATE_STREAMING\x10\x01\x12\x1d\n" +
 	"\x19CHANGE_STATE_HANDING_OVER\x10\x02\x12\x15\n" +
 	"\x11CHANGE_STATE_DONE\x10\x03\x12\x18\n" +
-	"\x14CHANGE_STATE_ABORTED\x10\x04*\x88\x01\n" +
+	"\x14CHANGE_STATE_ABORTED\x10\x04\x12\x17\n" +
+	"\x13CHANGE_STATE_PAUSED\x10\x05*\x88\x01\n" +
 	"\vRepairState\x12\x15\n" +
 	"\x11REPAIR_STATE_NONE\x10\x00\x12\x18\n" +
 	"\x14REPAIR_STATE_RUNNING\x10\x01\x12\x15\n" +
@@ -5679,8 +6053,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x13PACE_REASON_GROWING\x10\x01\x12\x1a\n" +
 	"\x16PACE_REASON_AT_CEILING\x10\x02\x12\x1b\n" +
 	"\x17PACE_REASON_BACKING_OFF\x10\x03\x12\x18\n" +
-	"\x14PACE_REASON_AT_FLOOR\x10\x042\xcd\n" +
-	"\n" +
+	"\x14PACE_REASON_AT_FLOOR\x10\x042\xa4\f\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -5696,7 +6069,10 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fChangeStatus\x12\x1b.ringkv.ChangeStatusRequest\x1a\x16.ringkv.ChangeProgress\x12D\n" +
 	"\vWatchChange\x12\x1b.ringkv.ChangeStatusRequest\x1a\x16.ringkv.ChangeProgress0\x01\x12A\n" +
 	"\vAbortChange\x12\x1a.ringkv.AbortChangeRequest\x1a\x16.ringkv.ChangeProgress\x12E\n" +
-	"\rSetChangeRate\x12\x1c.ringkv.SetChangeRateRequest\x1a\x16.ringkv.ChangeProgress\x12F\n" +
+	"\rSetChangeRate\x12\x1c.ringkv.SetChangeRateRequest\x1a\x16.ringkv.ChangeProgress\x12A\n" +
+	"\vPauseChange\x12\x1a.ringkv.PauseChangeRequest\x1a\x16.ringkv.ChangeProgress\x12C\n" +
+	"\fResumeChange\x12\x1b.ringkv.ResumeChangeRequest\x1a\x16.ringkv.ChangeProgress\x12M\n" +
+	"\x11SetChangeParallel\x12 .ringkv.SetChangeParallelRequest\x1a\x16.ringkv.ChangeProgress\x12F\n" +
 	"\vCountRanges\x12\x1a.ringkv.CountRangesRequest\x1a\x1b.ringkv.CountRangesResponse\x127\n" +
 	"\n" +
 	"PlanRepair\x12\x15.ringkv.RepairRequest\x1a\x12.ringkv.RepairPlan\x128\n" +
@@ -5721,101 +6097,106 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_kvpb_admin_proto_goTypes = []any{
-	(NodeState)(0),               // 0: ringkv.NodeState
-	(RaftRole)(0),                // 1: ringkv.RaftRole
-	(Op)(0),                      // 2: ringkv.Op
-	(OpRole)(0),                  // 3: ringkv.OpRole
-	(MoveState)(0),               // 4: ringkv.MoveState
-	(ChangeState)(0),             // 5: ringkv.ChangeState
-	(RepairState)(0),             // 6: ringkv.RepairState
-	(RangeRepairState)(0),        // 7: ringkv.RangeRepairState
-	(HeatMetric)(0),              // 8: ringkv.HeatMetric
-	(PaceReason)(0),              // 9: ringkv.PaceReason
-	(BreakerState_State)(0),      // 10: ringkv.BreakerState.State
-	(ChangeRequest_Kind)(0),      // 11: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),        // 12: ringkv.StatusRequest
-	(*StatusResponse)(nil),       // 13: ringkv.StatusResponse
-	(*NodeStatus)(nil),           // 14: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),      // 15: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),     // 16: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),            // 17: ringkv.HintQueue
-	(*BreakerState)(nil),         // 18: ringkv.BreakerState
-	(*RingRequest)(nil),          // 19: ringkv.RingRequest
-	(*Member)(nil),               // 20: ringkv.Member
-	(*RingState)(nil),            // 21: ringkv.RingState
-	(*NodeOwnership)(nil),        // 22: ringkv.NodeOwnership
-	(*RingResponse)(nil),         // 23: ringkv.RingResponse
-	(*StatsRequest)(nil),         // 24: ringkv.StatsRequest
-	(*OpStats)(nil),              // 25: ringkv.OpStats
-	(*VnodeStats)(nil),           // 26: ringkv.VnodeStats
-	(*NodeStats)(nil),            // 27: ringkv.NodeStats
-	(*ProfileRequest)(nil),       // 28: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),         // 29: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),       // 30: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),      // 31: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),        // 32: ringkv.ChangeRequest
-	(*TokenMove)(nil),            // 33: ringkv.TokenMove
-	(*RangeMove)(nil),            // 34: ringkv.RangeMove
-	(*ChangePlan)(nil),           // 35: ringkv.ChangePlan
-	(*RangeProgress)(nil),        // 36: ringkv.RangeProgress
-	(*ChangeProgress)(nil),       // 37: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),  // 38: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),           // 39: ringkv.TokenRange
-	(*CountRangesRequest)(nil),   // 40: ringkv.CountRangesRequest
-	(*RangeCount)(nil),           // 41: ringkv.RangeCount
-	(*CountRangesResponse)(nil),  // 42: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),   // 43: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil), // 44: ringkv.SetChangeRateRequest
-	(*RepairRequest)(nil),        // 45: ringkv.RepairRequest
-	(*RepairRange)(nil),          // 46: ringkv.RepairRange
-	(*RepairPlan)(nil),           // 47: ringkv.RepairPlan
-	(*PairRepair)(nil),           // 48: ringkv.PairRepair
-	(*RangeRepair)(nil),          // 49: ringkv.RangeRepair
-	(*RepairProgress)(nil),       // 50: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),  // 51: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),   // 52: ringkv.AbortRepairRequest
-	(*HotKeysRequest)(nil),       // 53: ringkv.HotKeysRequest
-	(*HotKey)(nil),               // 54: ringkv.HotKey
-	(*HotKeysResponse)(nil),      // 55: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),             // 56: ringkv.VnodeOps
-	(*HeatRequest)(nil),          // 57: ringkv.HeatRequest
-	(*HeatEvent)(nil),            // 58: ringkv.HeatEvent
-	(*HeatResponse)(nil),         // 59: ringkv.HeatResponse
-	(*VnodesRequest)(nil),        // 60: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),     // 61: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),       // 62: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),         // 63: ringkv.VnodeLatency
-	(*PeerLatency)(nil),          // 64: ringkv.PeerLatency
-	(*VnodesResponse)(nil),       // 65: ringkv.VnodesResponse
-	(*Pace)(nil),                 // 66: ringkv.Pace
-	nil,                          // 67: ringkv.NodeStats.ErrorsEntry
+	(NodeState)(0),                   // 0: ringkv.NodeState
+	(RaftRole)(0),                    // 1: ringkv.RaftRole
+	(Op)(0),                          // 2: ringkv.Op
+	(OpRole)(0),                      // 3: ringkv.OpRole
+	(MoveState)(0),                   // 4: ringkv.MoveState
+	(ChangeState)(0),                 // 5: ringkv.ChangeState
+	(RepairState)(0),                 // 6: ringkv.RepairState
+	(RangeRepairState)(0),            // 7: ringkv.RangeRepairState
+	(HeatMetric)(0),                  // 8: ringkv.HeatMetric
+	(PaceReason)(0),                  // 9: ringkv.PaceReason
+	(BreakerState_State)(0),          // 10: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),          // 11: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),            // 12: ringkv.StatusRequest
+	(*StatusResponse)(nil),           // 13: ringkv.StatusResponse
+	(*NodeStatus)(nil),               // 14: ringkv.NodeStatus
+	(*NodeInfoRequest)(nil),          // 15: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),         // 16: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),                // 17: ringkv.HintQueue
+	(*BreakerState)(nil),             // 18: ringkv.BreakerState
+	(*RingRequest)(nil),              // 19: ringkv.RingRequest
+	(*Member)(nil),                   // 20: ringkv.Member
+	(*RingState)(nil),                // 21: ringkv.RingState
+	(*NodeOwnership)(nil),            // 22: ringkv.NodeOwnership
+	(*RingResponse)(nil),             // 23: ringkv.RingResponse
+	(*StatsRequest)(nil),             // 24: ringkv.StatsRequest
+	(*OpStats)(nil),                  // 25: ringkv.OpStats
+	(*VnodeStats)(nil),               // 26: ringkv.VnodeStats
+	(*NodeStats)(nil),                // 27: ringkv.NodeStats
+	(*ProfileRequest)(nil),           // 28: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),             // 29: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),           // 30: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),          // 31: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),            // 32: ringkv.ChangeRequest
+	(*TokenMove)(nil),                // 33: ringkv.TokenMove
+	(*RangeMove)(nil),                // 34: ringkv.RangeMove
+	(*ChangePlan)(nil),               // 35: ringkv.ChangePlan
+	(*RangeProgress)(nil),            // 36: ringkv.RangeProgress
+	(*ChangePause)(nil),              // 37: ringkv.ChangePause
+	(*NodeRate)(nil),                 // 38: ringkv.NodeRate
+	(*ChangeProgress)(nil),           // 39: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),      // 40: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),               // 41: ringkv.TokenRange
+	(*CountRangesRequest)(nil),       // 42: ringkv.CountRangesRequest
+	(*RangeCount)(nil),               // 43: ringkv.RangeCount
+	(*CountRangesResponse)(nil),      // 44: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),       // 45: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil),     // 46: ringkv.SetChangeRateRequest
+	(*PauseChangeRequest)(nil),       // 47: ringkv.PauseChangeRequest
+	(*ResumeChangeRequest)(nil),      // 48: ringkv.ResumeChangeRequest
+	(*SetChangeParallelRequest)(nil), // 49: ringkv.SetChangeParallelRequest
+	(*RepairRequest)(nil),            // 50: ringkv.RepairRequest
+	(*RepairRange)(nil),              // 51: ringkv.RepairRange
+	(*RepairPlan)(nil),               // 52: ringkv.RepairPlan
+	(*PairRepair)(nil),               // 53: ringkv.PairRepair
+	(*RangeRepair)(nil),              // 54: ringkv.RangeRepair
+	(*RepairProgress)(nil),           // 55: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),      // 56: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),       // 57: ringkv.AbortRepairRequest
+	(*HotKeysRequest)(nil),           // 58: ringkv.HotKeysRequest
+	(*HotKey)(nil),                   // 59: ringkv.HotKey
+	(*HotKeysResponse)(nil),          // 60: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),                 // 61: ringkv.VnodeOps
+	(*HeatRequest)(nil),              // 62: ringkv.HeatRequest
+	(*HeatEvent)(nil),                // 63: ringkv.HeatEvent
+	(*HeatResponse)(nil),             // 64: ringkv.HeatResponse
+	(*VnodesRequest)(nil),            // 65: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),         // 66: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),           // 67: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),             // 68: ringkv.VnodeLatency
+	(*PeerLatency)(nil),              // 69: ringkv.PeerLatency
+	(*VnodesResponse)(nil),           // 70: ringkv.VnodesResponse
+	(*Pace)(nil),                     // 71: ringkv.Pace
+	nil,                              // 72: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
 	14, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	37, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	50, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	39, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	55, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
 	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
 	16, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
 	18, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	1,  // 6: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
 	17, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	50, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	55, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
 	10, // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
 	0,  // 10: ringkv.Member.state:type_name -> ringkv.NodeState
 	20, // 11: ringkv.RingState.members:type_name -> ringkv.Member
 	0,  // 12: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
 	21, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
 	22, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	37, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	39, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
 	2,  // 16: ringkv.OpStats.op:type_name -> ringkv.Op
 	3,  // 17: ringkv.OpStats.role:type_name -> ringkv.OpRole
 	0,  // 18: ringkv.NodeStats.state:type_name -> ringkv.NodeState
 	25, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
 	26, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
 	18, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	67, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	72, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
 	11, // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
 	33, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
 	32, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
@@ -5827,83 +6208,91 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	5,  // 31: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
 	35, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
 	36, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	66, // 34: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
-	39, // 35: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	41, // 36: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	45, // 37: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	46, // 38: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	46, // 39: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	7,  // 40: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	48, // 41: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	6,  // 42: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	47, // 43: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	49, // 44: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	48, // 45: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	54, // 46: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	56, // 47: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	8,  // 48: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	8,  // 49: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	58, // 50: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	61, // 51: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	61, // 52: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	61, // 53: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	61, // 54: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	61, // 55: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	62, // 56: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	61, // 57: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	61, // 58: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	63, // 59: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	64, // 60: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	9,  // 61: ringkv.Pace.reason:type_name -> ringkv.PaceReason
-	12, // 62: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	15, // 63: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	19, // 64: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	24, // 65: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	24, // 66: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	28, // 67: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	30, // 68: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	32, // 69: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	32, // 70: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	38, // 71: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	38, // 72: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	43, // 73: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	44, // 74: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	40, // 75: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	45, // 76: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	45, // 77: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	51, // 78: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	51, // 79: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	52, // 80: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	53, // 81: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	57, // 82: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	60, // 83: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	13, // 84: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	16, // 85: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	23, // 86: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	27, // 87: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	27, // 88: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	29, // 89: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	31, // 90: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	35, // 91: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	35, // 92: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	37, // 93: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	37, // 94: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	37, // 95: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	37, // 96: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	42, // 97: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	47, // 98: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	47, // 99: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	50, // 100: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	50, // 101: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	50, // 102: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	55, // 103: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	59, // 104: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	65, // 105: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	84, // [84:106] is the sub-list for method output_type
-	62, // [62:84] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	71, // 34: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	37, // 35: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
+	38, // 36: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
+	41, // 37: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	43, // 38: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	50, // 39: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	51, // 40: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	51, // 41: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	7,  // 42: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	53, // 43: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	6,  // 44: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	52, // 45: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	54, // 46: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	53, // 47: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	59, // 48: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	61, // 49: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	8,  // 50: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	8,  // 51: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	63, // 52: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	66, // 53: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	66, // 54: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	66, // 55: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	66, // 56: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	66, // 57: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	67, // 58: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	66, // 59: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	66, // 60: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	68, // 61: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	69, // 62: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	9,  // 63: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	12, // 64: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	15, // 65: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	19, // 66: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	24, // 67: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	24, // 68: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	28, // 69: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	30, // 70: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	32, // 71: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	32, // 72: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	40, // 73: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	40, // 74: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	45, // 75: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	46, // 76: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	47, // 77: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
+	48, // 78: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
+	49, // 79: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
+	42, // 80: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	50, // 81: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	50, // 82: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	56, // 83: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	56, // 84: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	57, // 85: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	58, // 86: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	62, // 87: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	65, // 88: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	13, // 89: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	16, // 90: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	23, // 91: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	27, // 92: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	27, // 93: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	29, // 94: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	31, // 95: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	35, // 96: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	35, // 97: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	39, // 98: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	39, // 99: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	39, // 100: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	39, // 101: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	39, // 102: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
+	39, // 103: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
+	39, // 104: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
+	44, // 105: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	52, // 106: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	52, // 107: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	55, // 108: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	55, // 109: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	55, // 110: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	60, // 111: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	64, // 112: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	70, // 113: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	89, // [89:114] is the sub-list for method output_type
+	64, // [64:89] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -5917,7 +6306,7 @@ func file_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   56,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

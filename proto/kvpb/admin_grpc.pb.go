@@ -23,28 +23,31 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName        = "/ringkv.Admin/Status"
-	Admin_NodeInfo_FullMethodName      = "/ringkv.Admin/NodeInfo"
-	Admin_Ring_FullMethodName          = "/ringkv.Admin/Ring"
-	Admin_Stats_FullMethodName         = "/ringkv.Admin/Stats"
-	Admin_WatchStats_FullMethodName    = "/ringkv.Admin/WatchStats"
-	Admin_Profile_FullMethodName       = "/ringkv.Admin/Profile"
-	Admin_LogTail_FullMethodName       = "/ringkv.Admin/LogTail"
-	Admin_PlanChange_FullMethodName    = "/ringkv.Admin/PlanChange"
-	Admin_StartChange_FullMethodName   = "/ringkv.Admin/StartChange"
-	Admin_ChangeStatus_FullMethodName  = "/ringkv.Admin/ChangeStatus"
-	Admin_WatchChange_FullMethodName   = "/ringkv.Admin/WatchChange"
-	Admin_AbortChange_FullMethodName   = "/ringkv.Admin/AbortChange"
-	Admin_SetChangeRate_FullMethodName = "/ringkv.Admin/SetChangeRate"
-	Admin_CountRanges_FullMethodName   = "/ringkv.Admin/CountRanges"
-	Admin_PlanRepair_FullMethodName    = "/ringkv.Admin/PlanRepair"
-	Admin_StartRepair_FullMethodName   = "/ringkv.Admin/StartRepair"
-	Admin_RepairStatus_FullMethodName  = "/ringkv.Admin/RepairStatus"
-	Admin_WatchRepair_FullMethodName   = "/ringkv.Admin/WatchRepair"
-	Admin_AbortRepair_FullMethodName   = "/ringkv.Admin/AbortRepair"
-	Admin_HotKeys_FullMethodName       = "/ringkv.Admin/HotKeys"
-	Admin_Heat_FullMethodName          = "/ringkv.Admin/Heat"
-	Admin_Vnodes_FullMethodName        = "/ringkv.Admin/Vnodes"
+	Admin_Status_FullMethodName            = "/ringkv.Admin/Status"
+	Admin_NodeInfo_FullMethodName          = "/ringkv.Admin/NodeInfo"
+	Admin_Ring_FullMethodName              = "/ringkv.Admin/Ring"
+	Admin_Stats_FullMethodName             = "/ringkv.Admin/Stats"
+	Admin_WatchStats_FullMethodName        = "/ringkv.Admin/WatchStats"
+	Admin_Profile_FullMethodName           = "/ringkv.Admin/Profile"
+	Admin_LogTail_FullMethodName           = "/ringkv.Admin/LogTail"
+	Admin_PlanChange_FullMethodName        = "/ringkv.Admin/PlanChange"
+	Admin_StartChange_FullMethodName       = "/ringkv.Admin/StartChange"
+	Admin_ChangeStatus_FullMethodName      = "/ringkv.Admin/ChangeStatus"
+	Admin_WatchChange_FullMethodName       = "/ringkv.Admin/WatchChange"
+	Admin_AbortChange_FullMethodName       = "/ringkv.Admin/AbortChange"
+	Admin_SetChangeRate_FullMethodName     = "/ringkv.Admin/SetChangeRate"
+	Admin_PauseChange_FullMethodName       = "/ringkv.Admin/PauseChange"
+	Admin_ResumeChange_FullMethodName      = "/ringkv.Admin/ResumeChange"
+	Admin_SetChangeParallel_FullMethodName = "/ringkv.Admin/SetChangeParallel"
+	Admin_CountRanges_FullMethodName       = "/ringkv.Admin/CountRanges"
+	Admin_PlanRepair_FullMethodName        = "/ringkv.Admin/PlanRepair"
+	Admin_StartRepair_FullMethodName       = "/ringkv.Admin/StartRepair"
+	Admin_RepairStatus_FullMethodName      = "/ringkv.Admin/RepairStatus"
+	Admin_WatchRepair_FullMethodName       = "/ringkv.Admin/WatchRepair"
+	Admin_AbortRepair_FullMethodName       = "/ringkv.Admin/AbortRepair"
+	Admin_HotKeys_FullMethodName           = "/ringkv.Admin/HotKeys"
+	Admin_Heat_FullMethodName              = "/ringkv.Admin/Heat"
+	Admin_Vnodes_FullMethodName            = "/ringkv.Admin/Vnodes"
 )
 
 // AdminClient is the client API for Admin service.
@@ -71,6 +74,11 @@ type AdminClient interface {
 	WatchChange(ctx context.Context, in *ChangeStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChangeProgress], error)
 	AbortChange(ctx context.Context, in *AbortChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
 	SetChangeRate(ctx context.Context, in *SetChangeRateRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
+	// Pause stops the change's pulls (journaled: a restart or a new raft leader keeps it
+	// paused); resume lets them go on. SetChangeParallel sets the pulls per receiver.
+	PauseChange(ctx context.Context, in *PauseChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
+	ResumeChange(ctx context.Context, in *ResumeChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
+	SetChangeParallel(ctx context.Context, in *SetChangeParallelRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
 	// CountRanges counts the records this node stores in each token range (internal: a plan's
 	// estimates ask each move's source).
 	CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error)
@@ -259,6 +267,36 @@ func (c *adminClient) SetChangeRate(ctx context.Context, in *SetChangeRateReques
 	return out, nil
 }
 
+func (c *adminClient) PauseChange(ctx context.Context, in *PauseChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeProgress)
+	err := c.cc.Invoke(ctx, Admin_PauseChange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ResumeChange(ctx context.Context, in *ResumeChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeProgress)
+	err := c.cc.Invoke(ctx, Admin_ResumeChange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetChangeParallel(ctx context.Context, in *SetChangeParallelRequest, opts ...grpc.CallOption) (*ChangeProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeProgress)
+	err := c.cc.Invoke(ctx, Admin_SetChangeParallel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CountRangesResponse)
@@ -382,6 +420,11 @@ type AdminServer interface {
 	WatchChange(*ChangeStatusRequest, grpc.ServerStreamingServer[ChangeProgress]) error
 	AbortChange(context.Context, *AbortChangeRequest) (*ChangeProgress, error)
 	SetChangeRate(context.Context, *SetChangeRateRequest) (*ChangeProgress, error)
+	// Pause stops the change's pulls (journaled: a restart or a new raft leader keeps it
+	// paused); resume lets them go on. SetChangeParallel sets the pulls per receiver.
+	PauseChange(context.Context, *PauseChangeRequest) (*ChangeProgress, error)
+	ResumeChange(context.Context, *ResumeChangeRequest) (*ChangeProgress, error)
+	SetChangeParallel(context.Context, *SetChangeParallelRequest) (*ChangeProgress, error)
 	// CountRanges counts the records this node stores in each token range (internal: a plan's
 	// estimates ask each move's source).
 	CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error)
@@ -451,6 +494,15 @@ func (UnimplementedAdminServer) AbortChange(context.Context, *AbortChangeRequest
 }
 func (UnimplementedAdminServer) SetChangeRate(context.Context, *SetChangeRateRequest) (*ChangeProgress, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetChangeRate not implemented")
+}
+func (UnimplementedAdminServer) PauseChange(context.Context, *PauseChangeRequest) (*ChangeProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseChange not implemented")
+}
+func (UnimplementedAdminServer) ResumeChange(context.Context, *ResumeChangeRequest) (*ChangeProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeChange not implemented")
+}
+func (UnimplementedAdminServer) SetChangeParallel(context.Context, *SetChangeParallelRequest) (*ChangeProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetChangeParallel not implemented")
 }
 func (UnimplementedAdminServer) CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountRanges not implemented")
@@ -713,6 +765,60 @@ func _Admin_SetChangeRate_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PauseChange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PauseChange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PauseChange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PauseChange(ctx, req.(*PauseChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ResumeChange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ResumeChange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ResumeChange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ResumeChange(ctx, req.(*ResumeChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetChangeParallel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetChangeParallelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetChangeParallel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetChangeParallel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetChangeParallel(ctx, req.(*SetChangeParallelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_CountRanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CountRangesRequest)
 	if err := dec(in); err != nil {
@@ -914,6 +1020,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetChangeRate",
 			Handler:    _Admin_SetChangeRate_Handler,
+		},
+		{
+			MethodName: "PauseChange",
+			Handler:    _Admin_PauseChange_Handler,
+		},
+		{
+			MethodName: "ResumeChange",
+			Handler:    _Admin_ResumeChange_Handler,
+		},
+		{
+			MethodName: "SetChangeParallel",
+			Handler:    _Admin_SetChangeParallel_Handler,
 		},
 		{
 			MethodName: "CountRanges",

@@ -378,8 +378,10 @@ func (*MoveDoneResponse) Descriptor() ([]byte, []int) {
 }
 
 type SetRateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RateBytes     uint64                 `protobuf:"varint,1,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RateBytes uint64                 `protobuf:"varint,1,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
+	// Only this receiving node's throttle; empty: the change's.
+	NodeId        string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +423,13 @@ func (x *SetRateRequest) GetRateBytes() uint64 {
 	return 0
 }
 
+func (x *SetRateRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 type SetRateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -457,6 +466,254 @@ func (*SetRateResponse) Descriptor() ([]byte, []int) {
 	return file_kvpb_cluster_proto_rawDescGZIP(), []int{8}
 }
 
+type PauseClusterChangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseClusterChangeRequest) Reset() {
+	*x = PauseClusterChangeRequest{}
+	mi := &file_kvpb_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseClusterChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseClusterChangeRequest) ProtoMessage() {}
+
+func (x *PauseClusterChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseClusterChangeRequest.ProtoReflect.Descriptor instead.
+func (*PauseClusterChangeRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PauseClusterChangeRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *PauseClusterChangeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type PauseClusterChangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseClusterChangeResponse) Reset() {
+	*x = PauseClusterChangeResponse{}
+	mi := &file_kvpb_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseClusterChangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseClusterChangeResponse) ProtoMessage() {}
+
+func (x *PauseClusterChangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseClusterChangeResponse.ProtoReflect.Descriptor instead.
+func (*PauseClusterChangeResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+type ResumeClusterChangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeClusterChangeRequest) Reset() {
+	*x = ResumeClusterChangeRequest{}
+	mi := &file_kvpb_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeClusterChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeClusterChangeRequest) ProtoMessage() {}
+
+func (x *ResumeClusterChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeClusterChangeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeClusterChangeRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResumeClusterChangeRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+type ResumeClusterChangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeClusterChangeResponse) Reset() {
+	*x = ResumeClusterChangeResponse{}
+	mi := &file_kvpb_cluster_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeClusterChangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeClusterChangeResponse) ProtoMessage() {}
+
+func (x *ResumeClusterChangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeClusterChangeResponse.ProtoReflect.Descriptor instead.
+func (*ResumeClusterChangeResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{12}
+}
+
+type SetParallelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parallel      uint32                 `protobuf:"varint,1,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetParallelRequest) Reset() {
+	*x = SetParallelRequest{}
+	mi := &file_kvpb_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetParallelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetParallelRequest) ProtoMessage() {}
+
+func (x *SetParallelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetParallelRequest.ProtoReflect.Descriptor instead.
+func (*SetParallelRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetParallelRequest) GetParallel() uint32 {
+	if x != nil {
+		return x.Parallel
+	}
+	return 0
+}
+
+type SetParallelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetParallelResponse) Reset() {
+	*x = SetParallelResponse{}
+	mi := &file_kvpb_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetParallelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetParallelResponse) ProtoMessage() {}
+
+func (x *SetParallelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetParallelResponse.ProtoReflect.Descriptor instead.
+func (*SetParallelResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{14}
+}
+
 var File_kvpb_cluster_proto protoreflect.FileDescriptor
 
 const file_kvpb_cluster_proto_rawDesc = "" +
@@ -482,18 +739,32 @@ const file_kvpb_cluster_proto_rawDesc = "" +
 	"\x0fMoveDoneRequest\x12\x1b\n" +
 	"\tchange_id\x18\x01 \x01(\x04R\bchangeId\x12\x12\n" +
 	"\x04move\x18\x02 \x01(\rR\x04move\"\x12\n" +
-	"\x10MoveDoneResponse\"/\n" +
+	"\x10MoveDoneResponse\"H\n" +
 	"\x0eSetRateRequest\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x01 \x01(\x04R\trateBytes\"\x11\n" +
-	"\x0fSetRateResponse2\xda\x02\n" +
+	"rate_bytes\x18\x01 \x01(\x04R\trateBytes\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x11\n" +
+	"\x0fSetRateResponse\"C\n" +
+	"\x19PauseClusterChangeRequest\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x1c\n" +
+	"\x1aPauseClusterChangeResponse\",\n" +
+	"\x1aResumeClusterChangeRequest\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\"\x1d\n" +
+	"\x1bResumeClusterChangeResponse\"0\n" +
+	"\x12SetParallelRequest\x12\x1a\n" +
+	"\bparallel\x18\x01 \x01(\rR\bparallel\"\x15\n" +
+	"\x13SetParallelResponse2\xd1\x04\n" +
 	"\aCluster\x126\n" +
 	"\n" +
 	"RaftStream\x12\x11.ringkv.RaftFrame\x1a\x11.ringkv.RaftFrame(\x010\x01\x12F\n" +
 	"\vBeginChange\x12\x1a.ringkv.BeginChangeRequest\x1a\x1b.ringkv.BeginChangeResponse\x12T\n" +
 	"\vAbortChange\x12!.ringkv.AbortClusterChangeRequest\x1a\".ringkv.AbortClusterChangeResponse\x12=\n" +
 	"\bMoveDone\x12\x17.ringkv.MoveDoneRequest\x1a\x18.ringkv.MoveDoneResponse\x12:\n" +
-	"\aSetRate\x12\x16.ringkv.SetRateRequest\x1a\x17.ringkv.SetRateResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\aSetRate\x12\x16.ringkv.SetRateRequest\x1a\x17.ringkv.SetRateResponse\x12T\n" +
+	"\vPauseChange\x12!.ringkv.PauseClusterChangeRequest\x1a\".ringkv.PauseClusterChangeResponse\x12W\n" +
+	"\fResumeChange\x12\".ringkv.ResumeClusterChangeRequest\x1a#.ringkv.ResumeClusterChangeResponse\x12F\n" +
+	"\vSetParallel\x12\x1a.ringkv.SetParallelRequest\x1a\x1b.ringkv.SetParallelResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_cluster_proto_rawDescOnce sync.Once
@@ -507,36 +778,48 @@ func file_kvpb_cluster_proto_rawDescGZIP() []byte {
 	return file_kvpb_cluster_proto_rawDescData
 }
 
-var file_kvpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_kvpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_kvpb_cluster_proto_goTypes = []any{
-	(*RaftFrame)(nil),                  // 0: ringkv.RaftFrame
-	(*BeginChangeRequest)(nil),         // 1: ringkv.BeginChangeRequest
-	(*BeginChangeResponse)(nil),        // 2: ringkv.BeginChangeResponse
-	(*AbortClusterChangeRequest)(nil),  // 3: ringkv.AbortClusterChangeRequest
-	(*AbortClusterChangeResponse)(nil), // 4: ringkv.AbortClusterChangeResponse
-	(*MoveDoneRequest)(nil),            // 5: ringkv.MoveDoneRequest
-	(*MoveDoneResponse)(nil),           // 6: ringkv.MoveDoneResponse
-	(*SetRateRequest)(nil),             // 7: ringkv.SetRateRequest
-	(*SetRateResponse)(nil),            // 8: ringkv.SetRateResponse
-	(*TokenMove)(nil),                  // 9: ringkv.TokenMove
+	(*RaftFrame)(nil),                   // 0: ringkv.RaftFrame
+	(*BeginChangeRequest)(nil),          // 1: ringkv.BeginChangeRequest
+	(*BeginChangeResponse)(nil),         // 2: ringkv.BeginChangeResponse
+	(*AbortClusterChangeRequest)(nil),   // 3: ringkv.AbortClusterChangeRequest
+	(*AbortClusterChangeResponse)(nil),  // 4: ringkv.AbortClusterChangeResponse
+	(*MoveDoneRequest)(nil),             // 5: ringkv.MoveDoneRequest
+	(*MoveDoneResponse)(nil),            // 6: ringkv.MoveDoneResponse
+	(*SetRateRequest)(nil),              // 7: ringkv.SetRateRequest
+	(*SetRateResponse)(nil),             // 8: ringkv.SetRateResponse
+	(*PauseClusterChangeRequest)(nil),   // 9: ringkv.PauseClusterChangeRequest
+	(*PauseClusterChangeResponse)(nil),  // 10: ringkv.PauseClusterChangeResponse
+	(*ResumeClusterChangeRequest)(nil),  // 11: ringkv.ResumeClusterChangeRequest
+	(*ResumeClusterChangeResponse)(nil), // 12: ringkv.ResumeClusterChangeResponse
+	(*SetParallelRequest)(nil),          // 13: ringkv.SetParallelRequest
+	(*SetParallelResponse)(nil),         // 14: ringkv.SetParallelResponse
+	(*TokenMove)(nil),                   // 15: ringkv.TokenMove
 }
 var file_kvpb_cluster_proto_depIdxs = []int32{
-	9, // 0: ringkv.BeginChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	0, // 1: ringkv.Cluster.RaftStream:input_type -> ringkv.RaftFrame
-	1, // 2: ringkv.Cluster.BeginChange:input_type -> ringkv.BeginChangeRequest
-	3, // 3: ringkv.Cluster.AbortChange:input_type -> ringkv.AbortClusterChangeRequest
-	5, // 4: ringkv.Cluster.MoveDone:input_type -> ringkv.MoveDoneRequest
-	7, // 5: ringkv.Cluster.SetRate:input_type -> ringkv.SetRateRequest
-	0, // 6: ringkv.Cluster.RaftStream:output_type -> ringkv.RaftFrame
-	2, // 7: ringkv.Cluster.BeginChange:output_type -> ringkv.BeginChangeResponse
-	4, // 8: ringkv.Cluster.AbortChange:output_type -> ringkv.AbortClusterChangeResponse
-	6, // 9: ringkv.Cluster.MoveDone:output_type -> ringkv.MoveDoneResponse
-	8, // 10: ringkv.Cluster.SetRate:output_type -> ringkv.SetRateResponse
-	6, // [6:11] is the sub-list for method output_type
-	1, // [1:6] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	15, // 0: ringkv.BeginChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	0,  // 1: ringkv.Cluster.RaftStream:input_type -> ringkv.RaftFrame
+	1,  // 2: ringkv.Cluster.BeginChange:input_type -> ringkv.BeginChangeRequest
+	3,  // 3: ringkv.Cluster.AbortChange:input_type -> ringkv.AbortClusterChangeRequest
+	5,  // 4: ringkv.Cluster.MoveDone:input_type -> ringkv.MoveDoneRequest
+	7,  // 5: ringkv.Cluster.SetRate:input_type -> ringkv.SetRateRequest
+	9,  // 6: ringkv.Cluster.PauseChange:input_type -> ringkv.PauseClusterChangeRequest
+	11, // 7: ringkv.Cluster.ResumeChange:input_type -> ringkv.ResumeClusterChangeRequest
+	13, // 8: ringkv.Cluster.SetParallel:input_type -> ringkv.SetParallelRequest
+	0,  // 9: ringkv.Cluster.RaftStream:output_type -> ringkv.RaftFrame
+	2,  // 10: ringkv.Cluster.BeginChange:output_type -> ringkv.BeginChangeResponse
+	4,  // 11: ringkv.Cluster.AbortChange:output_type -> ringkv.AbortClusterChangeResponse
+	6,  // 12: ringkv.Cluster.MoveDone:output_type -> ringkv.MoveDoneResponse
+	8,  // 13: ringkv.Cluster.SetRate:output_type -> ringkv.SetRateResponse
+	10, // 14: ringkv.Cluster.PauseChange:output_type -> ringkv.PauseClusterChangeResponse
+	12, // 15: ringkv.Cluster.ResumeChange:output_type -> ringkv.ResumeClusterChangeResponse
+	14, // 16: ringkv.Cluster.SetParallel:output_type -> ringkv.SetParallelResponse
+	9,  // [9:17] is the sub-list for method output_type
+	1,  // [1:9] is the sub-list for method input_type
+	1,  // [1:1] is the sub-list for extension type_name
+	1,  // [1:1] is the sub-list for extension extendee
+	0,  // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_cluster_proto_init() }
@@ -551,7 +834,7 @@ func file_kvpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_cluster_proto_rawDesc), len(file_kvpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,11 +23,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_RaftStream_FullMethodName  = "/ringkv.Cluster/RaftStream"
-	Cluster_BeginChange_FullMethodName = "/ringkv.Cluster/BeginChange"
-	Cluster_AbortChange_FullMethodName = "/ringkv.Cluster/AbortChange"
-	Cluster_MoveDone_FullMethodName    = "/ringkv.Cluster/MoveDone"
-	Cluster_SetRate_FullMethodName     = "/ringkv.Cluster/SetRate"
+	Cluster_RaftStream_FullMethodName   = "/ringkv.Cluster/RaftStream"
+	Cluster_BeginChange_FullMethodName  = "/ringkv.Cluster/BeginChange"
+	Cluster_AbortChange_FullMethodName  = "/ringkv.Cluster/AbortChange"
+	Cluster_MoveDone_FullMethodName     = "/ringkv.Cluster/MoveDone"
+	Cluster_SetRate_FullMethodName      = "/ringkv.Cluster/SetRate"
+	Cluster_PauseChange_FullMethodName  = "/ringkv.Cluster/PauseChange"
+	Cluster_ResumeChange_FullMethodName = "/ringkv.Cluster/ResumeChange"
+	Cluster_SetParallel_FullMethodName  = "/ringkv.Cluster/SetParallel"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -42,6 +45,9 @@ type ClusterClient interface {
 	AbortChange(ctx context.Context, in *AbortClusterChangeRequest, opts ...grpc.CallOption) (*AbortClusterChangeResponse, error)
 	MoveDone(ctx context.Context, in *MoveDoneRequest, opts ...grpc.CallOption) (*MoveDoneResponse, error)
 	SetRate(ctx context.Context, in *SetRateRequest, opts ...grpc.CallOption) (*SetRateResponse, error)
+	PauseChange(ctx context.Context, in *PauseClusterChangeRequest, opts ...grpc.CallOption) (*PauseClusterChangeResponse, error)
+	ResumeChange(ctx context.Context, in *ResumeClusterChangeRequest, opts ...grpc.CallOption) (*ResumeClusterChangeResponse, error)
+	SetParallel(ctx context.Context, in *SetParallelRequest, opts ...grpc.CallOption) (*SetParallelResponse, error)
 }
 
 type clusterClient struct {
@@ -105,6 +111,36 @@ func (c *clusterClient) SetRate(ctx context.Context, in *SetRateRequest, opts ..
 	return out, nil
 }
 
+func (c *clusterClient) PauseChange(ctx context.Context, in *PauseClusterChangeRequest, opts ...grpc.CallOption) (*PauseClusterChangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseClusterChangeResponse)
+	err := c.cc.Invoke(ctx, Cluster_PauseChange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) ResumeChange(ctx context.Context, in *ResumeClusterChangeRequest, opts ...grpc.CallOption) (*ResumeClusterChangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeClusterChangeResponse)
+	err := c.cc.Invoke(ctx, Cluster_ResumeChange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) SetParallel(ctx context.Context, in *SetParallelRequest, opts ...grpc.CallOption) (*SetParallelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetParallelResponse)
+	err := c.cc.Invoke(ctx, Cluster_SetParallel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -117,6 +153,9 @@ type ClusterServer interface {
 	AbortChange(context.Context, *AbortClusterChangeRequest) (*AbortClusterChangeResponse, error)
 	MoveDone(context.Context, *MoveDoneRequest) (*MoveDoneResponse, error)
 	SetRate(context.Context, *SetRateRequest) (*SetRateResponse, error)
+	PauseChange(context.Context, *PauseClusterChangeRequest) (*PauseClusterChangeResponse, error)
+	ResumeChange(context.Context, *ResumeClusterChangeRequest) (*ResumeClusterChangeResponse, error)
+	SetParallel(context.Context, *SetParallelRequest) (*SetParallelResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -141,6 +180,15 @@ func (UnimplementedClusterServer) MoveDone(context.Context, *MoveDoneRequest) (*
 }
 func (UnimplementedClusterServer) SetRate(context.Context, *SetRateRequest) (*SetRateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRate not implemented")
+}
+func (UnimplementedClusterServer) PauseChange(context.Context, *PauseClusterChangeRequest) (*PauseClusterChangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseChange not implemented")
+}
+func (UnimplementedClusterServer) ResumeChange(context.Context, *ResumeClusterChangeRequest) (*ResumeClusterChangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeChange not implemented")
+}
+func (UnimplementedClusterServer) SetParallel(context.Context, *SetParallelRequest) (*SetParallelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetParallel not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -242,6 +290,60 @@ func _Cluster_SetRate_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_PauseChange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseClusterChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).PauseChange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_PauseChange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).PauseChange(ctx, req.(*PauseClusterChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_ResumeChange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeClusterChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ResumeChange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ResumeChange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ResumeChange(ctx, req.(*ResumeClusterChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_SetParallel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetParallelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).SetParallel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_SetParallel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).SetParallel(ctx, req.(*SetParallelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -264,6 +366,18 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRate",
 			Handler:    _Cluster_SetRate_Handler,
+		},
+		{
+			MethodName: "PauseChange",
+			Handler:    _Cluster_PauseChange_Handler,
+		},
+		{
+			MethodName: "ResumeChange",
+			Handler:    _Cluster_ResumeChange_Handler,
+		},
+		{
+			MethodName: "SetParallel",
+			Handler:    _Cluster_SetParallel_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

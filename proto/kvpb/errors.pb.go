@@ -104,6 +104,12 @@ const (
 	Reason_REASON_CLUSTER_CLOSED Reason = 33
 	// The raft transport was shut down.
 	Reason_REASON_RAFT_SHUTDOWN Reason = 34
+	// A pause refused: no ring change streams (none in flight, or every range has arrived).
+	Reason_REASON_NOTHING_TO_PAUSE Reason = 43
+	// A pause refused: the ring change is paused already.
+	Reason_REASON_ALREADY_PAUSED Reason = 44
+	// A resume refused: no ring change is paused.
+	Reason_REASON_NOT_PAUSED Reason = 45
 	// Repair.
 	// A repair refused by its plan.
 	Reason_REASON_REPAIR_REFUSED Reason = 35
@@ -162,6 +168,9 @@ var (
 		32: "REASON_INVALID_CHANGE",
 		33: "REASON_CLUSTER_CLOSED",
 		34: "REASON_RAFT_SHUTDOWN",
+		43: "REASON_NOTHING_TO_PAUSE",
+		44: "REASON_ALREADY_PAUSED",
+		45: "REASON_NOT_PAUSED",
 		35: "REASON_REPAIR_REFUSED",
 		36: "REASON_REPAIR_RUNNING",
 		37: "REASON_NO_REPAIR",
@@ -207,6 +216,9 @@ var (
 		"REASON_INVALID_CHANGE":      32,
 		"REASON_CLUSTER_CLOSED":      33,
 		"REASON_RAFT_SHUTDOWN":       34,
+		"REASON_NOTHING_TO_PAUSE":    43,
+		"REASON_ALREADY_PAUSED":      44,
+		"REASON_NOT_PAUSED":          45,
 		"REASON_REPAIR_REFUSED":      35,
 		"REASON_REPAIR_RUNNING":      36,
 		"REASON_NO_REPAIR":           37,
@@ -249,7 +261,7 @@ var File_kvpb_errors_proto protoreflect.FileDescriptor
 
 const file_kvpb_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x11kvpb/errors.proto\x12\x06ringkv*\xc7\b\n" +
+	"\x11kvpb/errors.proto\x12\x06ringkv*\x96\t\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_NOT_FOUND\x10\x01\x12\x1b\n" +
@@ -286,7 +298,10 @@ const file_kvpb_errors_proto_rawDesc = "" +
 	"\x11REASON_NOT_LEADER\x10\x1f\x12\x19\n" +
 	"\x15REASON_INVALID_CHANGE\x10 \x12\x19\n" +
 	"\x15REASON_CLUSTER_CLOSED\x10!\x12\x18\n" +
-	"\x14REASON_RAFT_SHUTDOWN\x10\"\x12\x19\n" +
+	"\x14REASON_RAFT_SHUTDOWN\x10\"\x12\x1b\n" +
+	"\x17REASON_NOTHING_TO_PAUSE\x10+\x12\x19\n" +
+	"\x15REASON_ALREADY_PAUSED\x10,\x12\x15\n" +
+	"\x11REASON_NOT_PAUSED\x10-\x12\x19\n" +
 	"\x15REASON_REPAIR_REFUSED\x10#\x12\x19\n" +
 	"\x15REASON_REPAIR_RUNNING\x10$\x12\x14\n" +
 	"\x10REASON_NO_REPAIR\x10%\x12\x19\n" +

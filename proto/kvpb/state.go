@@ -1,9 +1,10 @@
 package kvpb
 
 // InFlight reports whether s is the state of a change that has started and not finished:
-// streaming or handing over.
+// streaming, paused or handing over.
 func (s ChangeState) InFlight() bool {
-	return s == ChangeState_CHANGE_STATE_STREAMING || s == ChangeState_CHANGE_STATE_HANDING_OVER
+	return s == ChangeState_CHANGE_STATE_STREAMING || s == ChangeState_CHANGE_STATE_HANDING_OVER ||
+		s == ChangeState_CHANGE_STATE_PAUSED
 }
 
 // Finished reports whether s is final: the change committed or was aborted.
