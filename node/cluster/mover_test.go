@@ -573,7 +573,7 @@ func (s *tricklingSource) StreamRange(ctx context.Context, source ring.Member, s
 // it completes with every key on its replicas.
 func TestMoverPauseStopsPulls(t *testing.T) {
 	nodes := startFounders(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
 	stores := storeSource{}

@@ -130,8 +130,28 @@ func summary(p *kvpb.ChangeProgress) string {
 	}
 	if p.GetEtaSeconds() > 0 {
 		s += ", ETA " + present.ETA(p.GetEtaSeconds())
+		if present.OpenPause(p) != nil {
+			s += " once resumed"
+		}
 	}
 	return s
+}
+
+// pauseLines are what a paused change shows under its summary: who paused it, when, for how
+// long and why, and what it costs writes meanwhile; then the throttles the operator set,
+// paused or not.
+func pauseLines(p *kvpb.ChangeProgress, now time.Time) []string {
+	var out []string
+	if l := present.Paused(p, now); l != "" {
+		out = append(out, l)
+		if c := present.PendingCost(p); c != "" {
+			out = append(out, "while paused, "+c)
+		}
+	}
+	if t := present.Throttles(p); t != "" {
+		out = append(out, "set by the operator: "+t)
+	}
+	return out
 }
 
 // sample is one observation of a node's bytes done.
@@ -210,8 +230,9 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 	// What matters most comes first, so that a narrow terminal cuts the least.
 	head := fmt.Sprintf("change %d %s: %s%s, %s, ETA %s, ranges %d/%d, bytes %s, keys %s, limit %s",
 		p.GetId(), present.Change(p.GetPlan().GetRequest()), present.State(p.GetState()), percent(bd, bt), present.Rate(rate), present.Duration(left),
-		rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count), formatLimit(p.GetRateLimitBytes()))
-	var parts, lines []string
+		rd, ra, of(bd, bt, present.Bytes), of(kd, kt, count), present.Limit(p.GetRateLimitBytes()))
+	var parts []string
+	lines := pauseLines(p, now)
 	for _, n := range nodes {
 		parts = append(parts, fmt.Sprintf("%s %s/%s %s", n.ID, present.Bytes(n.BytesDone), humanOrQ(n.BytesTotal), present.Rate(n.Rate)))
 		l := fmt.Sprintf("  -> %-10s%5s %10s  ETA %-6s ranges %d/%d  bytes %-28s keys %s",
@@ -246,7 +267,10 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 		return err
 	}
 	fmt.Fprintf(ios.Out, "change %d: %s, epoch %d -> %d\n", p.GetId(), present.Change(p.GetPlan().GetRequest()), p.GetPlan().GetFromEpoch(), p.GetPlan().GetToEpoch())
-	fmt.Fprintf(ios.Out, "%s, limit %s\n", summary(p), formatLimit(p.GetRateLimitBytes()))
+	fmt.Fprintf(ios.Out, "%s, limit %s\n", summary(p), present.Limit(p.GetRateLimitBytes()))
+	for _, l := range pauseLines(p, time.Now()) {
+		fmt.Fprintln(ios.Out, l)
+	}
 	for _, pc := range p.GetPaces() {
 		fmt.Fprintln(ios.Out, present.Pace(pc))
 	}

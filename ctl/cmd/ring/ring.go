@@ -35,8 +35,10 @@ survives crashes of the streaming nodes and of the raft leader; "kvctl ring abor
 the cluster to the old ring.
 
 Rates are in MB/s per receiving node, 1 MB = 2^20 bytes. A change starts at --rate, or at the
-nodes' default (kvnode --change-rate, 64 MB/s) when --rate is unset or 0; "kvctl ring rate 0"
-lifts the throttle of a running change.`,
+nodes' default (kvnode --change-rate, 64 MB/s) when --rate is unset or 0. While it runs,
+"kvctl ring rate" changes its throttle (--node for one receiver, --unlimited to lift it),
+"kvctl ring parallel" the ranges each receiver pulls at once, and "kvctl ring pause" stops it
+streaming until "kvctl ring resume": all journaled in raft, taken up within a second.`,
 		Example: `  kvctl ring show                              vnodes, ownership, keys and bytes per node
   kvctl ring add n4=10.0.0.4:9090 --dry-run    what would move, and where
   kvctl ring add n4=10.0.0.4:9090 --rate 50    plan, confirm, stream, show progress
@@ -44,6 +46,7 @@ lifts the throttle of a running change.`,
   kvctl ring rebalance --dry-run               which vnodes would leave the hot nodes
   kvctl ring status                            follow the change in flight
   kvctl ring rate 100                          let the change stream faster
+  kvctl ring pause --reason "p99 over SLO"     stop streaming; kvctl ring resume goes on
   kvctl ring abort                             cancel it; the old ring stays`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -56,15 +59,11 @@ lifts the throttle of a running change.`,
 		NewCmdStatus(f, nil),
 		NewCmdAbort(f, nil),
 		NewCmdRate(f, nil),
+		NewCmdParallel(f, nil),
+		NewCmdPause(f, nil),
+		NewCmdResume(f, nil),
 	)
 	return cmd
-}
-
-func formatLimit(b uint64) string {
-	if b == 0 {
-		return "unthrottled"
-	}
-	return present.Rate(float64(b))
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

@@ -97,25 +97,72 @@ func TestRateFlags(t *testing.T) {
 	if got.RateBytes != 20*present.MiB {
 		t.Errorf("got %d bytes/s, want %d", got.RateBytes, 20*present.MiB)
 	}
+	for _, args := range [][]string{{"slow"}, {"0"}, {"--", "-5"}, {"--unlimited", "5"}, {}, {"1", "2"}} {
+		cmd = NewCmdRate(cli.NewFactory(ios), func(*RateOptions) error { return nil })
+		err := cli.ExecuteTest(cmd, ios, args...)
+		if code := cli.ExitCode(err); code != cli.ExitUsage {
+			t.Errorf("rate %q: got exit %d (%v), want %d", args, code, err, cli.ExitUsage)
+		}
+		if msg := fmt.Sprint(err); strings.Contains(msg, "\n") {
+			t.Errorf("rate %q: got %q, want one line", args, msg)
+		}
+	}
 	cmd = NewCmdRate(cli.NewFactory(ios), func(*RateOptions) error { return nil })
-	if code := cli.ExitCode(cli.ExecuteTest(cmd, ios, "slow")); code != cli.ExitUsage {
-		t.Errorf("rate slow: got exit %d, want %d", code, cli.ExitUsage)
+	if err := cli.ExecuteTest(cmd, ios, "0"); !strings.Contains(fmt.Sprint(err), "kvctl ring pause") || !strings.Contains(fmt.Sprint(err), "--unlimited") {
+		t.Errorf("rate 0: got %v, want a hint at kvctl ring pause and --unlimited", err)
+	}
+	for _, tc := range []struct {
+		args      []string
+		rate      uint64
+		unlimited bool
+		node      string
+	}{
+		{[]string{"--unlimited"}, 0, true, ""},
+		{[]string{"2", "--node", "n4"}, 2 * present.MiB, false, "n4"},
+		{[]string{"--unlimited", "--node", "n2"}, 0, true, "n2"},
+	} {
+		got = nil
+		cmd = NewCmdRate(cli.NewFactory(ios), func(o *RateOptions) error { got = o; return nil })
+		if err := cli.ExecuteTest(cmd, ios, tc.args...); err != nil {
+			t.Fatalf("rate %q: %v", tc.args, err)
+		}
+		if got.RateBytes != tc.rate || got.Unlimited != tc.unlimited || got.NodeID != tc.node {
+			t.Errorf("rate %q: got %d, unlimited %v, node %q, want %d, %v, %q", tc.args, got.RateBytes, got.Unlimited, got.NodeID, tc.rate, tc.unlimited, tc.node)
+		}
+	}
+}
+
+func TestParallelFlags(t *testing.T) {
+	ios, _, _, _ := cli.Test()
+	var got *ParallelOptions
+	cmd := NewCmdParallel(cli.NewFactory(ios), func(o *ParallelOptions) error { got = o; return nil })
+	if err := cli.ExecuteTest(cmd, ios, "3"); err != nil || got.Parallel != 3 {
+		t.Fatalf("parallel 3: got %+v, %v, want 3", got, err)
+	}
+	for _, args := range [][]string{{"0"}, {"--", "-1"}, {"two"}, {"1.5"}} {
+		cmd = NewCmdParallel(cli.NewFactory(ios), func(*ParallelOptions) error { return nil })
+		if code := cli.ExitCode(cli.ExecuteTest(cmd, ios, args...)); code != cli.ExitUsage {
+			t.Errorf("parallel %q: got exit %d, want %d", args, code, cli.ExitUsage)
+		}
 	}
 }
 
 // fakeAdmin answers the ring-change RPCs from canned values and records what it was asked.
 type fakeAdmin struct {
 	kvpb.AdminClient
-	plan      *kvpb.ChangePlan
-	planErr   error
-	infoErr   error
-	info      *kvpb.NodeInfoResponse
-	watch     []*kvpb.ChangeProgress
-	status    *kvpb.ChangeProgress
-	ring      *kvpb.RingResponse
-	started   []*kvpb.ChangeRequest
-	rateSet   []uint64
-	abortedOK bool
+	plan    *kvpb.ChangePlan
+	planErr error
+	infoErr error
+	info    *kvpb.NodeInfoResponse
+	watch   []*kvpb.ChangeProgress
+	status  *kvpb.ChangeProgress
+	ring    *kvpb.RingResponse
+	started []*kvpb.ChangeRequest
+	rateSet []uint64
+	// pauseErr answers PauseChange and ResumeChange when set.
+	pauseErr    error
+	parallelSet []uint32
+	abortedOK   bool
 }
 
 func (f *fakeAdmin) PlanChange(_ context.Context, req *kvpb.ChangeRequest, _ ...grpc.CallOption) (*kvpb.ChangePlan, error) {
@@ -151,6 +198,28 @@ func (f *fakeAdmin) Ring(context.Context, *kvpb.RingRequest, ...grpc.CallOption)
 func (f *fakeAdmin) SetChangeRate(_ context.Context, req *kvpb.SetChangeRateRequest, _ ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
 	f.rateSet = append(f.rateSet, req.GetRateBytes())
 	return &kvpb.ChangeProgress{Id: 7, State: kvpb.ChangeState_CHANGE_STATE_STREAMING, RateLimitBytes: req.GetRateBytes()}, nil
+}
+
+func (f *fakeAdmin) PauseChange(_ context.Context, req *kvpb.PauseChangeRequest, _ ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
+	if f.pauseErr != nil {
+		return nil, f.pauseErr
+	}
+	p := proto.Clone(f.status).(*kvpb.ChangeProgress)
+	p.State, p.PendingReplicas = kvpb.ChangeState_CHANGE_STATE_PAUSED, 1
+	p.Pauses = append(p.Pauses, &kvpb.ChangePause{By: req.GetBy(), Reason: req.GetReason(), PausedUnix: time.Now().Unix()})
+	return p, nil
+}
+
+func (f *fakeAdmin) ResumeChange(_ context.Context, req *kvpb.ResumeChangeRequest, _ ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
+	if f.pauseErr != nil {
+		return nil, f.pauseErr
+	}
+	return f.status, nil
+}
+
+func (f *fakeAdmin) SetChangeParallel(_ context.Context, req *kvpb.SetChangeParallelRequest, _ ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
+	f.parallelSet = append(f.parallelSet, req.GetParallel())
+	return f.status, nil
 }
 
 func (f *fakeAdmin) AbortChange(context.Context, *kvpb.AbortChangeRequest, ...grpc.CallOption) (*kvpb.ChangeProgress, error) {

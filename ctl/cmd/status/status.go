@@ -160,12 +160,17 @@ func versionLine(nodes []*kvpb.NodeStatus) string {
 }
 
 // changeLine describes the ring change in flight: "change #3 in flight: rebalance, streaming,
-// 44% (224.0 KiB of 512.0 KiB) at 50.0 KiB/s, ETA 6s". "" when none is.
+// 44% (224.0 KiB of 512.0 KiB) at 50.0 KiB/s, ETA 6s"; a paused one ends with who paused it,
+// when and why, and what it costs writes. "" when none is.
 func changeLine(c *kvpb.ChangeProgress) string {
 	if !present.InFlight(c) {
 		return ""
 	}
-	l := fmt.Sprintf("change #%d in flight: %s, %s", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()))
+	paused := present.Paused(c, time.Now())
+	l := fmt.Sprintf("change #%d in flight: %s", c.GetId(), present.Change(c.GetPlan().GetRequest()))
+	if paused == "" {
+		l += ", " + present.State(c.GetState())
+	}
 	if total := c.GetBytesTotal(); total > 0 {
 		l += fmt.Sprintf(", %.0f%% (%s of %s)", min(100, 100*float64(c.GetBytesDone())/float64(total)),
 			present.Bytes(c.GetBytesDone()), present.Bytes(total))
@@ -175,9 +180,18 @@ func changeLine(c *kvpb.ChangeProgress) string {
 	}
 	if e := c.GetEtaSeconds(); e > 0 {
 		l += ", ETA " + present.ETA(e)
+		if paused != "" {
+			l += " once resumed"
+		}
 	}
 	if msg := c.GetError(); msg != "" {
 		l += " (" + msg + ")"
+	}
+	if paused != "" {
+		l += "; " + paused
+		if cost := present.PendingCost(c); cost != "" {
+			l += "; " + cost
+		}
 	}
 	return l
 }
