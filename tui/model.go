@@ -14,6 +14,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"ringkv/ctl/oncall"
 	"ringkv/ctl/present"
 	"ringkv/proto/kvpb"
 	"ringkv/tui/heatmap"
@@ -88,10 +89,11 @@ const (
 	ScreenOverview Screen = iota
 	ScreenHeatmap
 	ScreenChanges
+	ScreenHistory
 	numViews
 )
 
-var viewNames = [...]string{"1 overview", "2 heatmap", "3 changes"}
+var viewNames = [...]string{"1 overview", "2 heatmap", "3 changes", "4 history"}
 
 // Sort columns of the overview.
 type sortCol int
@@ -132,6 +134,11 @@ type Model struct {
 	benchChart string
 	benchTicks int
 	dialog     dialog
+
+	live     *oncall.HotKeys // the live hot keys, for the hot-key alert (nil: none or unknown)
+	liveAt   time.Time       // when they were last asked for
+	liveBusy bool            // a call for them is under way
+	hist     history
 }
 
 // New returns the console's model on opts.
@@ -184,7 +191,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.resize()
 		return m, nil
 	case tea.KeyPressMsg:
-		return m.onKey(msg)
+		was := m.view
+		next, cmd := m.onKey(msg)
+		if nm, ok := next.(Model); ok && nm.view == ScreenHistory && was != ScreenHistory {
+			fetch := nm.fetchHeat() // the history is read as the view opens
+			return nm, tea.Batch(cmd, fetch)
+		}
+		return next, cmd
 	case RingMsg:
 		return m, m.refresh()
 	case RefreshMsg:
@@ -194,15 +207,25 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case ChangeMsg:
 		return m, m.recvChange()
 	case TickMsg:
+		poll := m.pollOnCall()
 		if m.benchTicks++; m.benchTicks*int(m.opts.Tick/time.Millisecond) >= 1000 {
 			m.benchTicks = 0
-			return m, tea.Batch(m.tick(), m.drawBenchChart())
+			return m, tea.Batch(m.tick(), m.drawBenchChart(), poll)
 		}
-		return m, m.tick()
+		return m, tea.Batch(m.tick(), poll)
 	case BenchChartMsg:
 		if m.bench > 0 {
 			m.benchChart = msg.Chart
 		}
+		return m, nil
+	case LiveKeysMsg:
+		m.onLive(msg)
+		return m, nil
+	case HotKeysMsg:
+		m.onHotKeys(msg)
+		return m, nil
+	case HeatMsg:
+		m.onHeat(msg)
 		return m, nil
 	case inputMsg:
 		return m.submitInput(msg)
@@ -345,6 +368,8 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.view = ScreenHeatmap
 	case key.Matches(k, m.km.Changes):
 		m.view = ScreenChanges
+	case key.Matches(k, m.km.History):
+		m.view = ScreenHistory
 	case key.Matches(k, m.km.Sort):
 		m.sortBy = (m.sortBy + 1) % numSorts
 	case key.Matches(k, m.km.Drain):
@@ -392,10 +417,14 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 				"write it to a file and show its top functions.",
 			}, m.profile(n.id, n.addr)))
 		}
+	case m.view == ScreenHeatmap && key.Matches(k, m.km.HotKeys):
+		return m, m.fetchVnodeKeys()
 	case m.view == ScreenHeatmap:
 		var cmd tea.Cmd
 		m.heat, cmd = m.heat.Update(k)
 		return m, cmd
+	case m.view == ScreenHistory:
+		return m.onHistoryKey(k)
 	case key.Matches(k, m.km.Up):
 		m.selected = max(0, m.selected-1)
 	case key.Matches(k, m.km.Down):

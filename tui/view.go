@@ -46,6 +46,8 @@ func (m Model) Render() string {
 		body = h.View()
 	case m.view == ScreenChanges:
 		body = m.changesView(bodyH)
+	case m.view == ScreenHistory:
+		body = m.historyView(bodyH)
 	default:
 		body = m.overviewView(bodyH)
 	}
@@ -131,6 +133,8 @@ func (m Model) footer() string {
 		left = m.st.Dim.Render("sort " + sortNames[m.sortBy])
 	case ScreenHeatmap:
 		left = m.st.Dim.Render("metric " + m.heat.Metric().String())
+	case ScreenHistory:
+		left = m.st.Dim.Render("zoom " + zooms[m.hist.zoom].name)
 	}
 	if m.opts.Readonly {
 		left += m.st.Warn.Render(" readonly")
@@ -172,7 +176,10 @@ func (m Model) shortHelp() []key.Binding {
 		return slices.Concat([]key.Binding{tab, sel, short(m.km.Sort, "sort")}, demo, []key.Binding{help, quit})
 	case ScreenHeatmap:
 		sel := key.NewBinding(key.WithKeys("up", "down", "left", "right"), key.WithHelp("←↑↓→", "select vnode"))
-		return slices.Concat([]key.Binding{tab, sel, short(m.km.Metric, "metric")}, demo, []key.Binding{help, quit})
+		return slices.Concat([]key.Binding{tab, sel, short(m.km.Metric, "metric"), short(m.km.HotKeys, "hot keys")}, demo, []key.Binding{help, quit})
+	case ScreenHistory:
+		scroll := key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←→", "scroll"))
+		return []key.Binding{tab, scroll, short(m.km.Zoom, "zoom"), help, quit}
 	}
 	return slices.Concat([]key.Binding{tab}, demo, []key.Binding{help, quit})
 }
@@ -338,6 +345,9 @@ func (m Model) alerts() []string {
 		}
 	}
 	if a := m.hotVnodeAlert(); a != "" {
+		out = append(out, m.st.Warn.Render(a))
+	}
+	if a := m.hotKeyAlert(); a != "" {
 		out = append(out, m.st.Warn.Render(a))
 	}
 	if c := m.change; present.InFlight(c) {

@@ -234,3 +234,31 @@ func scale(metric string, v uint64) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// Window returns the steps of res that overlap [from, to) and the events in it: a scrolled
+// view of a longer answer.
+func (res *Heat) Window(from, to time.Time) *Heat {
+	out := *res
+	out.Columns, out.Events = nil, []Event{}
+	out.Values = make([][]*uint64, len(res.Values))
+	step := time.Duration(res.StepSeconds) * time.Second
+	var keep []int
+	for i, c := range res.Columns {
+		if c.Add(step).After(from) && c.Before(to) {
+			keep = append(keep, i)
+			out.Columns = append(out.Columns, c)
+		}
+	}
+	for r, row := range res.Values {
+		out.Values[r] = make([]*uint64, 0, len(keep))
+		for _, i := range keep {
+			out.Values[r] = append(out.Values[r], row[i])
+		}
+	}
+	for _, e := range res.Events {
+		if !e.Time.Before(from) && e.Time.Before(to) {
+			out.Events = append(out.Events, e)
+		}
+	}
+	return &out
+}

@@ -10,6 +10,7 @@ type KeyMap struct {
 	Overview key.Binding
 	Heatmap  key.Binding
 	Changes  key.Binding
+	History  key.Binding
 
 	Up     key.Binding
 	Down   key.Binding
@@ -17,6 +18,10 @@ type KeyMap struct {
 	Right  key.Binding
 	Sort   key.Binding
 	Metric key.Binding
+	// HotKeys lists the hot keys of the heatmap's selected vnode; Zoom cycles the history
+	// view's window (1h, 24h, 7d).
+	HotKeys key.Binding
+	Zoom    key.Binding
 
 	Drain     key.Binding
 	Add       key.Binding
@@ -45,13 +50,16 @@ func DefaultKeyMap() KeyMap {
 		Overview: b([]string{"1"}, "1", "overview"),
 		Heatmap:  b([]string{"2"}, "2", "shard heatmap"),
 		Changes:  b([]string{"3"}, "3", "changes & events"),
+		History:  b([]string{"4"}, "4", "history (heat over time)"),
 
-		Up:     b([]string{"up", "k"}, "↑/k", "select up"),
-		Down:   b([]string{"down", "j"}, "↓/j", "select down"),
-		Left:   b([]string{"left", "h"}, "←/h", "vnode left"),
-		Right:  b([]string{"right", "l"}, "→/l", "vnode right"),
-		Sort:   b([]string{"s"}, "s", "cycle sort column"),
-		Metric: b([]string{"m"}, "m", "cycle heatmap metric"),
+		Up:      b([]string{"up"}, "↑", "select up"),
+		Down:    b([]string{"down", "j"}, "↓/j", "select down"),
+		Left:    b([]string{"left", "h"}, "←/h", "vnode left"),
+		Right:   b([]string{"right", "l"}, "→/l", "vnode right"),
+		Sort:    b([]string{"s"}, "s", "cycle sort column"),
+		Metric:  b([]string{"m"}, "m", "cycle heatmap metric"),
+		HotKeys: b([]string{"k"}, "k", "hot keys of selected vnode"),
+		Zoom:    b([]string{"z"}, "z", "history zoom 1h/24h/7d"),
 
 		Drain:     b([]string{"d"}, "d", "drain selected node"),
 		Add:       b([]string{"a"}, "a", "add a node (ID=ADDR)"),
@@ -91,8 +99,8 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is every binding, grouped in columns.
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.NextView, k.PrevView, k.Overview, k.Heatmap, k.Changes},
-		{k.Up, k.Down, k.Left, k.Right, k.Sort, k.Metric},
+		{k.NextView, k.PrevView, k.Overview, k.Heatmap, k.Changes, k.History},
+		{k.Up, k.Down, k.Left, k.Right, k.Sort, k.Metric, k.HotKeys, k.Zoom},
 		{k.Drain, k.Add, k.Rebalance, k.Profile, k.Bench, k.StopNode, k.StartNode},
 		{k.Confirm, k.Cancel, k.Help, k.Quit},
 	}

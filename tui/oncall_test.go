@@ -1,0 +1,197 @@
+package tui
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"ringkv/proto/kvpb"
+)
+
+// fakeOnCall is the fake cluster with the on-call view's answers: live hot keys with one key,
+// user:42, at 90% of n2's hot vnode (the alert's), two keys in n1's first vnode, and an hour
+// of heat history at 10 s steps with a hot row, five minutes no node saw, and events.
+type fakeOnCall struct{ *FakeSource }
+
+var _ OnCall = fakeOnCall{}
+
+// fakeStep is the token width of one fake vnode (see NewFakeSource).
+var fakeStep = math.MaxUint64 / uint64(FakeNodes*FakeVnodes)
+
+// HotKeys implements OnCall: each node coordinated a third of the keys, over the last 6 s.
+func (fakeOnCall) HotKeys(_ context.Context, req *kvpb.HotKeysRequest) ([]*kvpb.HotKeysResponse, error) {
+	hot := 28*fakeStep + fakeStep/2 // in n2's 10th vnode, (28, 29] steps
+	var out []*kvpb.HotKeysResponse
+	for _, id := range []string{"n1", "n2", "n3"} {
+		out = append(out, &kvpb.HotKeysResponse{
+			Node: id, StartUnixNanos: fixedNow.Add(-6 * time.Second).UnixNano(), EndUnixNanos: fixedNow.UnixNano(),
+			Slices: 1, Ops: 3000, Reads: 2400, Writes: 600, Bytes: 3000 * 100, SliceSeconds: 10, MaxWindowSeconds: 60,
+			Keys: []*kvpb.HotKey{
+				{Key: []byte("user:42"), KeyLen: 7, Token: hot, Count: 600, Reads: 500, Writes: 100, Bytes: 60000},
+				{Key: []byte("cart:7"), KeyLen: 6, Token: fakeStep / 2, Count: 40, Error: 2, Reads: 30, Writes: 10, Bytes: 4000},
+				{Key: []byte("session:a1b2"), KeyLen: 12, Token: fakeStep / 3, Count: 12, Error: 2, Reads: 12, Bytes: 1200},
+			},
+			Floor:  2,
+			Vnodes: []*kvpb.VnodeOps{{Token: fakeStep, Ops: 80}, {Token: 29 * fakeStep, Ops: 667}},
+		})
+	}
+	return out, nil
+}
+
+// Heat implements OnCall: the hour before fixedNow.
+func (fakeOnCall) Heat(_ context.Context, req *kvpb.HeatRequest) ([]*kvpb.HeatResponse, error) {
+	step := 10 * time.Second
+	first := fixedNow.Add(-time.Hour).Truncate(step)
+	var out []*kvpb.HeatResponse
+	for n, id := range []string{"n1", "n2", "n3"} {
+		r := &kvpb.HeatResponse{Node: id, StepSeconds: 10, Metric: req.GetMetric(), Buckets: 256}
+		for t := first; !t.After(fixedNow); t = t.Add(step) {
+			ago := fixedNow.Sub(t)
+			down := ago > 40*time.Minute && ago <= 45*time.Minute
+			r.ColumnsUnixNanos = append(r.ColumnsUnixNanos, t.UnixNano())
+			r.Present = append(r.Present, !down)
+			for b := range 256 {
+				v := uint64((b*7+n*3)%20 + 5)
+				switch {
+				case down:
+					v = 0
+				case b>>4 == 4 && ago < 20*time.Minute:
+					v *= 40 // a hot row for the last 20 minutes
+				}
+				r.Values = append(r.Values, v)
+			}
+		}
+		r.Events = []*kvpb.HeatEvent{
+			{UnixNanos: fixedNow.Add(-40 * time.Minute).UnixNano(), Kind: "node-start", Text: id + " started"},
+			{UnixNanos: fixedNow.Add(-30 * time.Minute).UnixNano(), Kind: "change-begin", Text: "ring change 3 begun: rebalance, 64.0 MiB/s"},
+			{UnixNanos: fixedNow.Add(-28 * time.Minute).UnixNano(), Kind: "change-commit", Text: "ring change 3 committed: rebalance, epoch 7"},
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// onCallConsole is console() on fakeOnCall: the hot-key alert polls, the history reads. It
+// also waits until the console holds live hot keys.
+func onCallConsole(t *testing.T, w, h int) *teatest.TestModel {
+	t.Helper()
+	src := NewFakeSource()
+	t.Cleanup(src.Close)
+	var stats, status, ring atomic.Int32
+	var live atomic.Bool
+	filter := func(m tea.Model, msg tea.Msg) tea.Msg {
+		if mm, ok := m.(Model); ok && mm.live != nil {
+			live.Store(true)
+		}
+		switch msg.(type) {
+		case StatsMsg:
+			stats.Add(1)
+		case StatusMsg:
+			status.Add(1)
+		case RingMsg:
+			ring.Add(1)
+		}
+		return msg
+	}
+	m := New(Options{Source: fakeOnCall{src}, Actions: FakeActions{}, Hint: demoHint, Now: func() time.Time { return fixedNow }})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h),
+		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.ANSI256), tea.WithFilter(filter)))
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		return stats.Load() == FakeNodes*FakeSamples && status.Load() > 0 && ring.Load() > 0 && live.Load()
+	}, teatest.WithDuration(20*time.Second))
+	return tm
+}
+
+// TestGoldenOnCall draws the on-call view's screens: the overview with the hot-key alert, the
+// heatmap's hot keys of the selected vnode (k), and the history view (4), at 80×24 and 160×48.
+func TestGoldenOnCall(t *testing.T) {
+	for _, sz := range []struct{ w, h int }{{80, 24}, {160, 48}} {
+		for _, sc := range []struct {
+			name, keys, want string
+		}{
+			{"alert", "", "hot key user:42 is 90% of vnode"},
+			{"hotkeys", "2k", "Hot keys of vnode"},
+			{"history", "4", "0x00-0x0f: "},
+			{"history-row", "4↓↓↓↓", "0x40-0x4f: "},
+		} {
+			t.Run(sc.name+"-"+itoa(sz.w)+"x"+itoa(sz.h), func(t *testing.T) {
+				tm := onCallConsole(t, sz.w, sz.h)
+				for _, k := range sc.keys {
+					if k == '↓' {
+						tm.Send(tea.KeyPressMsg{Code: tea.KeyDown})
+						continue
+					}
+					tm.Type(string(k))
+				}
+				if sc.keys != "" { // the alert was drawn before onCallConsole returned
+					waitText(t, tm, sc.want)
+				}
+				teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+			})
+		}
+	}
+}
+
+// TestHistoryKeys: ←/→ scroll by half a window, z zooms 1h → 24h → 7d, ↑/↓ select a row; a
+// scrolled window asks the nodes for the finest step that reaches its start.
+func TestHistoryKeys(t *testing.T) {
+	m := New(Options{Source: fakeOnCall{NewFakeSource()}, Now: func() time.Time { return fixedNow }})
+	m.view = ScreenHistory
+	press := func(code rune) {
+		next, _ := m.onKey(tea.KeyPressMsg{Code: code})
+		m = next.(Model)
+	}
+	press(tea.KeyLeft)
+	press(tea.KeyLeft)
+	if from, to := m.hist.window(fixedNow); m.hist.offset != 2 || !to.Equal(fixedNow.Add(-time.Hour)) || !from.Equal(fixedNow.Add(-2*time.Hour)) {
+		t.Errorf("two scrolls back: got offset %d, window %v to %v; want 2, the hour before the last", m.hist.offset, from, to)
+	}
+	press(tea.KeyRight)
+	press('z')
+	if m.hist.zoom != 1 || m.hist.offset != 1 {
+		t.Errorf("zoom: got zoom %d offset %d, want 24h, 1", m.hist.zoom, m.hist.offset)
+	}
+	press('z')
+	press('z')
+	if m.hist.zoom != 0 {
+		t.Errorf("zoom cycles: got %d, want 0 (1h)", m.hist.zoom)
+	}
+	for range 20 {
+		press(tea.KeyDown)
+	}
+	if m.hist.row != historyRows-1 {
+		t.Errorf("row: got %d, want the last, %d", m.hist.row, historyRows-1)
+	}
+	m.hist.offset = m.hist.maxOffset()
+	press(tea.KeyLeft)
+	if m.hist.offset != m.hist.maxOffset() {
+		t.Errorf("scroll past a week: got offset %d, want it held at %d", m.hist.offset, m.hist.maxOffset())
+	}
+}
+
+// TestHistoryBadInput: a terminal too narrow and a window no node has data for are one line each.
+func TestHistoryBadInput(t *testing.T) {
+	m := New(Options{Source: fakeOnCall{NewFakeSource()}, Now: func() time.Time { return fixedNow }})
+	m.view = ScreenHistory
+	next, _ := m.Update(tea.WindowSizeMsg{Width: 30, Height: 20})
+	m = next.(Model)
+	if got := m.Render(); !strings.Contains(got, "widen to 40 columns (now 30)") {
+		t.Errorf("narrow: got\n%s\nwant one line saying so", got)
+	}
+	next, _ = m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m = next.(Model)
+	m.hist.seq = 1
+	empty := &kvpb.HeatResponse{Node: "n1", StepSeconds: 10, Buckets: 256, ColumnsUnixNanos: []int64{fixedNow.UnixNano()}, Present: []bool{false}, Values: make([]uint64, 256)}
+	next, _ = m.Update(HeatMsg{Seq: 1, Resp: []*kvpb.HeatResponse{empty}})
+	m = next.(Model)
+	if got := m.Render(); !strings.Contains(got, "no data from") || !strings.Contains(got, "no node has history for this window") {
+		t.Errorf("no data: got\n%s\nwant one line saying so", got)
+	}
+}
