@@ -243,8 +243,10 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 		}
 		lines = append(lines, l)
 	}
+	// The paces and why: a line each on a terminal, parts of the one line when piped.
 	for _, pc := range p.GetPaces() {
 		lines = append(lines, "  "+present.Pace(pc))
+		parts = append(parts, present.Pace(pc))
 	}
 	r.drawing.Draw(follow.Screen{W: r.W, TTY: r.TTY, Width: r.Width, Every: r.Every}, now, force, head, parts, lines)
 }
