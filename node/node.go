@@ -57,11 +57,14 @@ func WithListeners(grpcLn, httpLn, adminLn net.Listener) Option {
 // wires it; conns.go holds its connections to peers, epoch.go its readiness and catch-up
 // with the cluster's ring, run.go its serving and drain.
 type Node struct {
-	cfg     Config
-	logger  *slog.Logger
-	secret  string
-	tls     bool // --certs-dir: mutual TLS on every port
-	started time.Time
+	cfg Config
+	// baseline is this node's latency over the last seconds, sampled by Run: the "p99
+	// before" of a ring change's pace.
+	baseline stream.Baseline
+	logger   *slog.Logger
+	secret   string
+	tls      bool // --certs-dir: mutual TLS on every port
+	started  time.Time
 
 	st      *store.Store
 	clock   *hlc.Clock
@@ -274,6 +277,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if cfg.MoveLatencyTarget != MovePaceOff {
 		rangeClient.LatencyTarget = cfg.MoveLatencyTarget
 		rangeClient.Latency = n.recentLatency
+		rangeClient.Baseline = n.baseline.Median
 	}
 	mvcfg := cluster.DefaultMoverConfig()
 	mvcfg.Logger = logger
@@ -344,6 +348,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		// The ranges this node serves as a source back off by its own latency too: its
 		// clients are the ones a stream it sends slows down.
 		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate, rdeps.Pace = n.recentLatency, cfg.MoveLatencyTarget, n.changeRate, sendPace
+		rdeps.Baseline = n.baseline.Median
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{

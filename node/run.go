@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -25,6 +26,8 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Go(func() { errc <- wrapServe("admin", n.adminSrv.Serve(n.lnAdmin)) })
 	mctx, mcancel := context.WithCancel(context.Background())
 	wg.Go(func() { n.metrics.Run(mctx) })
+	// The latency before a ring change's streams, for their pace's auto target.
+	wg.Go(func() { n.baseline.Run(mctx, time.Second, n.recentLatency) })
 	wg.Go(func() {
 		if err := n.heat.Run(mctx); err != nil {
 			n.logger.Warn("heat history", "err", err)

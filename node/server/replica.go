@@ -68,6 +68,9 @@ type ReplicaDeps struct {
 	// LatencyTarget is the latency the source's pace holds; 0 = twice the latency seen when
 	// the streams began (after a pause of AdaptIdle without streams).
 	LatencyTarget time.Duration
+	// Baseline, when set and LatencyTarget is 0, is the node's latency before the streams (a
+	// stream.Baseline's Median): the target is twice it.
+	Baseline func() time.Duration
 	// Pace is the AIMD state of that pace, one for all the node's streams (the node reports
 	// it); nil = the Replica's own.
 	Pace *stream.Adaptive
@@ -252,7 +255,7 @@ func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
 				limit = r
 			}
 		}
-		return s.pace().Rate(limit, s.d.Latency(), s.d.LatencyTarget, time.Now())
+		return s.pace().Rate(limit, s.d.Latency(), stream.Target(s.d.LatencyTarget, s.d.Baseline), time.Now())
 	}
 	return func(ctx context.Context, n int) error { return s.lim.Wait(ctx, n, rate, nil) }
 }

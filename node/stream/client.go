@@ -58,6 +58,9 @@ type RangeClient struct {
 	// the sources are protected by the sources' own pace (server.ReplicaDeps.Latency); a stream
 	// goes at the slower of the two.
 	LatencyTarget time.Duration
+	// Baseline, when set and LatencyTarget is 0, is the node's latency before the pulls (a
+	// Baseline's Median): the target is twice it.
+	Baseline func() time.Duration
 
 	lim Limiter
 	ad  Adaptive
@@ -84,7 +87,7 @@ func (c *RangeClient) StreamRange(ctx context.Context, source ring.Member, start
 			r = c.Rate()
 		}
 		if c.Latency != nil {
-			return c.ad.Rate(r, c.Latency(), c.LatencyTarget, time.Now())
+			return c.ad.Rate(r, c.Latency(), Target(c.LatencyTarget, c.Baseline), time.Now())
 		}
 		return r
 	}
