@@ -16,6 +16,7 @@ import (
 	ringcmd "ringkv/ctl/cmd/ring"
 	"ringkv/ctl/cmd/status"
 	tuicmd "ringkv/ctl/cmd/tui"
+	"ringkv/ctl/cmd/vnodes"
 )
 
 // commands lists kvctl's top-level commands. Each lives in ctl/cmd/<noun>.
@@ -30,6 +31,7 @@ func commands(f *cli.Factory) []*cobra.Command {
 		repair.NewCmdRepair(f, nil),
 		pprof.NewCmdPprof(f, nil),
 		hotkeys.NewCmdHotKeys(f, nil),
+		vnodes.NewCmdVnodes(f, nil),
 		heat.NewCmdHeat(f, nil),
 		debug.NewCmdDebug(f, nil),
 		demo.NewCmdDemo(f, nil),

@@ -526,6 +526,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 		info.Hints = append(info.Hints, &kvpb.HintQueue{Peer: q.Peer, Hints: q.Count, Bytes: q.Bytes, OldestUnix: q.Oldest.Unix()})
 	}
 	info.HintsDropped = n.hints.Dropped()
+	info.PeerLatency = n.lat.Peers()
 	return info
 }
 

@@ -43,6 +43,16 @@ func (t *Tracker) Snapshot(node string) *kvpb.VnodesResponse {
 			resp.Vnodes = append(resp.Vnodes, vl)
 		}
 	}
+	resp.Peers = t.peersAt(now)
+	return resp
+}
+
+// Peers returns what the coordinator saw of each peer with a call, a hedge or a trip in the
+// long window, by node.
+func (t *Tracker) Peers() []*kvpb.PeerLatency { return t.peersAt(t.sliceOf(t.cfg.Now())) }
+
+func (t *Tracker) peersAt(now int64) []*kvpb.PeerLatency {
+	var out []*kvpb.PeerLatency
 	t.peersMu.RLock()
 	for id, p := range t.peers {
 		pl := &kvpb.PeerLatency{
@@ -55,11 +65,11 @@ func (t *Tracker) Snapshot(node string) *kvpb.VnodesResponse {
 		if pl.GetCalls_1M().Count() == 0 && pl.GetHedges_1M() == 0 && pl.GetBreakerTrips_1M() == 0 {
 			continue
 		}
-		resp.Peers = append(resp.Peers, pl)
+		out = append(out, pl)
 	}
 	t.peersMu.RUnlock()
-	slices.SortFunc(resp.Peers, func(a, b *kvpb.PeerLatency) int { return cmp.Compare(a.GetNode(), b.GetNode()) })
-	return resp
+	slices.SortFunc(out, func(a, b *kvpb.PeerLatency) int { return cmp.Compare(a.GetNode(), b.GetNode()) })
+	return out
 }
 
 // merged adds the n complete slices before the slice now.

@@ -105,10 +105,18 @@ func (s *Admin) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.Status
 	if s.d.Changes != nil && s.d.Changes.Flying() {
 		resp.Change = s.d.Changes.Progress(ctx)
 	}
+	views := map[string][]*kvpb.PeerLatency{}
 	for _, info := range infos {
 		if r := info.GetRepair(); r.GetState() == kvpb.RepairState_REPAIR_STATE_RUNNING {
 			resp.Repairs = append(resp.Repairs, r)
 		}
+		if info != nil {
+			views[info.GetId()] = info.GetPeerLatency()
+		}
+	}
+	slow := kvpb.SlowForOthers(views)
+	for _, ns := range resp.Nodes {
+		ns.Slow = slow[ns.Id]
 	}
 	return resp, nil
 }

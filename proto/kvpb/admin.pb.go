@@ -667,7 +667,7 @@ func (x BreakerState_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BreakerState_State.Descriptor instead.
 func (BreakerState_State) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{6, 0}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type ChangeRequest_Kind int32
@@ -719,7 +719,7 @@ func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeRequest_Kind.Descriptor instead.
 func (ChangeRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{20, 0}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type StatusRequest struct {
@@ -842,8 +842,10 @@ type NodeStatus struct {
 	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	State    NodeState              `protobuf:"varint,6,opt,name=state,proto3,enum=ringkv.NodeState" json:"state,omitempty"`
 	// Empty when the node answered; otherwise why it is DOWN.
-	Error         string            `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	Info          *NodeInfoResponse `protobuf:"bytes,5,opt,name=info,proto3" json:"info,omitempty"`
+	Error string            `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Info  *NodeInfoResponse `protobuf:"bytes,5,opt,name=info,proto3" json:"info,omitempty"`
+	// Set when the other nodes' calls to this one stand out as slow (kvpb.SlowForOthers).
+	Slow          *SlowReplica `protobuf:"bytes,7,opt,name=slow,proto3" json:"slow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -913,6 +915,85 @@ func (x *NodeStatus) GetInfo() *NodeInfoResponse {
 	return nil
 }
 
+func (x *NodeStatus) GetSlow() *SlowReplica {
+	if x != nil {
+		return x.Slow
+	}
+	return nil
+}
+
+// A replica whose calls, as the other nodes see them over the short window, stand out: its
+// p99 is above the floor and above twice the median p99 of the other replicas.
+type SlowReplica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	P99Ms float64                `protobuf:"fixed64,1,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	// The median p99 of the others it is compared with.
+	OthersP99Ms float64 `protobuf:"fixed64,2,opt,name=others_p99_ms,json=othersP99Ms,proto3" json:"others_p99_ms,omitempty"`
+	// The calls counted, and the nodes that made them.
+	Calls         uint64   `protobuf:"varint,3,opt,name=calls,proto3" json:"calls,omitempty"`
+	SeenBy        []string `protobuf:"bytes,4,rep,name=seen_by,json=seenBy,proto3" json:"seen_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlowReplica) Reset() {
+	*x = SlowReplica{}
+	mi := &file_kvpb_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlowReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlowReplica) ProtoMessage() {}
+
+func (x *SlowReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlowReplica.ProtoReflect.Descriptor instead.
+func (*SlowReplica) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SlowReplica) GetP99Ms() float64 {
+	if x != nil {
+		return x.P99Ms
+	}
+	return 0
+}
+
+func (x *SlowReplica) GetOthersP99Ms() float64 {
+	if x != nil {
+		return x.OthersP99Ms
+	}
+	return 0
+}
+
+func (x *SlowReplica) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *SlowReplica) GetSeenBy() []string {
+	if x != nil {
+		return x.SeenBy
+	}
+	return nil
+}
+
 type NodeInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -921,7 +1002,7 @@ type NodeInfoRequest struct {
 
 func (x *NodeInfoRequest) Reset() {
 	*x = NodeInfoRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[3]
+	mi := &file_kvpb_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1014,7 @@ func (x *NodeInfoRequest) String() string {
 func (*NodeInfoRequest) ProtoMessage() {}
 
 func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[3]
+	mi := &file_kvpb_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1027,7 @@ func (x *NodeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoRequest.ProtoReflect.Descriptor instead.
 func (*NodeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
 type NodeInfoResponse struct {
@@ -965,6 +1046,8 @@ type NodeInfoResponse struct {
 	Breakers      []*BreakerState        `protobuf:"bytes,12,rep,name=breakers,proto3" json:"breakers,omitempty"`
 	// Raft role of this node in the metadata group.
 	RaftRole RaftRole `protobuf:"varint,26,opt,name=raft_role,json=raftRole,proto3,enum=ringkv.RaftRole" json:"raft_role,omitempty"`
+	// What this node's coordinator saw of its calls to each peer (short and long windows).
+	PeerLatency []*PeerLatency `protobuf:"bytes,27,rep,name=peer_latency,json=peerLatency,proto3" json:"peer_latency,omitempty"`
 	// Free bytes on the file system of the node's data directory (0 for in-memory nodes).
 	FreeDiskBytes uint64 `protobuf:"varint,14,opt,name=free_disk_bytes,json=freeDiskBytes,proto3" json:"free_disk_bytes,omitempty"`
 	// The OS process serving the node ("host/pid/start"): nodes that share one (kvctl demo)
@@ -1000,7 +1083,7 @@ type NodeInfoResponse struct {
 
 func (x *NodeInfoResponse) Reset() {
 	*x = NodeInfoResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[4]
+	mi := &file_kvpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1095,7 @@ func (x *NodeInfoResponse) String() string {
 func (*NodeInfoResponse) ProtoMessage() {}
 
 func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[4]
+	mi := &file_kvpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1108,7 @@ func (x *NodeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfoResponse.ProtoReflect.Descriptor instead.
 func (*NodeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeInfoResponse) GetId() string {
@@ -1119,6 +1202,13 @@ func (x *NodeInfoResponse) GetRaftRole() RaftRole {
 	return RaftRole_RAFT_ROLE_UNSPECIFIED
 }
 
+func (x *NodeInfoResponse) GetPeerLatency() []*PeerLatency {
+	if x != nil {
+		return x.PeerLatency
+	}
+	return nil
+}
+
 func (x *NodeInfoResponse) GetFreeDiskBytes() uint64 {
 	if x != nil {
 		return x.FreeDiskBytes
@@ -1202,7 +1292,7 @@ type HintQueue struct {
 
 func (x *HintQueue) Reset() {
 	*x = HintQueue{}
-	mi := &file_kvpb_admin_proto_msgTypes[5]
+	mi := &file_kvpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1304,7 @@ func (x *HintQueue) String() string {
 func (*HintQueue) ProtoMessage() {}
 
 func (x *HintQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[5]
+	mi := &file_kvpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1317,7 @@ func (x *HintQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintQueue.ProtoReflect.Descriptor instead.
 func (*HintQueue) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HintQueue) GetPeer() string {
@@ -1270,7 +1360,7 @@ type BreakerState struct {
 
 func (x *BreakerState) Reset() {
 	*x = BreakerState{}
-	mi := &file_kvpb_admin_proto_msgTypes[6]
+	mi := &file_kvpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1372,7 @@ func (x *BreakerState) String() string {
 func (*BreakerState) ProtoMessage() {}
 
 func (x *BreakerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[6]
+	mi := &file_kvpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1385,7 @@ func (x *BreakerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerState.ProtoReflect.Descriptor instead.
 func (*BreakerState) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BreakerState) GetPeer() string {
@@ -1329,7 +1419,7 @@ type RingRequest struct {
 
 func (x *RingRequest) Reset() {
 	*x = RingRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[7]
+	mi := &file_kvpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1431,7 @@ func (x *RingRequest) String() string {
 func (*RingRequest) ProtoMessage() {}
 
 func (x *RingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[7]
+	mi := &file_kvpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1444,7 @@ func (x *RingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingRequest.ProtoReflect.Descriptor instead.
 func (*RingRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RingRequest) GetWithCounts() bool {
@@ -1377,7 +1467,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_kvpb_admin_proto_msgTypes[8]
+	mi := &file_kvpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1479,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[8]
+	mi := &file_kvpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1492,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Member) GetId() string {
@@ -1451,7 +1541,7 @@ type RingState struct {
 
 func (x *RingState) Reset() {
 	*x = RingState{}
-	mi := &file_kvpb_admin_proto_msgTypes[9]
+	mi := &file_kvpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1553,7 @@ func (x *RingState) String() string {
 func (*RingState) ProtoMessage() {}
 
 func (x *RingState) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[9]
+	mi := &file_kvpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1566,7 @@ func (x *RingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingState.ProtoReflect.Descriptor instead.
 func (*RingState) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RingState) GetEpoch() uint64 {
@@ -1522,7 +1612,7 @@ type NodeOwnership struct {
 
 func (x *NodeOwnership) Reset() {
 	*x = NodeOwnership{}
-	mi := &file_kvpb_admin_proto_msgTypes[10]
+	mi := &file_kvpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1624,7 @@ func (x *NodeOwnership) String() string {
 func (*NodeOwnership) ProtoMessage() {}
 
 func (x *NodeOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[10]
+	mi := &file_kvpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1637,7 @@ func (x *NodeOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOwnership.ProtoReflect.Descriptor instead.
 func (*NodeOwnership) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeOwnership) GetId() string {
@@ -1624,7 +1714,7 @@ type RingResponse struct {
 
 func (x *RingResponse) Reset() {
 	*x = RingResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[11]
+	mi := &file_kvpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1726,7 @@ func (x *RingResponse) String() string {
 func (*RingResponse) ProtoMessage() {}
 
 func (x *RingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[11]
+	mi := &file_kvpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1739,7 @@ func (x *RingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingResponse.ProtoReflect.Descriptor instead.
 func (*RingResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RingResponse) GetRing() *RingState {
@@ -1685,7 +1775,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[12]
+	mi := &file_kvpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1787,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[12]
+	mi := &file_kvpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1800,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatsRequest) GetIntervalMs() uint32 {
@@ -1745,7 +1835,7 @@ type OpStats struct {
 
 func (x *OpStats) Reset() {
 	*x = OpStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[13]
+	mi := &file_kvpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1847,7 @@ func (x *OpStats) String() string {
 func (*OpStats) ProtoMessage() {}
 
 func (x *OpStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[13]
+	mi := &file_kvpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1860,7 @@ func (x *OpStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpStats.ProtoReflect.Descriptor instead.
 func (*OpStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OpStats) GetOp() Op {
@@ -1864,7 +1954,7 @@ type VnodeStats struct {
 
 func (x *VnodeStats) Reset() {
 	*x = VnodeStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[14]
+	mi := &file_kvpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1966,7 @@ func (x *VnodeStats) String() string {
 func (*VnodeStats) ProtoMessage() {}
 
 func (x *VnodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[14]
+	mi := &file_kvpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +1979,7 @@ func (x *VnodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeStats.ProtoReflect.Descriptor instead.
 func (*VnodeStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VnodeStats) GetToken() uint64 {
@@ -2006,7 +2096,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[15]
+	mi := &file_kvpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2108,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[15]
+	mi := &file_kvpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2121,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeStats) GetId() string {
@@ -2179,7 +2269,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[16]
+	mi := &file_kvpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2281,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[16]
+	mi := &file_kvpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2294,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProfileRequest) GetKind() string {
@@ -2230,7 +2320,7 @@ type ProfileChunk struct {
 
 func (x *ProfileChunk) Reset() {
 	*x = ProfileChunk{}
-	mi := &file_kvpb_admin_proto_msgTypes[17]
+	mi := &file_kvpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2332,7 @@ func (x *ProfileChunk) String() string {
 func (*ProfileChunk) ProtoMessage() {}
 
 func (x *ProfileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[17]
+	mi := &file_kvpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2345,7 @@ func (x *ProfileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileChunk.ProtoReflect.Descriptor instead.
 func (*ProfileChunk) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProfileChunk) GetData() []byte {
@@ -2274,7 +2364,7 @@ type LogTailRequest struct {
 
 func (x *LogTailRequest) Reset() {
 	*x = LogTailRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[18]
+	mi := &file_kvpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2376,7 @@ func (x *LogTailRequest) String() string {
 func (*LogTailRequest) ProtoMessage() {}
 
 func (x *LogTailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[18]
+	mi := &file_kvpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2389,7 @@ func (x *LogTailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTailRequest.ProtoReflect.Descriptor instead.
 func (*LogTailRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogTailRequest) GetLines() uint32 {
@@ -2318,7 +2408,7 @@ type LogTailResponse struct {
 
 func (x *LogTailResponse) Reset() {
 	*x = LogTailResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[19]
+	mi := &file_kvpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2420,7 @@ func (x *LogTailResponse) String() string {
 func (*LogTailResponse) ProtoMessage() {}
 
 func (x *LogTailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[19]
+	mi := &file_kvpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2433,7 @@ func (x *LogTailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTailResponse.ProtoReflect.Descriptor instead.
 func (*LogTailResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogTailResponse) GetLines() []string {
@@ -2375,7 +2465,7 @@ type ChangeRequest struct {
 
 func (x *ChangeRequest) Reset() {
 	*x = ChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2477,7 @@ func (x *ChangeRequest) String() string {
 func (*ChangeRequest) ProtoMessage() {}
 
 func (x *ChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2490,7 @@ func (x *ChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChangeRequest) GetKind() ChangeRequest_Kind {
@@ -2466,7 +2556,7 @@ type TokenMove struct {
 
 func (x *TokenMove) Reset() {
 	*x = TokenMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2568,7 @@ func (x *TokenMove) String() string {
 func (*TokenMove) ProtoMessage() {}
 
 func (x *TokenMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2581,7 @@ func (x *TokenMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenMove.ProtoReflect.Descriptor instead.
 func (*TokenMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TokenMove) GetToken() uint64 {
@@ -2537,7 +2627,7 @@ type RangeMove struct {
 
 func (x *RangeMove) Reset() {
 	*x = RangeMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2639,7 @@ func (x *RangeMove) String() string {
 func (*RangeMove) ProtoMessage() {}
 
 func (x *RangeMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2652,7 @@ func (x *RangeMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeMove.ProtoReflect.Descriptor instead.
 func (*RangeMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RangeMove) GetStart() uint64 {
@@ -2627,7 +2717,7 @@ type ChangePlan struct {
 
 func (x *ChangePlan) Reset() {
 	*x = ChangePlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2729,7 @@ func (x *ChangePlan) String() string {
 func (*ChangePlan) ProtoMessage() {}
 
 func (x *ChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2742,7 @@ func (x *ChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePlan.ProtoReflect.Descriptor instead.
 func (*ChangePlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ChangePlan) GetId() uint64 {
@@ -2757,7 +2847,7 @@ type RangeProgress struct {
 
 func (x *RangeProgress) Reset() {
 	*x = RangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2859,7 @@ func (x *RangeProgress) String() string {
 func (*RangeProgress) ProtoMessage() {}
 
 func (x *RangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2872,7 @@ func (x *RangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeProgress.ProtoReflect.Descriptor instead.
 func (*RangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RangeProgress) GetMove() *RangeMove {
@@ -2871,7 +2961,7 @@ type ChangePause struct {
 
 func (x *ChangePause) Reset() {
 	*x = ChangePause{}
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2973,7 @@ func (x *ChangePause) String() string {
 func (*ChangePause) ProtoMessage() {}
 
 func (x *ChangePause) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +2986,7 @@ func (x *ChangePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePause.ProtoReflect.Descriptor instead.
 func (*ChangePause) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ChangePause) GetBy() string {
@@ -2946,7 +3036,7 @@ type NodeRate struct {
 
 func (x *NodeRate) Reset() {
 	*x = NodeRate{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3048,7 @@ func (x *NodeRate) String() string {
 func (*NodeRate) ProtoMessage() {}
 
 func (x *NodeRate) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3061,7 @@ func (x *NodeRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRate.ProtoReflect.Descriptor instead.
 func (*NodeRate) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeRate) GetNodeId() string {
@@ -3028,7 +3118,7 @@ type ChangeProgress struct {
 
 func (x *ChangeProgress) Reset() {
 	*x = ChangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3130,7 @@ func (x *ChangeProgress) String() string {
 func (*ChangeProgress) ProtoMessage() {}
 
 func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3143,7 @@ func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeProgress.ProtoReflect.Descriptor instead.
 func (*ChangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ChangeProgress) GetId() uint64 {
@@ -3222,7 +3312,7 @@ type ChangeStatusRequest struct {
 
 func (x *ChangeStatusRequest) Reset() {
 	*x = ChangeStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3234,7 +3324,7 @@ func (x *ChangeStatusRequest) String() string {
 func (*ChangeStatusRequest) ProtoMessage() {}
 
 func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3247,7 +3337,7 @@ func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeStatusRequest.ProtoReflect.Descriptor instead.
 func (*ChangeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
@@ -3275,7 +3365,7 @@ type TokenRange struct {
 
 func (x *TokenRange) Reset() {
 	*x = TokenRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3377,7 @@ func (x *TokenRange) String() string {
 func (*TokenRange) ProtoMessage() {}
 
 func (x *TokenRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3390,7 @@ func (x *TokenRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
 func (*TokenRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TokenRange) GetStart() uint64 {
@@ -3326,7 +3416,7 @@ type CountRangesRequest struct {
 
 func (x *CountRangesRequest) Reset() {
 	*x = CountRangesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3428,7 @@ func (x *CountRangesRequest) String() string {
 func (*CountRangesRequest) ProtoMessage() {}
 
 func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3441,7 @@ func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
 func (*CountRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CountRangesRequest) GetRanges() []*TokenRange {
@@ -3371,7 +3461,7 @@ type RangeCount struct {
 
 func (x *RangeCount) Reset() {
 	*x = RangeCount{}
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3383,7 +3473,7 @@ func (x *RangeCount) String() string {
 func (*RangeCount) ProtoMessage() {}
 
 func (x *RangeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3396,7 +3486,7 @@ func (x *RangeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
 func (*RangeCount) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RangeCount) GetKeys() uint64 {
@@ -3423,7 +3513,7 @@ type CountRangesResponse struct {
 
 func (x *CountRangesResponse) Reset() {
 	*x = CountRangesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3525,7 @@ func (x *CountRangesResponse) String() string {
 func (*CountRangesResponse) ProtoMessage() {}
 
 func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3538,7 @@ func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
 func (*CountRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CountRangesResponse) GetCounts() []*RangeCount {
@@ -3466,7 +3556,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3568,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3581,7 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 type SetChangeRateRequest struct {
@@ -3508,7 +3598,7 @@ type SetChangeRateRequest struct {
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3520,7 +3610,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3533,7 +3623,7 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
@@ -3568,7 +3658,7 @@ type PauseChangeRequest struct {
 
 func (x *PauseChangeRequest) Reset() {
 	*x = PauseChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3670,7 @@ func (x *PauseChangeRequest) String() string {
 func (*PauseChangeRequest) ProtoMessage() {}
 
 func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3683,7 @@ func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseChangeRequest.ProtoReflect.Descriptor instead.
 func (*PauseChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PauseChangeRequest) GetReason() string {
@@ -3619,7 +3709,7 @@ type ResumeChangeRequest struct {
 
 func (x *ResumeChangeRequest) Reset() {
 	*x = ResumeChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +3721,7 @@ func (x *ResumeChangeRequest) String() string {
 func (*ResumeChangeRequest) ProtoMessage() {}
 
 func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +3734,7 @@ func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeChangeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeChangeRequest) GetBy() string {
@@ -3664,7 +3754,7 @@ type SetChangeParallelRequest struct {
 
 func (x *SetChangeParallelRequest) Reset() {
 	*x = SetChangeParallelRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3766,7 @@ func (x *SetChangeParallelRequest) String() string {
 func (*SetChangeParallelRequest) ProtoMessage() {}
 
 func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3779,7 @@ func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeParallelRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeParallelRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetChangeParallelRequest) GetParallel() uint32 {
@@ -3715,7 +3805,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3817,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3830,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3788,7 +3878,7 @@ type RepairRange struct {
 
 func (x *RepairRange) Reset() {
 	*x = RepairRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3800,7 +3890,7 @@ func (x *RepairRange) String() string {
 func (*RepairRange) ProtoMessage() {}
 
 func (x *RepairRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3813,7 +3903,7 @@ func (x *RepairRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRange.ProtoReflect.Descriptor instead.
 func (*RepairRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RepairRange) GetStart() uint64 {
@@ -3871,7 +3961,7 @@ type RepairPlan struct {
 
 func (x *RepairPlan) Reset() {
 	*x = RepairPlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +3973,7 @@ func (x *RepairPlan) String() string {
 func (*RepairPlan) ProtoMessage() {}
 
 func (x *RepairPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +3986,7 @@ func (x *RepairPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
 func (*RepairPlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RepairPlan) GetId() uint64 {
@@ -3979,7 +4069,7 @@ type PairRepair struct {
 
 func (x *PairRepair) Reset() {
 	*x = PairRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3991,7 +4081,7 @@ func (x *PairRepair) String() string {
 func (*PairRepair) ProtoMessage() {}
 
 func (x *PairRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4004,7 +4094,7 @@ func (x *PairRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairRepair.ProtoReflect.Descriptor instead.
 func (*PairRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PairRepair) GetA() string {
@@ -4068,7 +4158,7 @@ type RangeRepair struct {
 
 func (x *RangeRepair) Reset() {
 	*x = RangeRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4170,7 @@ func (x *RangeRepair) String() string {
 func (*RangeRepair) ProtoMessage() {}
 
 func (x *RangeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4183,7 @@ func (x *RangeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeRepair.ProtoReflect.Descriptor instead.
 func (*RangeRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RangeRepair) GetRange() *RepairRange {
@@ -4155,7 +4245,7 @@ type RepairProgress struct {
 
 func (x *RepairProgress) Reset() {
 	*x = RepairProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4257,7 @@ func (x *RepairProgress) String() string {
 func (*RepairProgress) ProtoMessage() {}
 
 func (x *RepairProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4270,7 @@ func (x *RepairProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
 func (*RepairProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RepairProgress) GetId() uint64 {
@@ -4318,7 +4408,7 @@ type RepairStatusRequest struct {
 
 func (x *RepairStatusRequest) Reset() {
 	*x = RepairStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4420,7 @@ func (x *RepairStatusRequest) String() string {
 func (*RepairStatusRequest) ProtoMessage() {}
 
 func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4433,7 @@ func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStatusRequest.ProtoReflect.Descriptor instead.
 func (*RepairStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RepairStatusRequest) GetIntervalMs() uint32 {
@@ -4361,7 +4451,7 @@ type AbortRepairRequest struct {
 
 func (x *AbortRepairRequest) Reset() {
 	*x = AbortRepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4463,7 @@ func (x *AbortRepairRequest) String() string {
 func (*AbortRepairRequest) ProtoMessage() {}
 
 func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4476,7 @@ func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRepairRequest.ProtoReflect.Descriptor instead.
 func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 type HotKeysRequest struct {
@@ -4405,7 +4495,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4507,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4520,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HotKeysRequest) GetWindowSeconds() uint32 {
@@ -4474,7 +4564,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4576,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4589,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HotKey) GetKey() []byte {
@@ -4584,7 +4674,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4686,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4699,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HotKeysResponse) GetNode() string {
@@ -4713,7 +4803,7 @@ type VnodeOps struct {
 
 func (x *VnodeOps) Reset() {
 	*x = VnodeOps{}
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4725,7 +4815,7 @@ func (x *VnodeOps) String() string {
 func (*VnodeOps) ProtoMessage() {}
 
 func (x *VnodeOps) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4738,7 +4828,7 @@ func (x *VnodeOps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeOps.ProtoReflect.Descriptor instead.
 func (*VnodeOps) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *VnodeOps) GetToken() uint64 {
@@ -4767,7 +4857,7 @@ type HeatRequest struct {
 
 func (x *HeatRequest) Reset() {
 	*x = HeatRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +4869,7 @@ func (x *HeatRequest) String() string {
 func (*HeatRequest) ProtoMessage() {}
 
 func (x *HeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +4882,7 @@ func (x *HeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatRequest.ProtoReflect.Descriptor instead.
 func (*HeatRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HeatRequest) GetSinceUnixNanos() int64 {
@@ -4827,7 +4917,7 @@ type HeatEvent struct {
 
 func (x *HeatEvent) Reset() {
 	*x = HeatEvent{}
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4839,7 +4929,7 @@ func (x *HeatEvent) String() string {
 func (*HeatEvent) ProtoMessage() {}
 
 func (x *HeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4852,7 +4942,7 @@ func (x *HeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatEvent.ProtoReflect.Descriptor instead.
 func (*HeatEvent) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HeatEvent) GetUnixNanos() int64 {
@@ -4895,7 +4985,7 @@ type HeatResponse struct {
 
 func (x *HeatResponse) Reset() {
 	*x = HeatResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +4997,7 @@ func (x *HeatResponse) String() string {
 func (*HeatResponse) ProtoMessage() {}
 
 func (x *HeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5010,7 @@ func (x *HeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatResponse.ProtoReflect.Descriptor instead.
 func (*HeatResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HeatResponse) GetNode() string {
@@ -4987,7 +5077,7 @@ type VnodesRequest struct {
 
 func (x *VnodesRequest) Reset() {
 	*x = VnodesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4999,7 +5089,7 @@ func (x *VnodesRequest) String() string {
 func (*VnodesRequest) ProtoMessage() {}
 
 func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5012,7 +5102,7 @@ func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesRequest.ProtoReflect.Descriptor instead.
 func (*VnodesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 // A latency histogram in the one bucket layout of proto/kvpb/latency.go (log-linear over
@@ -5030,7 +5120,7 @@ type LatencyHistogram struct {
 
 func (x *LatencyHistogram) Reset() {
 	*x = LatencyHistogram{}
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5132,7 @@ func (x *LatencyHistogram) String() string {
 func (*LatencyHistogram) ProtoMessage() {}
 
 func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5145,7 @@ func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyHistogram.ProtoReflect.Descriptor instead.
 func (*LatencyHistogram) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *LatencyHistogram) GetFirst() uint32 {
@@ -5097,7 +5187,7 @@ type ReplicaLatency struct {
 
 func (x *ReplicaLatency) Reset() {
 	*x = ReplicaLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5109,7 +5199,7 @@ func (x *ReplicaLatency) String() string {
 func (*ReplicaLatency) ProtoMessage() {}
 
 func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5122,7 +5212,7 @@ func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaLatency.ProtoReflect.Descriptor instead.
 func (*ReplicaLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReplicaLatency) GetNode() string {
@@ -5156,7 +5246,7 @@ type VnodeLatency struct {
 
 func (x *VnodeLatency) Reset() {
 	*x = VnodeLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5168,7 +5258,7 @@ func (x *VnodeLatency) String() string {
 func (*VnodeLatency) ProtoMessage() {}
 
 func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5181,7 +5271,7 @@ func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeLatency.ProtoReflect.Descriptor instead.
 func (*VnodeLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *VnodeLatency) GetToken() uint64 {
@@ -5254,7 +5344,7 @@ type PeerLatency struct {
 
 func (x *PeerLatency) Reset() {
 	*x = PeerLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5266,7 +5356,7 @@ func (x *PeerLatency) String() string {
 func (*PeerLatency) ProtoMessage() {}
 
 func (x *PeerLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5279,7 +5369,7 @@ func (x *PeerLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLatency.ProtoReflect.Descriptor instead.
 func (*PeerLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PeerLatency) GetNode() string {
@@ -5364,7 +5454,7 @@ type VnodesResponse struct {
 
 func (x *VnodesResponse) Reset() {
 	*x = VnodesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5466,7 @@ func (x *VnodesResponse) String() string {
 func (*VnodesResponse) ProtoMessage() {}
 
 func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5479,7 @@ func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesResponse.ProtoReflect.Descriptor instead.
 func (*VnodesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *VnodesResponse) GetNode() string {
@@ -5461,7 +5551,7 @@ type Pace struct {
 
 func (x *Pace) Reset() {
 	*x = Pace{}
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5473,7 +5563,7 @@ func (x *Pace) String() string {
 func (*Pace) ProtoMessage() {}
 
 func (x *Pace) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5486,7 +5576,7 @@ func (x *Pace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pace.ProtoReflect.Descriptor instead.
 func (*Pace) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Pace) GetNodeId() string {
@@ -5549,15 +5639,21 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12(\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x12.ringkv.NodeStatusR\x05nodes\x12.\n" +
 	"\x06change\x18\x04 \x01(\v2\x16.ringkv.ChangeProgressR\x06change\x120\n" +
-	"\arepairs\x18\x05 \x03(\v2\x16.ringkv.RepairProgressR\arepairs\"\xac\x01\n" +
+	"\arepairs\x18\x05 \x03(\v2\x16.ringkv.RepairProgressR\arepairs\"\xd5\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12'\n" +
 	"\x05state\x18\x06 \x01(\x0e2\x11.ringkv.NodeStateR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
-	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04infoJ\x04\b\x03\x10\x04\"\x11\n" +
-	"\x0fNodeInfoRequest\"\x92\x06\n" +
+	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\x12'\n" +
+	"\x04slow\x18\a \x01(\v2\x13.ringkv.SlowReplicaR\x04slowJ\x04\b\x03\x10\x04\"w\n" +
+	"\vSlowReplica\x12\x15\n" +
+	"\x06p99_ms\x18\x01 \x01(\x01R\x05p99Ms\x12\"\n" +
+	"\rothers_p99_ms\x18\x02 \x01(\x01R\vothersP99Ms\x12\x14\n" +
+	"\x05calls\x18\x03 \x01(\x04R\x05calls\x12\x17\n" +
+	"\aseen_by\x18\x04 \x03(\tR\x06seenBy\"\x11\n" +
+	"\x0fNodeInfoRequest\"\xca\x06\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -5574,7 +5670,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	" \x01(\x03R\ruptimeSeconds\x12\x18\n" +
 	"\aversion\x18\v \x01(\tR\aversion\x120\n" +
 	"\bbreakers\x18\f \x03(\v2\x14.ringkv.BreakerStateR\bbreakers\x12-\n" +
-	"\traft_role\x18\x1a \x01(\x0e2\x10.ringkv.RaftRoleR\braftRole\x12&\n" +
+	"\traft_role\x18\x1a \x01(\x0e2\x10.ringkv.RaftRoleR\braftRole\x126\n" +
+	"\fpeer_latency\x18\x1b \x03(\v2\x13.ringkv.PeerLatencyR\vpeerLatency\x12&\n" +
 	"\x0ffree_disk_bytes\x18\x0e \x01(\x04R\rfreeDiskBytes\x12\x18\n" +
 	"\aprocess\x18\x0f \x01(\tR\aprocess\x12\x1a\n" +
 	"\bproblems\x18\x14 \x03(\tR\bproblems\x12\x1b\n" +
@@ -6097,7 +6194,7 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: ringkv.NodeState
 	(RaftRole)(0),                    // 1: ringkv.RaftRole
@@ -6114,185 +6211,188 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),            // 12: ringkv.StatusRequest
 	(*StatusResponse)(nil),           // 13: ringkv.StatusResponse
 	(*NodeStatus)(nil),               // 14: ringkv.NodeStatus
-	(*NodeInfoRequest)(nil),          // 15: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),         // 16: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),                // 17: ringkv.HintQueue
-	(*BreakerState)(nil),             // 18: ringkv.BreakerState
-	(*RingRequest)(nil),              // 19: ringkv.RingRequest
-	(*Member)(nil),                   // 20: ringkv.Member
-	(*RingState)(nil),                // 21: ringkv.RingState
-	(*NodeOwnership)(nil),            // 22: ringkv.NodeOwnership
-	(*RingResponse)(nil),             // 23: ringkv.RingResponse
-	(*StatsRequest)(nil),             // 24: ringkv.StatsRequest
-	(*OpStats)(nil),                  // 25: ringkv.OpStats
-	(*VnodeStats)(nil),               // 26: ringkv.VnodeStats
-	(*NodeStats)(nil),                // 27: ringkv.NodeStats
-	(*ProfileRequest)(nil),           // 28: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),             // 29: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),           // 30: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),          // 31: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),            // 32: ringkv.ChangeRequest
-	(*TokenMove)(nil),                // 33: ringkv.TokenMove
-	(*RangeMove)(nil),                // 34: ringkv.RangeMove
-	(*ChangePlan)(nil),               // 35: ringkv.ChangePlan
-	(*RangeProgress)(nil),            // 36: ringkv.RangeProgress
-	(*ChangePause)(nil),              // 37: ringkv.ChangePause
-	(*NodeRate)(nil),                 // 38: ringkv.NodeRate
-	(*ChangeProgress)(nil),           // 39: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),      // 40: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),               // 41: ringkv.TokenRange
-	(*CountRangesRequest)(nil),       // 42: ringkv.CountRangesRequest
-	(*RangeCount)(nil),               // 43: ringkv.RangeCount
-	(*CountRangesResponse)(nil),      // 44: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),       // 45: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil),     // 46: ringkv.SetChangeRateRequest
-	(*PauseChangeRequest)(nil),       // 47: ringkv.PauseChangeRequest
-	(*ResumeChangeRequest)(nil),      // 48: ringkv.ResumeChangeRequest
-	(*SetChangeParallelRequest)(nil), // 49: ringkv.SetChangeParallelRequest
-	(*RepairRequest)(nil),            // 50: ringkv.RepairRequest
-	(*RepairRange)(nil),              // 51: ringkv.RepairRange
-	(*RepairPlan)(nil),               // 52: ringkv.RepairPlan
-	(*PairRepair)(nil),               // 53: ringkv.PairRepair
-	(*RangeRepair)(nil),              // 54: ringkv.RangeRepair
-	(*RepairProgress)(nil),           // 55: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),      // 56: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),       // 57: ringkv.AbortRepairRequest
-	(*HotKeysRequest)(nil),           // 58: ringkv.HotKeysRequest
-	(*HotKey)(nil),                   // 59: ringkv.HotKey
-	(*HotKeysResponse)(nil),          // 60: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),                 // 61: ringkv.VnodeOps
-	(*HeatRequest)(nil),              // 62: ringkv.HeatRequest
-	(*HeatEvent)(nil),                // 63: ringkv.HeatEvent
-	(*HeatResponse)(nil),             // 64: ringkv.HeatResponse
-	(*VnodesRequest)(nil),            // 65: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),         // 66: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),           // 67: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),             // 68: ringkv.VnodeLatency
-	(*PeerLatency)(nil),              // 69: ringkv.PeerLatency
-	(*VnodesResponse)(nil),           // 70: ringkv.VnodesResponse
-	(*Pace)(nil),                     // 71: ringkv.Pace
-	nil,                              // 72: ringkv.NodeStats.ErrorsEntry
+	(*SlowReplica)(nil),              // 15: ringkv.SlowReplica
+	(*NodeInfoRequest)(nil),          // 16: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),         // 17: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),                // 18: ringkv.HintQueue
+	(*BreakerState)(nil),             // 19: ringkv.BreakerState
+	(*RingRequest)(nil),              // 20: ringkv.RingRequest
+	(*Member)(nil),                   // 21: ringkv.Member
+	(*RingState)(nil),                // 22: ringkv.RingState
+	(*NodeOwnership)(nil),            // 23: ringkv.NodeOwnership
+	(*RingResponse)(nil),             // 24: ringkv.RingResponse
+	(*StatsRequest)(nil),             // 25: ringkv.StatsRequest
+	(*OpStats)(nil),                  // 26: ringkv.OpStats
+	(*VnodeStats)(nil),               // 27: ringkv.VnodeStats
+	(*NodeStats)(nil),                // 28: ringkv.NodeStats
+	(*ProfileRequest)(nil),           // 29: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),             // 30: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),           // 31: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),          // 32: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),            // 33: ringkv.ChangeRequest
+	(*TokenMove)(nil),                // 34: ringkv.TokenMove
+	(*RangeMove)(nil),                // 35: ringkv.RangeMove
+	(*ChangePlan)(nil),               // 36: ringkv.ChangePlan
+	(*RangeProgress)(nil),            // 37: ringkv.RangeProgress
+	(*ChangePause)(nil),              // 38: ringkv.ChangePause
+	(*NodeRate)(nil),                 // 39: ringkv.NodeRate
+	(*ChangeProgress)(nil),           // 40: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),      // 41: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),               // 42: ringkv.TokenRange
+	(*CountRangesRequest)(nil),       // 43: ringkv.CountRangesRequest
+	(*RangeCount)(nil),               // 44: ringkv.RangeCount
+	(*CountRangesResponse)(nil),      // 45: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),       // 46: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil),     // 47: ringkv.SetChangeRateRequest
+	(*PauseChangeRequest)(nil),       // 48: ringkv.PauseChangeRequest
+	(*ResumeChangeRequest)(nil),      // 49: ringkv.ResumeChangeRequest
+	(*SetChangeParallelRequest)(nil), // 50: ringkv.SetChangeParallelRequest
+	(*RepairRequest)(nil),            // 51: ringkv.RepairRequest
+	(*RepairRange)(nil),              // 52: ringkv.RepairRange
+	(*RepairPlan)(nil),               // 53: ringkv.RepairPlan
+	(*PairRepair)(nil),               // 54: ringkv.PairRepair
+	(*RangeRepair)(nil),              // 55: ringkv.RangeRepair
+	(*RepairProgress)(nil),           // 56: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),      // 57: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),       // 58: ringkv.AbortRepairRequest
+	(*HotKeysRequest)(nil),           // 59: ringkv.HotKeysRequest
+	(*HotKey)(nil),                   // 60: ringkv.HotKey
+	(*HotKeysResponse)(nil),          // 61: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),                 // 62: ringkv.VnodeOps
+	(*HeatRequest)(nil),              // 63: ringkv.HeatRequest
+	(*HeatEvent)(nil),                // 64: ringkv.HeatEvent
+	(*HeatResponse)(nil),             // 65: ringkv.HeatResponse
+	(*VnodesRequest)(nil),            // 66: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),         // 67: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),           // 68: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),             // 69: ringkv.VnodeLatency
+	(*PeerLatency)(nil),              // 70: ringkv.PeerLatency
+	(*VnodesResponse)(nil),           // 71: ringkv.VnodesResponse
+	(*Pace)(nil),                     // 72: ringkv.Pace
+	nil,                              // 73: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
 	14, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	39, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	55, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	40, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	56, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
 	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
-	16, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	18, // 5: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
-	1,  // 6: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	17, // 7: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	55, // 8: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	10, // 9: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
-	0,  // 10: ringkv.Member.state:type_name -> ringkv.NodeState
-	20, // 11: ringkv.RingState.members:type_name -> ringkv.Member
-	0,  // 12: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
-	21, // 13: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	22, // 14: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	39, // 15: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
-	2,  // 16: ringkv.OpStats.op:type_name -> ringkv.Op
-	3,  // 17: ringkv.OpStats.role:type_name -> ringkv.OpRole
-	0,  // 18: ringkv.NodeStats.state:type_name -> ringkv.NodeState
-	25, // 19: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	26, // 20: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	18, // 21: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	72, // 22: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	11, // 23: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	33, // 24: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	32, // 25: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	34, // 26: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	22, // 27: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	22, // 28: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	34, // 29: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	4,  // 30: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
-	5,  // 31: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	35, // 32: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	36, // 33: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	71, // 34: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
-	37, // 35: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
-	38, // 36: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
-	41, // 37: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	43, // 38: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	50, // 39: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	51, // 40: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	51, // 41: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	7,  // 42: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	53, // 43: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	6,  // 44: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	52, // 45: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	54, // 46: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	53, // 47: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	59, // 48: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	61, // 49: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	8,  // 50: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	8,  // 51: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	63, // 52: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	66, // 53: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	66, // 54: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	66, // 55: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	66, // 56: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	66, // 57: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	67, // 58: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	66, // 59: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	66, // 60: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	68, // 61: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	69, // 62: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	9,  // 63: ringkv.Pace.reason:type_name -> ringkv.PaceReason
-	12, // 64: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	15, // 65: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	19, // 66: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	24, // 67: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	24, // 68: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	28, // 69: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	30, // 70: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	32, // 71: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	32, // 72: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	40, // 73: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	40, // 74: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	45, // 75: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	46, // 76: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	47, // 77: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
-	48, // 78: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
-	49, // 79: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
-	42, // 80: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	50, // 81: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	50, // 82: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	56, // 83: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	56, // 84: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	57, // 85: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	58, // 86: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	62, // 87: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	65, // 88: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	13, // 89: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	16, // 90: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	23, // 91: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	27, // 92: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	27, // 93: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	29, // 94: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	31, // 95: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	35, // 96: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	35, // 97: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	39, // 98: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	39, // 99: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	39, // 100: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	39, // 101: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	39, // 102: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
-	39, // 103: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
-	39, // 104: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
-	44, // 105: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	52, // 106: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	52, // 107: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	55, // 108: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	55, // 109: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	55, // 110: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	60, // 111: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	64, // 112: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	70, // 113: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	89, // [89:114] is the sub-list for method output_type
-	64, // [64:89] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	17, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	15, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
+	19, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	1,  // 7: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
+	70, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
+	18, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	56, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	10, // 11: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	0,  // 12: ringkv.Member.state:type_name -> ringkv.NodeState
+	21, // 13: ringkv.RingState.members:type_name -> ringkv.Member
+	0,  // 14: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
+	22, // 15: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	23, // 16: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	40, // 17: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	2,  // 18: ringkv.OpStats.op:type_name -> ringkv.Op
+	3,  // 19: ringkv.OpStats.role:type_name -> ringkv.OpRole
+	0,  // 20: ringkv.NodeStats.state:type_name -> ringkv.NodeState
+	26, // 21: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	27, // 22: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	19, // 23: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	73, // 24: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	11, // 25: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	34, // 26: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	33, // 27: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	35, // 28: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	23, // 29: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	23, // 30: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	35, // 31: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	4,  // 32: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
+	5,  // 33: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	36, // 34: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	37, // 35: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	72, // 36: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	38, // 37: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
+	39, // 38: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
+	42, // 39: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	44, // 40: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	51, // 41: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	52, // 42: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	52, // 43: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	7,  // 44: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	54, // 45: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	6,  // 46: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	53, // 47: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	55, // 48: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	54, // 49: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	60, // 50: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	62, // 51: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	8,  // 52: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	8,  // 53: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	64, // 54: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	67, // 55: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	67, // 56: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	67, // 57: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	67, // 58: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	67, // 59: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	68, // 60: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	67, // 61: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	67, // 62: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	69, // 63: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	70, // 64: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	9,  // 65: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	12, // 66: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	16, // 67: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	20, // 68: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	25, // 69: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	25, // 70: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	29, // 71: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	31, // 72: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	33, // 73: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	33, // 74: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	41, // 75: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	41, // 76: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	46, // 77: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	47, // 78: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	48, // 79: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
+	49, // 80: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
+	50, // 81: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
+	43, // 82: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	51, // 83: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	51, // 84: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	57, // 85: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	57, // 86: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	58, // 87: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	59, // 88: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	63, // 89: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	66, // 90: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	13, // 91: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	17, // 92: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	24, // 93: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	28, // 94: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	28, // 95: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	30, // 96: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	32, // 97: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	36, // 98: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	36, // 99: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	40, // 100: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	40, // 101: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	40, // 102: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	40, // 103: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	40, // 104: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
+	40, // 105: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
+	40, // 106: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
+	45, // 107: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	53, // 108: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	53, // 109: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	56, // 110: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	56, // 111: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	56, // 112: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	61, // 113: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	65, // 114: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	71, // 115: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	91, // [91:116] is the sub-list for method output_type
+	66, // [66:91] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -6306,7 +6406,7 @@ func file_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

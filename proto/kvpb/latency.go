@@ -3,6 +3,7 @@ package kvpb
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -115,3 +116,92 @@ func (h *LatencyHistogram) Quantile(q float64) (d time.Duration, ok bool) {
 func (h *LatencyHistogram) Max() time.Duration {
 	return time.Duration(h.GetMaxUs()) * time.Microsecond
 }
+
+// When a replica stands out as slow (kvctl vnodes' slowest_replica, kvctl status's note):
+// its p99 over the short window, from at least MinLatencySamples calls, is above SlowFloor and
+// above SlowRatio times the median p99 of the other replicas it is compared with (each from at
+// least MinLatencySamples calls too). The floor keeps a quiet cluster's sub-millisecond noise
+// from naming anyone; the median keeps one other slow replica from hiding a third.
+const (
+	SlowRatio = 2.0
+	SlowFloor = 10 * time.Millisecond
+)
+
+// StandsOut compares the calls h to one replica with the calls others to other replicas: p99
+// is h's, ref the median of the others'; ok when h stands out (see SlowRatio). ok is false
+// when h or every other has too few samples.
+func StandsOut(h *LatencyHistogram, others []*LatencyHistogram) (p99, ref time.Duration, ok bool) {
+	p99, enough := h.Quantile(0.99)
+	if !enough {
+		return 0, 0, false
+	}
+	var ps []time.Duration
+	for _, o := range others {
+		if p, ok := o.Quantile(0.99); ok {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return p99, 0, false
+	}
+	slices.Sort(ps)
+	ref = ps[len(ps)/2]
+	if len(ps)%2 == 0 {
+		ref = (ps[len(ps)/2-1] + ps[len(ps)/2]) / 2
+	}
+	return p99, ref, p99 > SlowFloor && float64(p99) > SlowRatio*float64(ref)
+}
+
+// SlowForOthers finds the nodes whose calls stand out as slow for the other nodes: views holds
+// each node's view of its peers (NodeInfoResponse.peer_latency, by the node that saw them). A
+// node stands out in one view when its calls stand out against the view's other peers; it is
+// slow for others when it does in more than half of the views with enough calls to it. Each
+// view is judged on its own because a slow coordinator finds every peer slow alike: its view
+// names no one, and it does not drag the others' reference up.
+func SlowForOthers(views map[string][]*PeerLatency) map[string]*SlowReplica {
+	type tally struct {
+		judged int
+		by     []string
+		h      LatencyHistogram
+		refs   []time.Duration
+	}
+	tallies := map[string]*tally{}
+	for by, peers := range views {
+		for _, p := range peers {
+			var others []*LatencyHistogram
+			for _, o := range peers {
+				if o.GetNode() != p.GetNode() {
+					others = append(others, o.GetCalls_10S())
+				}
+			}
+			_, ref, ok := StandsOut(p.GetCalls_10S(), others)
+			if ref == 0 {
+				continue // too few calls to it, or to every other peer: no judgement
+			}
+			t := tallies[p.GetNode()]
+			if t == nil {
+				t = &tally{}
+				tallies[p.GetNode()] = t
+			}
+			t.judged++
+			if ok {
+				t.by = append(t.by, by)
+				t.h.Merge(p.GetCalls_10S())
+				t.refs = append(t.refs, ref)
+			}
+		}
+	}
+	out := map[string]*SlowReplica{}
+	for id, t := range tallies {
+		if len(t.by) == 0 || 2*len(t.by) <= t.judged {
+			continue
+		}
+		p99, _ := t.h.Quantile(0.99)
+		slices.Sort(t.by)
+		slices.Sort(t.refs)
+		out[id] = &SlowReplica{P99Ms: ms(p99), OthersP99Ms: ms(t.refs[len(t.refs)/2]), Calls: t.h.Count(), SeenBy: t.by}
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

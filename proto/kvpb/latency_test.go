@@ -76,3 +76,27 @@ func TestLatencyQuantile(t *testing.T) {
 		t.Errorf("nil histogram: got count %d, want 0", empty.Count())
 	}
 }
+
+// TestSlowForOthers: the node the others' calls find slow is named with the nodes that saw it;
+// the slow node's own view, where every peer looks slow, names no one.
+func TestSlowForOthers(t *testing.T) {
+	h := func(n int, d time.Duration) *LatencyHistogram {
+		var dense [LatencyBuckets]uint64
+		dense[LatencyBucket(uint64(d.Microseconds()))] = uint64(n)
+		return NewLatencyHistogram(dense[:], uint64(d.Microseconds()), 0)
+	}
+	fast, slow := 3*time.Millisecond, 60*time.Millisecond
+	views := map[string][]*PeerLatency{
+		"n1": {{Node: "n2", Calls_10S: h(100, fast)}, {Node: "n3", Calls_10S: h(100, slow)}},
+		"n2": {{Node: "n1", Calls_10S: h(100, fast)}, {Node: "n3", Calls_10S: h(100, slow)}},
+		// n3 is the slow one: its own calls take as long to every peer.
+		"n3": {{Node: "n1", Calls_10S: h(100, slow)}, {Node: "n2", Calls_10S: h(100, slow)}},
+	}
+	got := SlowForOthers(views)
+	if len(got) != 1 || got["n3"] == nil || got["n3"].GetCalls() != 200 || len(got["n3"].GetSeenBy()) != 2 {
+		t.Fatalf("got %v, want n3 alone, seen by n1 and n2 in 200 calls", got)
+	}
+	if p := got["n3"].GetP99Ms(); p < 50 || p > 60 {
+		t.Errorf("n3 p99: got %.1fms, want about 60ms", p)
+	}
+}

@@ -42,7 +42,9 @@ its circuit breakers towards the other nodes ("ok", or the peers whose breaker i
 HINTS counts the durable hints each node holds for peers that missed writes (and those it
 dropped as too old or over its bound; a repair covers their writes), LAST-REPAIRED how long
 ago the node last completed a repair of the ranges it is the primary of ("never"), and a
-line names each repair in flight.
+line names each repair in flight. NOTE names a node that is slow for the others (its calls
+stand out in most other nodes' views of their peers; JSON "slow"; kvctl vnodes has the
+detail per vnode).
 -o json prints the Admin Status response (StatusResponse in proto/kvpb/admin.proto) as a
 stable schema: proto field names, every field present (an unset message is null), 64-bit
 integers as JSON numbers, enums by name; fields are only ever added.`,
@@ -121,6 +123,9 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 		note := n.GetError()
 		if f := present.Faults(info); f != "" {
 			note = f
+		}
+		if note == "" && n.GetSlow() != nil {
+			note = present.Slow(n.GetSlow())
 		}
 		if note == "" && info.GetEpoch() != resp.GetEpoch() {
 			note = fmt.Sprintf("epoch behind (%d)", info.GetEpoch())
