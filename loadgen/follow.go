@@ -61,11 +61,15 @@ type follower struct {
 
 // seenChange is the last ring change seen and how far it had come.
 type seenChange struct {
-	id    uint64
-	state kvpb.ChangeState
-	chunk bool
-	rate  uint64
+	id     uint64
+	state  kvpb.ChangeState
+	chunk  bool
+	rate   uint64
+	paused bool
 }
+
+// changePaused is the state of a change the operator paused.
+const changePaused = kvpb.ChangeState_CHANGE_STATE_PAUSED
 
 func (f *follower) add(kind EventKind, node, text string) {
 	f.log.Add(Event{At: f.now(), Kind: kind, Node: node, Text: text})
@@ -178,10 +182,11 @@ func (f *follower) observeChange(p *kvpb.ChangeProgress, baseline bool) {
 	node := p.GetPlan().GetRequest().GetNodeId()
 	if p.GetId() != c.id {
 		*c = seenChange{id: p.GetId(), rate: p.GetRateLimitBytes()}
+		inFlight := st.InFlight()
 		switch {
-		case st.InFlight() && baseline:
+		case inFlight && baseline:
 			f.add(EventChangeBegin, node, what+" (in flight when the run began)")
-		case st.InFlight() || p.GetFinishedUnix() >= f.start.Unix():
+		case inFlight || p.GetFinishedUnix() >= f.start.Unix():
 			f.add(EventChangeBegin, node, what)
 		default:
 			*c = seenChange{id: p.GetId(), state: st, chunk: true, rate: p.GetRateLimitBytes()}
@@ -195,6 +200,29 @@ func (f *follower) observeChange(p *kvpb.ChangeProgress, baseline bool) {
 	if r := p.GetRateLimitBytes(); r != c.rate {
 		f.add(EventRate, node, fmt.Sprintf("%s: streaming rate %s -> %s", what, rateWord(c.rate), rateWord(r)))
 		c.rate = r
+	}
+	if paused := st == changePaused; paused != c.paused && !st.Finished() {
+		c.paused = paused
+		text := what + " resumed"
+		if paused {
+			text = what + " paused"
+		}
+		if ps := p.GetPauses(); len(ps) > 0 {
+			last := ps[len(ps)-1]
+			switch {
+			case paused && last.GetReason() != "":
+				text += " by " + last.GetBy() + ": " + last.GetReason()
+			case paused:
+				text += " by " + last.GetBy()
+			case last.GetResumedBy() != "":
+				text += " by " + last.GetResumedBy()
+			}
+		}
+		kind := EventResume
+		if paused {
+			kind = EventPause
+		}
+		f.add(kind, node, text)
 	}
 	if stateRank(st) <= stateRank(c.state) {
 		return // no step, or an older look (the status poller's) than the watcher's
@@ -224,7 +252,7 @@ func rateWord(bps uint64) string {
 // stateRank orders a change's states as it goes through them.
 func stateRank(s kvpb.ChangeState) int {
 	switch s {
-	case kvpb.ChangeState_CHANGE_STATE_STREAMING:
+	case kvpb.ChangeState_CHANGE_STATE_STREAMING, changePaused:
 		return 1
 	case kvpb.ChangeState_CHANGE_STATE_HANDING_OVER:
 		return 2
