@@ -108,6 +108,34 @@ func (a *AdminActions) StartChange(ctx context.Context, req *kvpb.ChangeRequest)
 	return p, nil
 }
 
+var _ ChangePauser = (*AdminActions)(nil)
+
+// PauseChange implements ChangePauser, in the name of this kvctl's user.
+func (a *AdminActions) PauseChange(ctx context.Context, reason string) (*kvpb.ChangeProgress, error) {
+	c, err := a.Admin()
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.PauseChange(ctx, &kvpb.PauseChangeRequest{Reason: reason, By: cli.Caller()})
+	if err != nil {
+		return nil, rpcError("pause the ring change", err)
+	}
+	return p, nil
+}
+
+// ResumeChange implements ChangePauser.
+func (a *AdminActions) ResumeChange(ctx context.Context) (*kvpb.ChangeProgress, error) {
+	c, err := a.Admin()
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.ResumeChange(ctx, &kvpb.ResumeChangeRequest{By: cli.Caller()})
+	if err != nil {
+		return nil, rpcError("resume the ring change", err)
+	}
+	return p, nil
+}
+
 // CPUProfile implements Actions through Profile.
 func (a *AdminActions) CPUProfile(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error) {
 	if a.Profile == nil {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -87,6 +88,28 @@ func (m Model) startChange(req *kvpb.ChangeRequest) tea.Cmd {
 		return ChangeStartedMsg{Plan: p, Err: err}
 	})
 }
+
+// pauseChange pauses the ring change in flight, or resumes it; Actions that are no
+// ChangePauser answer ErrNotAvailable.
+func (m Model) pauseChange(resume bool) tea.Cmd {
+	return m.action(DefaultRPCTimeout*3, func(ctx context.Context, a Actions) tea.Msg {
+		cp, ok := a.(ChangePauser)
+		if !ok {
+			return PauseMsg{Resume: resume, Err: fmt.Errorf("pause: %w", ErrNotAvailable)}
+		}
+		var p *kvpb.ChangeProgress
+		var err error
+		if resume {
+			p, err = cp.ResumeChange(ctx)
+		} else {
+			p, err = cp.PauseChange(ctx, ConsolePauseReason)
+		}
+		return PauseMsg{Resume: resume, Progress: p, Err: err}
+	})
+}
+
+// ConsolePauseReason is the reason the console journals with a pause.
+const ConsolePauseReason = "paused from the console"
 
 func (m Model) profile(id, addr string) tea.Cmd {
 	return m.action(DefaultRPCTimeout+DefaultProfileSecs*time.Second*2, func(ctx context.Context, a Actions) tea.Msg {

@@ -290,6 +290,33 @@ func fakeChange() *kvpb.ChangeProgress {
 	}
 }
 
+// PauseChange implements ChangePauser: the fake change, paused by the console.
+func (FakeActions) PauseChange(_ context.Context, reason string) (*kvpb.ChangeProgress, error) {
+	return fakePausedChange("kvctl@console", reason), nil
+}
+
+// ResumeChange implements ChangePauser.
+func (FakeActions) ResumeChange(context.Context) (*kvpb.ChangeProgress, error) {
+	p := fakeChange()
+	p.Pauses = []*kvpb.ChangePause{{By: "kvctl@console", PausedUnix: fixedNow.Add(-time.Minute).Unix(), ResumedBy: "kvctl@console", ResumedUnix: fixedNow.Unix()}}
+	return p, nil
+}
+
+// fakePausedChange is fakeChange paused by by, 1m12s before fixedNow, for reason: nothing
+// streams, writes still wait for one pending replica.
+func fakePausedChange(by, reason string) *kvpb.ChangeProgress {
+	p := fakeChange()
+	p.State, p.RateBytesPerSec, p.Paces, p.PendingReplicas = kvpb.ChangeState_CHANGE_STATE_PAUSED, 0, nil, 1
+	for _, r := range p.Ranges {
+		if r.State == kvpb.MoveState_MOVE_STATE_STREAMING {
+			r.State = kvpb.MoveState_MOVE_STATE_PENDING
+		}
+	}
+	p.Pauses = []*kvpb.ChangePause{{By: by, Reason: reason, PausedUnix: fixedNow.Add(-72 * time.Second).Unix()}}
+	p.PausedSeconds = 72
+	return p
+}
+
 // Repair answers from now on as the cluster does while p is in flight: Status lists it and
 // its coordinator's NodeInfo carries it.
 func (f *FakeSource) Repair(p *kvpb.RepairProgress) {

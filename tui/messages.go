@@ -58,6 +58,12 @@ type (
 		Stop bool
 		Err  error
 	}
+	// PauseMsg answers a pause (or, with Resume, a resume) of the ring change.
+	PauseMsg struct {
+		Resume   bool
+		Progress *kvpb.ChangeProgress
+		Err      error
+	}
 	// sourceClosedMsg: a source stream ended.
 	sourceClosedMsg struct{ what string }
 )

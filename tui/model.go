@@ -249,6 +249,18 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		body := append([]string{"wrote " + msg.Result.Path, "", "top functions (flat):"}, msg.Result.Top...)
 		m.openDialog(newResult(m.st, m.km, "CPU profile of "+msg.Node, body, false))
 		return m, nil
+	case PauseMsg:
+		if msg.Err != nil {
+			verb := "Pause"
+			if msg.Resume {
+				verb = "Resume"
+			}
+			m.openDialog(newResult(m.st, m.km, verb, []string{msg.Err.Error()}, true))
+			return m, nil
+		}
+		m.dialog = dialog{}
+		m.onChange(msg.Progress, m.opts.Now())
+		return m, nil
 	case NodeMsg:
 		verb, done := "Start", "started"
 		if msg.Stop {
@@ -410,6 +422,23 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		return m, m.openInput("bench", "Start a background bench", "rate in requests per second (e.g. 500)")
+	case key.Matches(k, m.km.Pause):
+		c := m.change
+		switch {
+		case present.OpenPause(c) != nil:
+			m.openDialog(newConfirm(m.st, m.km, fmt.Sprintf("Resume change #%d", c.GetId()), []string{
+				fmt.Sprintf("Resume ring change #%d (%s): every receiver goes on pulling from where each range stopped.", c.GetId(), present.Change(c.GetPlan().GetRequest())),
+				present.Paused(c, m.opts.Now()),
+			}, m.pauseChange(true)))
+		case c.GetState() == kvpb.ChangeState_CHANGE_STATE_STREAMING:
+			body := []string{fmt.Sprintf("Pause ring change #%d (%s): every receiver stops pulling within a second; what streamed stays. P again resumes it.", c.GetId(), present.Change(c.GetPlan().GetRequest()))}
+			if cost := present.PendingCost(c); cost != "" {
+				body = append(body, "While paused the change stays in flight: "+cost+".")
+			}
+			m.openDialog(newConfirm(m.st, m.km, fmt.Sprintf("Pause change #%d", c.GetId()), body, m.pauseChange(false)))
+		default:
+			m.openDialog(newResult(m.st, m.km, "Pause", []string{"nothing to pause: no ring change is streaming"}, true))
+		}
 	case key.Matches(k, m.km.Profile):
 		if n := m.selectedNode(); n != nil {
 			m.openDialog(newConfirm(m.st, m.km, "CPU profile", []string{

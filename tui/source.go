@@ -48,6 +48,13 @@ type Actions interface {
 	StopBench(ctx context.Context) (string, error)
 }
 
+// ChangePauser is Actions that can pause the ring change in flight and resume it: both
+// journaled in the name of the console's user, each answered with the change's progress.
+type ChangePauser interface {
+	PauseChange(ctx context.Context, reason string) (*kvpb.ChangeProgress, error)
+	ResumeChange(ctx context.Context) (*kvpb.ChangeProgress, error)
+}
+
 // BenchCharter is Actions that can draw the running background bench: p99 and rate per
 // second with the cluster's events marked (kvctl bench --chart's chart, live). BenchChart
 // returns "" when no bench runs or it has not run two seconds; it does not block.

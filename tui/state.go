@@ -353,8 +353,17 @@ func (m *clusterState) onChange(p *kvpb.ChangeProgress, now time.Time) {
 		case (old == nil || old.GetId() != p.GetId()) && p.GetStartedUnix() > 0:
 			at = time.Unix(p.GetStartedUnix(), 0)
 		}
+		state := present.State(p.GetState())
+		ps := p.GetPauses()
+		switch {
+		case present.OpenPause(p) != nil:
+			// Paused: when and by whom the cluster journaled it.
+			at, state = time.Unix(ps[len(ps)-1].GetPausedUnix(), 0), "PAUSED by "+ps[len(ps)-1].GetBy()
+		case old.GetState() == kvpb.ChangeState_CHANGE_STATE_PAUSED && old.GetId() == p.GetId() && len(ps) > 0 && ps[len(ps)-1].GetResumedUnix() > 0:
+			at, state = time.Unix(ps[len(ps)-1].GetResumedUnix(), 0), "resumed by "+ps[len(ps)-1].GetResumedBy()
+		}
 		if !present.NoChange(p) {
-			m.logEvent(at, fmt.Sprintf("change #%d %s: %s", p.GetId(), present.State(p.GetState()), present.Change(p.GetPlan().GetRequest())), p.GetError() != "")
+			m.logEvent(at, fmt.Sprintf("change #%d %s: %s", p.GetId(), state, present.Change(p.GetPlan().GetRequest())), p.GetError() != "")
 		}
 	}
 	m.change = p

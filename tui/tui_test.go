@@ -129,6 +129,37 @@ func TestGoldenRepair(t *testing.T) {
 	}
 }
 
+// TestGoldenPaused: a paused change says who paused it, when, for how long and why, and what
+// it costs writes, in the overview's alerts and on the changes screen; P asks to resume it.
+func TestGoldenPaused(t *testing.T) {
+	for _, sc := range []struct {
+		name, keys, want string
+	}{{"overview", "", "PAUSED by alice@ops1"}, {"changes", "3", "Change #3"}, {"confirm-resume", "P", "y/enter confirm"}} {
+		t.Run(sc.name+"-80x24", func(t *testing.T) {
+			tm, _ := console(t, 80, 24)
+			tm.Send(ChangeMsg{Progress: fakePausedChange("alice@ops1", "p99 spike")})
+			waitText(t, tm, "p99 spike")
+			if sc.keys != "" {
+				tm.Type(sc.keys)
+				waitText(t, tm, sc.want)
+			}
+			teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+		})
+	}
+}
+
+// TestPauseKey: P on a streaming change asks to pause it and, confirmed, shows it PAUSED.
+func TestPauseKey(t *testing.T) {
+	tm, _ := console(t, 80, 24)
+	tm.Type("P")
+	waitText(t, tm, "Pause change #3")
+	tm.Type("y")
+	waitText(t, tm, "PAUSED by kvctl@console")
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGolden16 draws the heatmap on a 16-colour terminal: levels stay distinct by glyph.
 func TestGolden16(t *testing.T) {
 	tm, _ := console(t, 80, 24)

@@ -352,6 +352,12 @@ func (m Model) alerts() []string {
 	}
 	if c := m.change; present.InFlight(c) {
 		out = append(out, m.st.Warn.Render(fmt.Sprintf("⇄ change #%d in flight: %s, %s (%s)", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()), strings.TrimSpace(pct(c.GetBytesDone(), c.GetBytesTotal())))))
+		if p := present.Paused(c, m.opts.Now()); p != "" {
+			out = append(out, m.st.Warn.Render("  "+p))
+			if cost := present.PendingCost(c); cost != "" {
+				out = append(out, m.st.Warn.Render("  "+cost+" · P resumes"))
+			}
+		}
 	}
 	for _, r := range m.repairsInFlight() {
 		done, total := present.RepairRanges(r)
@@ -446,6 +452,12 @@ func (m Model) changesView(h int) string {
 	} else {
 		b.WriteString(m.st.Header.Render(fmt.Sprintf("Change #%d: %s — %s", c.GetId(), present.Change(c.GetPlan().GetRequest()), present.State(c.GetState()))))
 		b.WriteByte('\n')
+		if p := present.Paused(c, m.opts.Now()); p != "" {
+			b.WriteString(m.st.Warn.Render(p) + "\n")
+			if cost := present.PendingCost(c); cost != "" {
+				b.WriteString(m.st.Warn.Render(cost+" · P resumes") + "\n")
+			}
+		}
 		barW := max(10, min(40, m.width-44))
 		b.WriteString(fmt.Sprintf("%-14s %s %s  %s/s  ETA %s\n", "total", m.bar(c.GetBytesDone(), c.GetBytesTotal(), barW),
 			pct(c.GetBytesDone(), c.GetBytesTotal()), present.BytesShort(c.GetRateBytesPerSec()), present.ETA(c.GetEtaSeconds())))

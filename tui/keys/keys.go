@@ -28,6 +28,8 @@ type KeyMap struct {
 	Rebalance key.Binding
 	Profile   key.Binding
 	Bench     key.Binding
+	// Pause pauses the ring change in flight, or resumes the paused one (after a confirmation).
+	Pause key.Binding
 	// StopNode and StartNode stop and start the selected node's process: only where the
 	// console runs the nodes itself (the demo); disabled until SetNodeControl.
 	StopNode  key.Binding
@@ -66,6 +68,7 @@ func DefaultKeyMap() KeyMap {
 		Rebalance: b([]string{"r"}, "r", "rebalance (plan first)"),
 		Profile:   b([]string{"p"}, "p", "CPU profile selected node"),
 		Bench:     b([]string{"b"}, "b", "start/stop background bench"),
+		Pause:     b([]string{"P"}, "P", "pause/resume the ring change"),
 		StopNode: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop selected node (demo)"),
 			key.WithDisabled()),
 		StartNode: key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "start selected node (demo)"),
@@ -80,7 +83,7 @@ func DefaultKeyMap() KeyMap {
 
 // SetReadonly disables (and hides from help) every action binding.
 func (k *KeyMap) SetReadonly(readonly bool) {
-	for _, a := range []*key.Binding{&k.Drain, &k.Add, &k.Rebalance, &k.Profile, &k.Bench} {
+	for _, a := range []*key.Binding{&k.Drain, &k.Add, &k.Rebalance, &k.Profile, &k.Bench, &k.Pause} {
 		a.SetEnabled(!readonly)
 	}
 }
@@ -101,7 +104,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.NextView, k.PrevView, k.Overview, k.Heatmap, k.Changes, k.History},
 		{k.Up, k.Down, k.Left, k.Right, k.Sort, k.Metric, k.HotKeys, k.Zoom},
-		{k.Drain, k.Add, k.Rebalance, k.Profile, k.Bench, k.StopNode, k.StartNode},
+		{k.Drain, k.Add, k.Rebalance, k.Pause, k.Profile, k.Bench, k.StopNode, k.StartNode},
 		{k.Confirm, k.Cancel, k.Help, k.Quit},
 	}
 }
