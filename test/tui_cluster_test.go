@@ -39,11 +39,17 @@ type tuiCluster struct {
 // the nodes, then checks for leaked goroutines.
 func startTUICluster(t *testing.T, leakOpts ...goleak.Option) *tuiCluster {
 	t.Helper()
+	return startTUIClusterOf(t, node.DefaultConfig(), leakOpts...)
+}
+
+// startTUIClusterOf is startTUICluster with the nodes' base config.
+func startTUIClusterOf(t *testing.T, base node.Config, leakOpts ...goleak.Option) *tuiCluster {
+	t.Helper()
 	leakOpts = append(leakOpts, goleak.IgnoreCurrent())
 	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) })
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := node.StartLocalCluster(context.Background(), 3, node.DefaultConfig(), t.TempDir(), logger)
+	c, err := node.StartLocalCluster(context.Background(), 3, base, t.TempDir(), logger)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
