@@ -7,7 +7,8 @@
 #                                           them, ROUNDS rounds; per-round and median 3-node/1-node rate ratio
 #   bench/run.sh [options] hotkeys          two clusters of NODES nodes side by side, one with --hot-keys=false:
 #                                           alternate wrk between them, ROUNDS rounds; per-round and median
-#                                           on/off rate ratio (what the hot keys summary costs a request)
+#                                           on/off ratios of rate and of the clusters' CPU time per request
+#                                           (what the hot keys summary costs a request)
 #   bench/run.sh [options] agree            1 node: alternate wrk and kvctl bench --target http --rate 0
 #                                           (same connections, GET of pre-filled keys), ROUNDS rounds
 #   bench/run.sh [options] cpu              1 node: CPU time (perf stat task-clock; needs perf) per request of wrk and
@@ -193,6 +194,9 @@ fill() { # [grpc-addr]
 	echo "# fill key0..key$((keys - 1)) at ${1:-$grpc}" >&2
 	"$kvctl" --addr "${1:-$grpc}" bench fill --keys "$keys" --key-prefix key >&2
 }
+
+# cpu_ticks PID...: user + system CPU ticks of the processes so far
+cpu_ticks() { local p sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$sum"; }
 
 # median of the numbers on stdin
 median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
@@ -463,13 +467,23 @@ ratio | hotkeys)
 			addr=${c}_http
 			echo "# round $r $c: $(uptime)" >&2
 			run_wrk "$tmp/warm" "$script" 2s "${!addr}"
+			pidsv=${c}_pids
+			t0=$(cpu_ticks ${!pidsv})
 			run_wrk "$tmp/wrk.$c.$r" "$script" "$duration" "${!addr}"
+			t1=$(cpu_ticks ${!pidsv})
 			line=$(grep '^RESULT' "$tmp/wrk.$c.$r")
+			# the cluster's CPU time (user + system, all its nodes) per request: far steadier
+			# than the rate on a shared machine
+			cpu=$(awk -v d="$((t1 - t0))" -v tck="$(getconf CLK_TCK)" -v n="$(field requests "$tmp/wrk.$c.$r")" 'BEGIN {printf "%.0f", d * 1e6 / tck / n}')
+			line="$line cpu_us_per_req=$cpu"
+			echo "$line" >"$tmp/wrk.$c.$r"
 			echo "$line" >>"$tmp/wrk.$c.all"
 			echo "round $r $c $line"
 		done
 		a_rps=$(field rps "$tmp/wrk.$a.$r") b_rps=$(field rps "$tmp/wrk.$b.$r")
+		a_cpu=$(field cpu_us_per_req "$tmp/wrk.$a.$r") b_cpu=$(field cpu_us_per_req "$tmp/wrk.$b.$r")
 		echo "round $r ratio rps $label = $(awk -v a="$b_rps" -v b="$a_rps" 'BEGIN {printf "%.3f", a / b}')" | tee -a "$tmp/ratio"
+		echo "round $r ratio cpu_us_per_req $label = $(awk -v a="$b_cpu" -v b="$a_cpu" 'BEGIN {printf "%.3f", a / b}')" | tee -a "$tmp/ratio.cpu"
 		if [[ $r == 1 ]]; then
 			for c in "$a" "$b"; do echo "--- wrk output, round 1, $c:"; cat "$tmp/wrk.$c.1"; done
 		fi
@@ -477,6 +491,8 @@ ratio | hotkeys)
 	summary "$a" "$tmp/wrk.$a.all"
 	summary "$b" "$tmp/wrk.$b.all"
 	echo "median ratio rps $label = $(sed 's/.*= //' "$tmp/ratio" | median)"
+	echo "median ratio cpu_us_per_req $label = $(sed 's/.*= //' "$tmp/ratio.cpu" | median)"
+	for c in "$a" "$b"; do echo "$c median cpu_us_per_req = $(field cpu_us_per_req "$tmp/wrk.$c.all" | median)"; done
 	;;
 shell)
 	echo "grpc $grpc  http $http  (Ctrl-C stops)"
