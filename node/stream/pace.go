@@ -96,8 +96,8 @@ type Adaptive struct {
 	target   time.Duration // 0 while auto without a baseline: no latency seen yet
 	auto     bool          // the target is twice the latency seen first
 	adjusted time.Time
-	used     time.Time // last call
-	lat      time.Duration
+	used     time.Time     // last call
+	lat      time.Duration // at the last adjustment
 	limit    uint64
 	why      PaceWhy
 }
@@ -134,7 +134,7 @@ func (a *Adaptive) Rate(limit uint64, lat, target time.Duration, now time.Time) 
 	defer a.mu.Unlock()
 	if a.cur == 0 || now.Sub(a.used) > AdaptIdle {
 		// A new run of pulls: start low, and take the latency before them as the baseline.
-		a.cur, a.adjusted, a.target, a.why = AdaptStart, now, target, PaceGrowing
+		a.cur, a.adjusted, a.target, a.why, a.lat = AdaptStart, now, target, PaceGrowing, lat
 		a.auto = target <= 0
 		if a.auto && lat > 0 {
 			a.target = 2 * max(lat, time.Millisecond)
@@ -145,9 +145,10 @@ func (a *Adaptive) Rate(limit uint64, lat, target time.Duration, now time.Time) 
 		// latency it sees, at the low starting pace, as its baseline.
 		a.target = 2 * max(lat, time.Millisecond)
 	}
-	a.used, a.lat, a.limit = now, lat, limit
+	a.used, a.limit = now, limit
 	if now.Sub(a.adjusted) >= AdaptEvery {
-		a.adjusted = now
+		// The latency the pace last acted on: what State reports beside why.
+		a.adjusted, a.lat = now, lat
 		switch {
 		case a.target > 0 && lat > a.target && a.cur/2 <= AdaptMin:
 			a.cur, a.why = AdaptMin, PaceAtFloor

@@ -105,6 +105,11 @@ func TestAdaptiveBacksOffAndRecovers(t *testing.T) {
 	if s = step(high); s.Why != PaceBackingOff || s.Rate != limit/2 || s.Latency != high {
 		t.Fatalf("above the target: got %+v, want backing off to %d", s, limit/2)
 	}
+	// Between adjustments the state keeps the latency it acted on: why and p99 agree.
+	a.Rate(limit, base, 0, now.Add(AdaptEvery/2))
+	if s = a.State(); s.Why != PaceBackingOff || s.Latency != high {
+		t.Fatalf("between adjustments: got %+v, want backing off at %s", s, high)
+	}
 	for range 10 {
 		s = step(high)
 	}
