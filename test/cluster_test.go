@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,7 @@ type tcluster struct {
 	bins     bins
 	peers    string
 	founders int
+	replicas int // the replication factor (--replicas, 3 by default)
 	nodes    []*proc
 	alive    map[*proc]bool
 	conns    map[string]*grpc.ClientConn
@@ -91,7 +93,10 @@ func startClusterFlags(t *testing.T, founders, extra int, flags []string) *tclus
 // (dirs: id -> directory; the others get one under a temp dir).
 func startClusterDirs(t *testing.T, founders, extra int, flags []string, dirs map[string]string) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, bins: buildBins(t), founders: founders, alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
+	c := &tcluster{t: t, bins: buildBins(t), founders: founders, replicas: 3, alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
+	if i := slices.Index(flags, "--replicas"); i >= 0 && i+1 < len(flags) {
+		c.replicas, _ = strconv.Atoi(flags[i+1])
+	}
 	base := t.TempDir()
 	var peers []string
 	for i := range founders + extra {
@@ -218,7 +223,7 @@ func (c *tcluster) waitServing(p *proc) {
 	waitFor(c.t, 30*time.Second, p.id+" serving", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := c.kv(p).Put(ctx, &kvpb.PutRequest{Key: []byte("probe-" + p.id), Value: []byte("x"), Ack: uint32(min(3, c.founders))})
+		_, err := c.kv(p).Put(ctx, &kvpb.PutRequest{Key: []byte("probe-" + p.id), Value: []byte("x"), Ack: uint32(min(c.replicas, c.founders))})
 		return err
 	})
 }

@@ -150,7 +150,7 @@ func MergeVnodes(reps []*kvpb.VnodesResponse, counts []VnodeCounts, rs *kvpb.Rin
 // replicas (kvpb.StandsOut); when no other replica of the vnode has enough calls to compare
 // with, against the other nodes' calls over every vnode. The slowest of those that stand out.
 func (res *Vnodes) slowest(replicas map[string]*kvpb.LatencyHistogram) string {
-	best, bestP99 := "", time.Duration(0)
+	best, bestQ := "", time.Duration(0)
 	for id, h := range replicas {
 		var others []*kvpb.LatencyHistogram
 		enough := false
@@ -168,9 +168,9 @@ func (res *Vnodes) slowest(replicas map[string]*kvpb.LatencyHistogram) string {
 				}
 			}
 		}
-		p99, _, ok := kvpb.StandsOut(h, others)
-		if ok && (p99 > bestP99 || p99 == bestP99 && id < best) {
-			best, bestP99 = id, p99
+		q, _, ok := kvpb.StandsOut(h, others)
+		if ok && (q > bestQ || q == bestQ && id < best) {
+			best, bestQ = id, q
 		}
 	}
 	return best

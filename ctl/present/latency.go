@@ -41,12 +41,12 @@ func Quantile(h *kvpb.LatencyHistogram, q float64) string {
 	return Latency(d)
 }
 
-// Slow is kvctl status's note for a replica slow for the others: "slow for others: p99 48.0ms
+// Slow is kvctl status's note for a replica slow for the others: "slow for others: p90 48.0ms
 // vs 4.1ms (seen by n1,n2)".
 func Slow(s *kvpb.SlowReplica) string {
 	if s == nil {
 		return ""
 	}
 	ms := func(v float64) *float64 { return &v }
-	return fmt.Sprintf("slow for others: p99 %s vs %s (seen by %s)", LatencyMs(ms(s.GetP99Ms())), LatencyMs(ms(s.GetOthersP99Ms())), strings.Join(s.GetSeenBy(), ","))
+	return fmt.Sprintf("slow for others: p90 %s vs %s (seen by %s)", LatencyMs(ms(s.GetP90Ms())), LatencyMs(ms(s.GetOthersP90Ms())), strings.Join(s.GetSeenBy(), ","))
 }

@@ -923,12 +923,12 @@ func (x *NodeStatus) GetSlow() *SlowReplica {
 }
 
 // A replica whose calls, as the other nodes see them over the short window, stand out: its
-// p99 is above the floor and above twice the median p99 of the other replicas.
+// p90 is above the floor and above twice the median p90 of the other replicas (kvpb.StandsOut).
 type SlowReplica struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	P99Ms float64                `protobuf:"fixed64,1,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
-	// The median p99 of the others it is compared with.
-	OthersP99Ms float64 `protobuf:"fixed64,2,opt,name=others_p99_ms,json=othersP99Ms,proto3" json:"others_p99_ms,omitempty"`
+	P90Ms float64                `protobuf:"fixed64,1,opt,name=p90_ms,json=p90Ms,proto3" json:"p90_ms,omitempty"`
+	// The median p90 of the others it is compared with.
+	OthersP90Ms float64 `protobuf:"fixed64,2,opt,name=others_p90_ms,json=othersP90Ms,proto3" json:"others_p90_ms,omitempty"`
 	// The calls counted, and the nodes that made them.
 	Calls         uint64   `protobuf:"varint,3,opt,name=calls,proto3" json:"calls,omitempty"`
 	SeenBy        []string `protobuf:"bytes,4,rep,name=seen_by,json=seenBy,proto3" json:"seen_by,omitempty"`
@@ -966,16 +966,16 @@ func (*SlowReplica) Descriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *SlowReplica) GetP99Ms() float64 {
+func (x *SlowReplica) GetP90Ms() float64 {
 	if x != nil {
-		return x.P99Ms
+		return x.P90Ms
 	}
 	return 0
 }
 
-func (x *SlowReplica) GetOthersP99Ms() float64 {
+func (x *SlowReplica) GetOthersP90Ms() float64 {
 	if x != nil {
-		return x.OthersP99Ms
+		return x.OthersP90Ms
 	}
 	return 0
 }
@@ -5649,8 +5649,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\x12'\n" +
 	"\x04slow\x18\a \x01(\v2\x13.ringkv.SlowReplicaR\x04slowJ\x04\b\x03\x10\x04\"w\n" +
 	"\vSlowReplica\x12\x15\n" +
-	"\x06p99_ms\x18\x01 \x01(\x01R\x05p99Ms\x12\"\n" +
-	"\rothers_p99_ms\x18\x02 \x01(\x01R\vothersP99Ms\x12\x14\n" +
+	"\x06p90_ms\x18\x01 \x01(\x01R\x05p90Ms\x12\"\n" +
+	"\rothers_p90_ms\x18\x02 \x01(\x01R\vothersP90Ms\x12\x14\n" +
 	"\x05calls\x18\x03 \x01(\x04R\x05calls\x12\x17\n" +
 	"\aseen_by\x18\x04 \x03(\tR\x06seenBy\"\x11\n" +
 	"\x0fNodeInfoRequest\"\xca\x06\n" +

@@ -118,38 +118,43 @@ func (h *LatencyHistogram) Max() time.Duration {
 }
 
 // When a replica stands out as slow (kvctl vnodes' slowest_replica, kvctl status's note):
-// its p99 over the short window, from at least MinLatencySamples calls, is above SlowFloor and
-// above SlowRatio times the median p99 of the other replicas it is compared with (each from at
-// least MinLatencySamples calls too). The floor keeps a quiet cluster's sub-millisecond noise
-// from naming anyone; the median keeps one other slow replica from hiding a third.
+// the SlowQuantile of its calls over the short window, from at least MinLatencySamples calls,
+// is above SlowFloor and above SlowRatio times the median of the same quantile of the other
+// replicas it is compared with (each from at least MinLatencySamples calls too). The p90, not
+// the p99: on a busy machine any process stalls now and then, and from a few hundred calls a
+// p99 is two or three of them; a tenth of the calls slow is a replica that is slow, not a
+// scheduler's hiccup. A replica slow on fewer than a tenth of its calls is not named (kvctl
+// vnodes still shows each replica's p99). The floor keeps a quiet cluster's sub-millisecond
+// noise from naming anyone; the median keeps one other slow replica from hiding a third.
 const (
-	SlowRatio = 2.0
-	SlowFloor = 10 * time.Millisecond
+	SlowQuantile = 0.9
+	SlowRatio    = 2.0
+	SlowFloor    = 10 * time.Millisecond
 )
 
-// StandsOut compares the calls h to one replica with the calls others to other replicas: p99
-// is h's, ref the median of the others'; ok when h stands out (see SlowRatio). ok is false
-// when h or every other has too few samples.
-func StandsOut(h *LatencyHistogram, others []*LatencyHistogram) (p99, ref time.Duration, ok bool) {
-	p99, enough := h.Quantile(0.99)
+// StandsOut compares the calls h to one replica with the calls others to other replicas: q is
+// h's SlowQuantile, ref the median of the others'; ok when h stands out (see SlowRatio). ok is
+// false, and ref 0, when h or every other has too few samples.
+func StandsOut(h *LatencyHistogram, others []*LatencyHistogram) (q, ref time.Duration, ok bool) {
+	q, enough := h.Quantile(SlowQuantile)
 	if !enough {
 		return 0, 0, false
 	}
 	var ps []time.Duration
 	for _, o := range others {
-		if p, ok := o.Quantile(0.99); ok {
+		if p, ok := o.Quantile(SlowQuantile); ok {
 			ps = append(ps, p)
 		}
 	}
 	if len(ps) == 0 {
-		return p99, 0, false
+		return q, 0, false
 	}
 	slices.Sort(ps)
 	ref = ps[len(ps)/2]
 	if len(ps)%2 == 0 {
 		ref = (ps[len(ps)/2-1] + ps[len(ps)/2]) / 2
 	}
-	return p99, ref, p99 > SlowFloor && float64(p99) > SlowRatio*float64(ref)
+	return q, ref, q > SlowFloor && float64(q) > SlowRatio*float64(ref)
 }
 
 // SlowForOthers finds the nodes whose calls stand out as slow for the other nodes: views holds
@@ -196,10 +201,10 @@ func SlowForOthers(views map[string][]*PeerLatency) map[string]*SlowReplica {
 		if len(t.by) == 0 || 2*len(t.by) <= t.judged {
 			continue
 		}
-		p99, _ := t.h.Quantile(0.99)
+		q, _ := t.h.Quantile(SlowQuantile)
 		slices.Sort(t.by)
 		slices.Sort(t.refs)
-		out[id] = &SlowReplica{P99Ms: ms(p99), OthersP99Ms: ms(t.refs[len(t.refs)/2]), Calls: t.h.Count(), SeenBy: t.by}
+		out[id] = &SlowReplica{P90Ms: ms(q), OthersP90Ms: ms(t.refs[len(t.refs)/2]), Calls: t.h.Count(), SeenBy: t.by}
 	}
 	return out
 }

@@ -145,7 +145,7 @@ func TestPrint(t *testing.T) {
 				Breakers:         []*kvpb.BreakerState{{Peer: "n2", State: kvpb.BreakerState_CLOSED}, {Peer: "n3", State: kvpb.BreakerState_OPEN}},
 				Hints:            []*kvpb.HintQueue{{Peer: "n3", Hints: 100, Bytes: 10 << 10}, {Peer: "n2", Hints: 20, Bytes: 5 << 10}},
 				LastRepairedUnix: 1_000_000 - 300},
-				Slow: &kvpb.SlowReplica{P99Ms: 48, OthersP99Ms: 4.1, Calls: 900, SeenBy: []string{"n2", "n3"}}},
+				Slow: &kvpb.SlowReplica{P90Ms: 48, OthersP90Ms: 4.1, Calls: 900, SeenBy: []string{"n2", "n3"}}},
 			{Id: "n2", GrpcAddr: "127.0.0.1:9092", State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{Epoch: 8, RaftRole: kvpb.RaftRole_RAFT_ROLE_FOLLOWER, Version: "v1.2.4", HintsDropped: 3}},
 			{Id: "n3", GrpcAddr: "127.0.0.1:9093", State: kvpb.NodeState_NODE_STATE_DOWN, Error: "connection refused"},
 		}}
@@ -159,7 +159,7 @@ func TestPrint(t *testing.T) {
 		"change #5 in flight: rebalance, streaming",
 		"repair #2 on n2: n3's ranges, comparing, ranges 3/12 (25%)",
 		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tHINTS\tLAST-REPAIRED\tBREAKERS\tNOTE",
-		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\t120 (15.0 KiB)\t5m ago\topen: n3\tslow for others: p99 48.0ms vs 4.1ms (seen by n2,n3)",
+		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\t120 (15.0 KiB)\t5m ago\topen: n3\tslow for others: p90 48.0ms vs 4.1ms (seen by n2,n3)",
 		"n2\t127.0.0.1:9092\tUP\tvoter\t8\t0.0\t-\t0\t0 B\t-\t0, 3 dropped\tnever\tok\tepoch behind (8)",
 		"n3\t127.0.0.1:9093\tDOWN\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tconnection refused",
 	}

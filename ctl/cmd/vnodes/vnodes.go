@@ -38,9 +38,9 @@ func NewCmdVnodes(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 p99, the longest operation, errors, keys and bytes (the largest count of its replicas).
 
 Each coordinator also times its calls to the vnode's replicas. SLOWEST names the replica
-that stands out: its call p99 (from at least 50 calls) is above 10ms and above twice the
-median p99 of the vnode's other replicas (or, when none of them has 50 calls, of the other
-nodes over every vnode); "" when none does. A percentile over fewer than 50 samples shows "–"
+that stands out: its call p90 (from at least 50 calls) is above 10ms and above twice the
+median p90 of the vnode's other replicas (or, when none of them has 50 calls, of the other
+nodes over every vnode): a tenth of its calls slow, not a stall or two; "" when none does. A percentile over fewer than 50 samples shows "–"
 (null in JSON).
 
 --node lists only the vnodes that node replicates; --sort orders by p99 (the worse of read
