@@ -459,8 +459,13 @@ func (m Model) changesView(h int) string {
 			}
 		}
 		barW := max(10, min(40, m.width-44))
-		b.WriteString(fmt.Sprintf("%-14s %s %s  %s/s  ETA %s\n", "total", m.bar(c.GetBytesDone(), c.GetBytesTotal(), barW),
-			pct(c.GetBytesDone(), c.GetBytesTotal()), present.BytesShort(c.GetRateBytesPerSec()), present.ETA(c.GetEtaSeconds())))
+		// A paused change streams nothing; its ETA is the time it needs once resumed.
+		rate := present.BytesShort(c.GetRateBytesPerSec()) + "/s"
+		if present.OpenPause(c) != nil {
+			rate = "paused"
+		}
+		b.WriteString(fmt.Sprintf("%-14s %s %s  %s  ETA %s\n", "total", m.bar(c.GetBytesDone(), c.GetBytesTotal(), barW),
+			pct(c.GetBytesDone(), c.GetBytesTotal()), rate, present.ETA(c.GetEtaSeconds())))
 		// Per node: what each receiver has taken in.
 		type agg struct{ done, total uint64 }
 		per := map[string]*agg{}
