@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,30 +81,7 @@ func (fakeOnCall) Heat(_ context.Context, req *kvpb.HeatRequest) ([]*kvpb.HeatRe
 // also waits until the console holds live hot keys.
 func onCallConsole(t *testing.T, w, h int) *teatest.TestModel {
 	t.Helper()
-	src := NewFakeSource()
-	t.Cleanup(src.Close)
-	var stats, status, ring atomic.Int32
-	var live atomic.Bool
-	filter := func(m tea.Model, msg tea.Msg) tea.Msg {
-		if mm, ok := m.(Model); ok && mm.live != nil {
-			live.Store(true)
-		}
-		switch msg.(type) {
-		case StatsMsg:
-			stats.Add(1)
-		case StatusMsg:
-			status.Add(1)
-		case RingMsg:
-			ring.Add(1)
-		}
-		return msg
-	}
-	m := New(Options{Source: fakeOnCall{src}, Actions: FakeActions{}, Hint: demoHint, Now: func() time.Time { return fixedNow }})
-	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h),
-		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.ANSI256), tea.WithFilter(filter)))
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		return stats.Load() == FakeNodes*FakeSamples && status.Load() > 0 && ring.Load() > 0 && live.Load()
-	}, teatest.WithDuration(20*time.Second))
+	tm, _ := consoleOf(t, w, h, func(f *FakeSource) Source { return fakeOnCall{f} }, func(m Model) bool { return m.live != nil })
 	return tm
 }
 

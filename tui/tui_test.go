@@ -20,10 +20,22 @@ const demoHint = "3-node demo cluster: a zipf load runs in the background · pre
 // until every scripted sample, the status and the ring have been handled.
 func console(t *testing.T, w, h int) (*teatest.TestModel, *FakeSource) {
 	t.Helper()
+	return consoleOf(t, w, h, func(f *FakeSource) Source { return f }, nil)
+}
+
+// consoleOf is console on the source wrap makes of the fake one; ready, when set, must also
+// hold of the model before the console is handed over.
+func consoleOf(t *testing.T, w, h int, wrap func(*FakeSource) Source, ready func(Model) bool) (*teatest.TestModel, *FakeSource) {
+	t.Helper()
 	src := NewFakeSource()
 	t.Cleanup(src.Close)
 	var stats, status, ring, change atomic.Int32
-	filter := func(_ tea.Model, msg tea.Msg) tea.Msg {
+	var isReady atomic.Bool
+	isReady.Store(ready == nil)
+	filter := func(m tea.Model, msg tea.Msg) tea.Msg {
+		if mm, ok := m.(Model); ok && ready != nil && ready(mm) {
+			isReady.Store(true)
+		}
 		switch msg.(type) {
 		case StatsMsg:
 			stats.Add(1)
@@ -36,11 +48,13 @@ func console(t *testing.T, w, h int) (*teatest.TestModel, *FakeSource) {
 		}
 		return msg
 	}
-	m := New(Options{Source: src, Actions: FakeActions{}, Hint: demoHint, Now: func() time.Time { return fixedNow }})
+	m := New(Options{Source: wrap(src), Actions: FakeActions{}, Hint: demoHint, Now: func() time.Time { return fixedNow }})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h),
 		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.ANSI256), tea.WithFilter(filter)))
+	seenN3 := false
 	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		return stats.Load() == FakeNodes*FakeSamples && status.Load() > 0 && ring.Load() > 0 && change.Load() > 0 && bytes.Contains(b, []byte("n3"))
+		seenN3 = seenN3 || bytes.Contains(b, []byte("n3"))
+		return stats.Load() == FakeNodes*FakeSamples && status.Load() > 0 && ring.Load() > 0 && change.Load() > 0 && seenN3 && isReady.Load()
 	}, teatest.WithDuration(20*time.Second)) // a deadline, not a timing: -race on a busy machine is slow
 	return tm, src
 }
