@@ -79,6 +79,10 @@ type Config struct {
 	// last one, so a restart pulls at most that again; 0 = 64 MiB and 10 s.
 	MoveCheckpointBytes    uint64
 	MoveCheckpointInterval time.Duration
+	// MoveStallAfter is how long a range move this node receives goes without progress
+	// before it is reported stalled, with its cause (kvctl ring status, /readyz, the
+	// ringkv_ring_change_moves_stalled gauge); 0 = never.
+	MoveStallAfter time.Duration
 	// MoveLatencyTarget paces the ranges this node pulls and serves in a ring change by its
 	// own latency: while the p99 of the last second of its client-facing and replica requests
 	// stays at or under the target the pace grows, above it the pace halves
@@ -143,6 +147,7 @@ func DefaultConfig() Config {
 		MaxValueSize:   1 << 20,
 		DrainTimeout:   10 * time.Second,
 		ChangeRate:     64 << 20,
+		MoveStallAfter: time.Minute,
 		// Fault limits.
 		HTTPReadTimeout: 30 * time.Second,
 		IdleTimeout:     2 * time.Minute,
@@ -180,6 +185,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --replica-timeout %v: must be positive", ErrInvalidConfig, c.ReplicaTimeout)
 	case c.MaxClockOffset < 0:
 		return c, fmt.Errorf("%w: --max-clock-offset %v: must not be negative", ErrInvalidConfig, c.MaxClockOffset)
+	case c.MoveStallAfter < 0:
+		return c, fmt.Errorf("%w: --move-stall-after %v: must not be negative (0 = never)", ErrInvalidConfig, c.MoveStallAfter)
 	case c.MoveCheckpointInterval < 0:
 		return c, fmt.Errorf("%w: --move-checkpoint-interval %v: must not be negative (0 = 10s)", ErrInvalidConfig, c.MoveCheckpointInterval)
 	case c.MoveLatencyTarget < 0 && c.MoveLatencyTarget != MovePaceOff:
@@ -432,6 +439,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.Var(uint64BytesValue{&c.ChangeRate}, "change-rate", "default streaming throttle of a ring change per receiver, bytes/s (0 = unthrottled; K/M/G suffixes)")
 	fs.Var(uint64BytesValue{&c.MoveCheckpointBytes}, "move-checkpoint-bytes", "a range move this node receives saves its resume point after this many bytes (or --move-checkpoint-interval), so a restart pulls at most that again (0 = 64MiB; K/M/G suffixes)")
 	fs.DurationVar(&c.MoveCheckpointInterval, "move-checkpoint-interval", c.MoveCheckpointInterval, "a range move this node receives saves its resume point at least this often while it pulls (0 = 10s)")
+	fs.DurationVar(&c.MoveStallAfter, "move-stall-after", c.MoveStallAfter, "a range move this node receives with no progress for this long is reported stalled, with its cause, in kvctl ring status, /readyz and ringkv_ring_change_moves_stalled (0 = never)")
 	fs.Var(latencyTargetValue{&c.MoveLatencyTarget}, "move-latency-target", "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold, under the change's rate: a duration, auto (twice the p99 before the streams began) or off (the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")

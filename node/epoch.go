@@ -48,6 +48,20 @@ func (n *Node) problems() []string {
 	if d := n.repairs.DamagedRanges(n.st); d > 0 {
 		out = append(out, kvpb.DamagedRanges(d))
 	}
+	if stalled := n.stalledMoves(); len(stalled) > 0 {
+		out = append(out, kvpb.StalledMoves(len(stalled), stalled[0]))
+	}
+	return out
+}
+
+// stalledMoves are the stalls of the moves this node receives (cluster.Mover's judgment).
+func (n *Node) stalledMoves() []*kvpb.MoveStall {
+	var out []*kvpb.MoveStall
+	for _, p := range n.mover.Progress() {
+		if p.Stall != nil {
+			out = append(out, p.Stall)
+		}
+	}
 	return out
 }
 
@@ -55,6 +69,10 @@ func (n *Node) problems() []string {
 // reads and /v0/status, but is not ready for the writes a balancer sends).
 func (n *Node) readyz() error {
 	if err := n.ready(); err != nil {
+		// A node that awaits admission may already receive ranges: their stalls are said too.
+		if stalled := n.stalledMoves(); len(stalled) > 0 {
+			return fmt.Errorf("%w; %s", err, kvpb.StalledMoves(len(stalled), stalled[0]))
+		}
 		return err
 	}
 	if p := n.problems(); len(p) > 0 {

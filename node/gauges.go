@@ -33,6 +33,8 @@ var (
 		"Unix time the ring change in flight started (0: none in flight).", nil, nil)
 	descChangePending = prometheus.NewDesc("ringkv_ring_change_moves_pending",
 		"Range moves of the change in flight not done yet (0: none in flight).", nil, nil)
+	descChangeStalled = prometheus.NewDesc("ringkv_ring_change_moves_stalled",
+		"Range moves this node receives that made no progress for --move-stall-after (kvctl ring status says why).", nil, nil)
 	descRaftTerm = prometheus.NewDesc("ringkv_raft_term",
 		"This node's raft term in the metadata group: it grows by one at every election.", nil, nil)
 	descRaftLeader = prometheus.NewDesc("ringkv_raft_has_leader",
@@ -48,7 +50,7 @@ var _ prometheus.Collector = gauges{}
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDiskFree, descDiskReserve, descClockBound, descRanges, descRangesNoQuorum,
 		descDamagedRanges, descRepairLast, descRepairInterval, descChangeInFlight, descChangeStarted,
-		descChangePending, descRaftTerm, descRaftLeader} {
+		descChangePending, descChangeStalled, descRaftTerm, descRaftLeader} {
 		ch <- d
 	}
 }
@@ -77,6 +79,7 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	gauge(descChangeInFlight, inFlight)
 	gauge(descChangeStarted, started)
 	gauge(descChangePending, pending)
+	gauge(descChangeStalled, float64(len(n.stalledMoves())))
 	gauge(descRaftTerm, float64(n.cl.Term()))
 	leader := 0.0
 	if id, _ := n.cl.Leader(); id != "" {

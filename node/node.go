@@ -284,6 +284,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if cfg.MoveRetryInterval > 0 {
 		mvcfg.RetryInterval = cfg.MoveRetryInterval
 	}
+	mvcfg.StallAfter = cfg.MoveStallAfter
 	if cfg.MoveCheckpointBytes > 0 {
 		mvcfg.CheckpointBytes = cfg.MoveCheckpointBytes
 	}

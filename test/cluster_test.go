@@ -507,6 +507,51 @@ func (c *tcluster) kvctlCmd(ctx context.Context, p *proc, args ...string) *exec.
 	return exec.CommandContext(ctx, c.bins.kvctl, append([]string{"--addr", p.grpc}, args...)...)
 }
 
+// recordedBench is a kvctl bench of ack=2 PUTs of new sequential keys, each acknowledged
+// write recorded (--record) for kvctl bench check, running in the background.
+type recordedBench struct {
+	cmd         *exec.Cmd
+	out, errOut bytes.Buffer
+	done        chan error
+	ended       bool
+}
+
+// startRecordedBench starts a bench through via at rate PUTs/s over conns connections for
+// duration, recording into record; the test's end kills it if it still runs.
+func (c *tcluster) startRecordedBench(via *proc, record string, rate, duration string, conns int) *recordedBench {
+	c.t.Helper()
+	b := &recordedBench{done: make(chan error, 1)}
+	b.cmd = c.kvctlCmd(context.Background(), via, "bench", "--rate", rate, "--duration", duration, "--warmup", "0s",
+		"--workload", "put", "--key-dist", "sequential", "--keys", "1000000", "--value-size", "64",
+		"--ack", "2", "--from", "3", "--record", record, "--max-errors", "100", "--connections", fmt.Sprint(conns))
+	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.errOut
+	if err := b.cmd.Start(); err != nil {
+		c.t.Fatalf("start bench: %v", err)
+	}
+	go func() { b.done <- b.cmd.Wait() }()
+	c.t.Cleanup(func() {
+		if !b.ended {
+			b.cmd.Process.Kill()
+			<-b.done
+		}
+	})
+	return b
+}
+
+// wait waits up to d for the bench to end (after interrupt, or its duration).
+func (b *recordedBench) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-b.done:
+		b.ended = true
+	case <-time.After(d):
+		t.Fatalf("bench did not end\n%s", b.errOut.String())
+	}
+}
+
+// interrupt stops the bench as Ctrl-C does: it reports what it did and closes its record.
+func (b *recordedBench) interrupt() { b.cmd.Process.Signal(os.Interrupt) }
+
 // progressOf decodes kvctl's -o json result.
 func progressOf(t *testing.T, r kvctlResult) *kvpb.ChangeProgress {
 	t.Helper()

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -100,23 +99,7 @@ func TestRemoveDeadNodes(t *testing.T) {
 	c.load(live, 2000, 64, 8)
 
 	record := filepath.Join(t.TempDir(), "acked.jsonl")
-	bench := c.kvctlCmd(context.Background(), n1, "bench", "--rate", "100", "--duration", "25s", "--warmup", "0s",
-		"--workload", "put", "--key-dist", "sequential", "--keys", "1000000", "--value-size", "64",
-		"--ack", "2", "--from", "3", "--record", record, "--max-errors", "100", "--connections", "4")
-	var benchOut, benchErr bytes.Buffer
-	bench.Stdout, bench.Stderr = &benchOut, &benchErr
-	if err := bench.Start(); err != nil {
-		t.Fatalf("start bench: %v", err)
-	}
-	benchDone := make(chan error, 1)
-	go func() { benchDone <- bench.Wait() }()
-	benchEnded := false
-	defer func() {
-		if !benchEnded {
-			bench.Process.Kill()
-			<-benchDone
-		}
-	}()
+	bench := c.startRecordedBench(n1, record, "100", "25s", 4)
 
 	c.kill(n4)
 	c.kill(n5)
@@ -168,13 +151,8 @@ func TestRemoveDeadNodes(t *testing.T) {
 	}
 	c.waitAllUp(n1, []string{"n1", "n2", "n3", "n6", "n7"}, 5)
 
-	select {
-	case <-benchDone:
-		benchEnded = true
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("bench did not end\n%s", benchErr.String())
-	}
-	t.Logf("bench:\n%s", tail(&benchOut, 12))
+	bench.wait(t, 2*time.Minute)
+	t.Logf("bench:\n%s", tail(&bench.out, 12))
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	check := c.kvctl(ctx, n1, "bench", "check", record, "--ack", "2", "--from", "3")

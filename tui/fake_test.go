@@ -317,6 +317,19 @@ func fakePausedChange(by, reason string) *kvpb.ChangeProgress {
 	return p
 }
 
+// fakeStalledChange is fakeChange with its source n2 gone quiet: both ranges streaming to n3
+// and n1 stalled since 15:03:05 UTC.
+func fakeStalledChange() *kvpb.ChangeProgress {
+	p := fakeChange()
+	since := time.Date(2025, 1, 2, 15, 3, 5, 0, time.UTC).Unix()
+	for _, r := range p.Ranges[1:3] {
+		r.Stall = &kvpb.MoveStall{Cause: kvpb.StallCause_STALL_CAUSE_SOURCE_UNREACHABLE, Source: "n2", Receiver: r.Move.Target, SinceUnix: since,
+			Reason: "REPLICA_UNAVAILABLE", Error: "connection refused"}
+	}
+	p.StalledMoves, p.RateBytesPerSec, p.EtaSeconds, p.Paces = 2, 0, 0, nil
+	return p
+}
+
 // Repair answers from now on as the cluster does while p is in flight: Status lists it and
 // its coordinator's NodeInfo carries it.
 func (f *FakeSource) Repair(p *kvpb.RepairProgress) {

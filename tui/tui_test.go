@@ -162,6 +162,22 @@ func TestGoldenPaused(t *testing.T) {
 	}
 }
 
+// TestGoldenStalled: a move with no progress for its receiver's --move-stall-after shows in
+// the overview's alerts and on the changes screen with its cause, naming the source.
+func TestGoldenStalled(t *testing.T) {
+	for _, sc := range []struct{ name, keys string }{{"overview", ""}, {"changes", "3"}} {
+		t.Run(sc.name+"-80x24", func(t *testing.T) {
+			tm, src := console(t, 80, 24)
+			src.SendChange(fakeStalledChange())
+			if sc.keys != "" {
+				tm.Type(sc.keys)
+			}
+			waitText(t, tm, "source n2 unreachable")
+			teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+		})
+	}
+}
+
 // TestPauseKey: P on a streaming change asks to pause it and, confirmed, shows it PAUSED.
 func TestPauseKey(t *testing.T) {
 	tm, _ := console(t, 80, 24)

@@ -358,6 +358,9 @@ func (m Model) alerts() []string {
 				out = append(out, m.st.Warn.Render("  "+cost+" · P resumes"))
 			}
 		}
+		if st := present.StalledRanges(c); st != "" {
+			out = append(out, m.st.Down.Render("✖ "+st))
+		}
 	}
 	for _, r := range m.repairsInFlight() {
 		done, total := present.RepairRanges(r)
@@ -458,6 +461,9 @@ func (m Model) changesView(h int) string {
 				b.WriteString(m.st.Warn.Render(cost+" · P resumes") + "\n")
 			}
 		}
+		if st := present.StalledRanges(c); st != "" {
+			b.WriteString(m.st.Down.Render(ansi.Truncate(st, max(1, m.width), "…")) + "\n")
+		}
 		barW := max(10, min(40, m.width-44))
 		// A paused change streams nothing; its ETA is the time it needs once resumed.
 		rate := present.BytesShort(c.GetRateBytesPerSec()) + "/s"
@@ -499,8 +505,12 @@ func (m Model) changesView(h int) string {
 				break
 			}
 			mv := r.GetMove()
+			state := present.RangeState(r)
+			if r.GetStall() != nil {
+				state = m.st.Down.Render(state)
+			}
 			b.WriteString(fmt.Sprintf("%s %s→%s %s %s %s\n", present.TokenRangeShort(mv.GetStart(), mv.GetEnd()), mv.GetSource(), mv.GetTarget(),
-				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), present.Move(r.GetState())))
+				m.bar(r.GetBytesDone(), mv.GetEstBytes(), max(6, barW/2)), pct(r.GetBytesDone(), mv.GetEstBytes()), state))
 		}
 	}
 	m.repairsView(&b)

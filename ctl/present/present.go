@@ -83,6 +83,47 @@ func Move(s kvpb.MoveState) string {
 	return s.String()
 }
 
+// Stall says why a move is stalled and since when ("stalled: source n1 unreachable since
+// ..."); "" when it is not.
+func Stall(s *kvpb.MoveStall) string {
+	if s == nil {
+		return ""
+	}
+	return kvpb.StallLine(s)
+}
+
+// StalledRanges is "2 ranges stalled: source n1 unreachable since ...": how many ranges of p
+// are stalled and why the first is; "" when none is.
+func StalledRanges(p *kvpb.ChangeProgress) string {
+	n := p.GetStalledMoves()
+	if n == 0 {
+		return ""
+	}
+	word := "ranges"
+	if n == 1 {
+		word = "range"
+	}
+	return fmt.Sprintf("%d %s %s", n, word, Stall(FirstStall(p)))
+}
+
+// RangeState is a range's state word: "stalled" while it is, else its move state's.
+func RangeState(r *kvpb.RangeProgress) string {
+	if r.GetStall() != nil {
+		return "stalled"
+	}
+	return Move(r.GetState())
+}
+
+// FirstStall is the first stalled range of p (nil when none is).
+func FirstStall(p *kvpb.ChangeProgress) *kvpb.MoveStall {
+	for _, r := range p.GetRanges() {
+		if r.GetStall() != nil {
+			return r.GetStall()
+		}
+	}
+	return nil
+}
+
 // NoChange tells whether p reports no change at all.
 func NoChange(p *kvpb.ChangeProgress) bool {
 	return p.GetState() == kvpb.ChangeState_CHANGE_STATE_NONE

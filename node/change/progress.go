@@ -43,8 +43,13 @@ func (s *Service) LocalProgress() *kvpb.ChangeProgress {
 		rp := &kvpb.RangeProgress{
 			Move:  &kvpb.RangeMove{Start: p.Move.Start, End: p.Move.End, Source: p.Move.Source, Target: p.Move.Target},
 			State: p.State, KeysDone: p.Keys, BytesDone: p.Bytes, Error: p.Err, PullingFrom: p.Source,
-			ResumedFromBytes: p.ResumedFrom, RepulledBytes: p.Repulled,
+			ResumedFromBytes: p.ResumedFrom, RepulledBytes: p.Repulled, Stall: p.Stall,
 		}
+		if p.Stall != nil {
+			out.StalledMoves++
+		}
+		out.ResumedFromBytes += p.ResumedFrom
+		out.RepulledBytes += p.Repulled
 		// The receiver's own estimate, from how far through the range its pull has come
 		// (the move's estimate is the source's count, which this node does not know).
 		if f := (ring.Move{Start: p.Move.Start, End: p.Move.End}).Covered(p.Position); f > 0 && p.State != cluster.MoveDone {
@@ -111,14 +116,14 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		var byPosition rangeCount // the receiver's estimate from how far its pull has come
 		if got := remote[k]; got != nil {
 			rp.State, rp.KeysDone, rp.BytesDone, rp.Error, rp.RateBytesPerSec, rp.PullingFrom = got.GetState(), got.GetKeysDone(), got.GetBytesDone(), got.GetError(), got.GetRateBytesPerSec(), got.GetPullingFrom()
-			rp.ResumedFromBytes, rp.RepulledBytes = got.GetResumedFromBytes(), got.GetRepulledBytes()
+			rp.ResumedFromBytes, rp.RepulledBytes, rp.Stall = got.GetResumedFromBytes(), got.GetRepulledBytes(), got.GetStall()
 			byPosition = rangeCount{got.GetMove().GetEstKeys(), got.GetMove().GetEstBytes()}
 		} else if errText, ok := remote[moveKey{target: mv.Target}]; ok {
 			rp.Error = errText.GetError()
 		}
 		if mv.Done {
 			rp.State = cluster.MoveDone
-			rp.Error = ""
+			rp.Error, rp.Stall = "", nil
 			if rp.KeysDone == 0 && rp.BytesDone == 0 {
 				rp.KeysDone, rp.BytesDone = e.keys, e.bytes
 			}
@@ -141,6 +146,9 @@ func (s *Service) Progress(ctx context.Context) *kvpb.ChangeProgress {
 		out.Plan.Moves = append(out.Plan.Moves, rp.Move)
 		out.KeysDone += rp.KeysDone
 		out.BytesDone += rp.BytesDone
+		if rp.Stall != nil {
+			out.StalledMoves++
+		}
 		out.ResumedFromBytes += rp.ResumedFromBytes
 		out.RepulledBytes += rp.RepulledBytes
 		out.KeysTotal += e.keys

@@ -41,8 +41,8 @@ type RangeSink interface {
 	SaveMovePoint(p store.MovePoint) error
 	// MovePoint returns the point saved for move index of change, if any.
 	MovePoint(change uint64, index int) (store.MovePoint, bool)
-	// DropMovePoints forgets the points of every change but keep (0: all), and that of move
-	// index of keep when index >= 0.
+	// DropMovePoints forgets the points of every change but keep (0: all) or, when index >=
+	// 0, that of move index of keep alone.
 	DropMovePoints(keep uint64, index int) error
 }
 
@@ -86,14 +86,20 @@ type MoveProgress struct {
 	// ResumedFrom is the bytes (key + value) that the resume point saved by an earlier run
 	// of this node covered when this run took the move up: what it did not pull again.
 	ResumedFrom uint64
-	// Repulled is the bytes that pulls after the first (retries, or a run resumed from a
-	// saved point) brought of records the store already held at that version or newer: the
-	// move's data pulled twice — an upper bound, as a client's write that reached this node
-	// before the stream did counts too.
+	// Repulled is the bytes the pulls brought of records the store already held at that
+	// version or newer: the move's data pulled twice (by a retry, or after a restart past the
+	// saved point) — an upper bound, as a client's write that reached this node before the
+	// stream did counts too.
 	Repulled uint64
+	// Stall is set while the move is stalled (see stall.go); Progress fills it in.
+	Stall *kvpb.MoveStall
 	// saved is what Bytes was, and when, at the last resume point saved.
 	savedBytes uint64
 	savedAt    time.Time
+	// progressed is when the move last applied records, or its pull began in this run;
+	// lastErr the error of its last pull that failed since then.
+	progressed time.Time
+	lastErr    error
 }
 
 // MoverConfig tunes a Mover.
@@ -107,7 +113,13 @@ type MoverConfig struct {
 	// much was pulled since the last one.
 	CheckpointBytes    uint64
 	CheckpointInterval time.Duration
-	Logger             *slog.Logger
+	// StallAfter is how long a move goes without progress before it is reported stalled,
+	// with its cause (see stall.go); 0 = never.
+	StallAfter time.Duration
+	// Paused, when set, reports whether the change in flight is paused by the operator: a
+	// paused move is not stalled.
+	Paused func() bool
+	Logger *slog.Logger
 }
 
 // DefaultMoverConfig returns the defaults: 4 pulls at once. A pull's first chunk comes a
@@ -118,13 +130,17 @@ type MoverConfig struct {
 // A resume point every 64 MiB or 10 s: a restart pulls at most that again per move (plus the
 // chunk in flight), for one fsync of the store per checkpoint.
 func DefaultMoverConfig() MoverConfig {
-	return MoverConfig{Parallel: 4, RetryInterval: time.Second, CheckpointBytes: 64 << 20, CheckpointInterval: 10 * time.Second}
+	return MoverConfig{Parallel: 4, RetryInterval: time.Second, CheckpointBytes: 64 << 20, CheckpointInterval: 10 * time.Second,
+		StallAfter: time.Minute}
 }
 
 // Validate checks the config.
 func (c MoverConfig) Validate() error {
 	if c.Parallel < 1 || c.RetryInterval <= 0 {
 		return fmt.Errorf("mover: parallel %d, retry interval %v: %w", c.Parallel, c.RetryInterval, ErrInvalidArgument)
+	}
+	if c.StallAfter < 0 {
+		return fmt.Errorf("mover: stall after %v: must not be negative: %w", c.StallAfter, ErrInvalidArgument)
 	}
 	if c.CheckpointBytes == 0 || c.CheckpointInterval <= 0 {
 		return fmt.Errorf("mover: checkpoint every %d bytes or %v: both must be positive: %w", c.CheckpointBytes, c.CheckpointInterval, ErrInvalidArgument)
@@ -172,9 +188,11 @@ func (m *Mover) Progress() []MoveProgress {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []MoveProgress
+	now := time.Now()
 	for _, p := range m.progress {
 		cp := *p
-		cp.resumeKey = nil
+		cp.resumeKey, cp.lastErr = nil, nil
+		cp.Stall = m.stallOf(p, now)
 		out = append(out, cp)
 	}
 	slices.SortFunc(out, func(a, b MoveProgress) int {
@@ -386,9 +404,6 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 	// failed is how many earlier attempts failed (those stopped by a pause or the like are
 	// not failures): what the fallback to other replicas counts.
 	failed := 0
-	// resumed: this pull starts where an earlier one (of this run, or of one before a
-	// restart: the saved point) got to; what it brings that the store holds came twice.
-	resumed := false
 	// When the first and the last chunk of this pull arrived: the streaming window that the
 	// "range received" line reports (the change's wall time also holds planning and hand-over).
 	var firstChunk, lastChunk time.Time
@@ -409,7 +424,6 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 				}
 			}
 		}
-		resumed = p.Attempts > 1 || p.ResumedFrom > 0
 		resume, attempts = p.resumeKey, p.Attempts
 		failed = p.Attempts - 1 - p.stops
 		// What an earlier attempt pulled past the point this one resumes from comes again.
@@ -417,6 +431,9 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 		p.StartBytes = p.Bytes
 		if p.savedAt.IsZero() {
 			p.savedAt = time.Now()
+		}
+		if p.progressed.IsZero() {
+			p.progressed = time.Now()
 		}
 	})
 	if pr := m.get(k); resume != nil && attempts == 1 {
@@ -441,9 +458,6 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			if err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
-			if !resumed {
-				held = 0
-			}
 			var n uint64
 			for _, e := range batch {
 				n += uint64(len(e.Key) + len(e.Record.Value))
@@ -463,6 +477,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 				p.Keys = max(p.Keys, base.keys+keys)
 				p.Bytes = max(p.Bytes, base.bytes+bytes)
 				p.Repulled += held
+				p.progressed, p.lastErr = time.Now(), nil
 				if rm := (ring.Move{Start: mv.Start, End: mv.End}); rm.Covered(last.Token) > rm.Covered(p.Position) {
 					p.Position = last.Token
 				}
@@ -549,7 +564,7 @@ func (m *Mover) pull(ctx context.Context, cur *ring.Ring, ch *Change, i int, str
 			p.State = MovePending
 			p.stops++
 		default:
-			p.State, p.Err = MoveFailed, err.Error()
+			p.State, p.Err, p.lastErr = MoveFailed, err.Error(), err
 		}
 	})
 	if err == nil {

@@ -143,13 +143,19 @@ func (s *Store) MovePoint(change uint64, index int) (MovePoint, bool) {
 }
 
 // DropMovePoints forgets the points of every change except keep (0: all of them), and of
-// move index of keep when index >= 0.
+// move index of keep when index >= 0. The point of one move (index >= 0), a move done, is
+// forgotten in memory only — the sidecar drops it with the next write — as nothing pulls a
+// move done again: one fsync fewer for every move.
 func (s *Store) DropMovePoints(keep uint64, index int) error {
 	s.points.mu.Lock()
 	defer s.points.mu.Unlock()
+	if index >= 0 {
+		delete(s.points.all, pointKey(keep, index))
+		return nil
+	}
 	n := len(s.points.all)
 	for k := range s.points.all {
-		if k[0] != keep || (index >= 0 && k == pointKey(keep, index)) {
+		if k[0] != keep {
 			delete(s.points.all, k)
 		}
 	}

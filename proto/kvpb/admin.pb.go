@@ -313,6 +313,71 @@ func (MoveState) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
+// Why a stalled move makes no progress, as its receiver judges it by the last error of its
+// pull (classified by the error's reason).
+type StallCause int32
+
+const (
+	StallCause_STALL_CAUSE_UNSPECIFIED StallCause = 0
+	// The source does not answer: down, cut off, or stopped (the pull failed to reach it).
+	StallCause_STALL_CAUSE_SOURCE_UNREACHABLE StallCause = 1
+	// The receiver's disk is below its free-space reserve: it cannot apply what it pulls.
+	StallCause_STALL_CAUSE_DISK_FULL StallCause = 2
+	// The source answers but refuses the pull (reason says why).
+	StallCause_STALL_CAUSE_REFUSED StallCause = 3
+	// The pull is open and has not failed, but nothing arrives from the source.
+	StallCause_STALL_CAUSE_NO_DATA StallCause = 4
+	// The pull failed otherwise (error says how).
+	StallCause_STALL_CAUSE_FAILING StallCause = 5
+)
+
+// Enum value maps for StallCause.
+var (
+	StallCause_name = map[int32]string{
+		0: "STALL_CAUSE_UNSPECIFIED",
+		1: "STALL_CAUSE_SOURCE_UNREACHABLE",
+		2: "STALL_CAUSE_DISK_FULL",
+		3: "STALL_CAUSE_REFUSED",
+		4: "STALL_CAUSE_NO_DATA",
+		5: "STALL_CAUSE_FAILING",
+	}
+	StallCause_value = map[string]int32{
+		"STALL_CAUSE_UNSPECIFIED":        0,
+		"STALL_CAUSE_SOURCE_UNREACHABLE": 1,
+		"STALL_CAUSE_DISK_FULL":          2,
+		"STALL_CAUSE_REFUSED":            3,
+		"STALL_CAUSE_NO_DATA":            4,
+		"STALL_CAUSE_FAILING":            5,
+	}
+)
+
+func (x StallCause) Enum() *StallCause {
+	p := new(StallCause)
+	*p = x
+	return p
+}
+
+func (x StallCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (StallCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[5].Descriptor()
+}
+
+func (StallCause) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[5]
+}
+
+func (x StallCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use StallCause.Descriptor instead.
+func (StallCause) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
+}
+
 // The state of a ring change: the one in flight, else the last one.
 type ChangeState int32
 
@@ -363,11 +428,11 @@ func (x ChangeState) String() string {
 }
 
 func (ChangeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[5].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[6].Descriptor()
 }
 
 func (ChangeState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[5]
+	return &file_kvpb_admin_proto_enumTypes[6]
 }
 
 func (x ChangeState) Number() protoreflect.EnumNumber {
@@ -376,7 +441,7 @@ func (x ChangeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeState.Descriptor instead.
 func (ChangeState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 type RepairState int32
@@ -423,11 +488,11 @@ func (x RepairState) String() string {
 }
 
 func (RepairState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[6].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[7].Descriptor()
 }
 
 func (RepairState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[6]
+	return &file_kvpb_admin_proto_enumTypes[7]
 }
 
 func (x RepairState) Number() protoreflect.EnumNumber {
@@ -436,7 +501,7 @@ func (x RepairState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RepairState.Descriptor instead.
 func (RepairState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type RangeRepairState int32
@@ -480,11 +545,11 @@ func (x RangeRepairState) String() string {
 }
 
 func (RangeRepairState) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[7].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[8].Descriptor()
 }
 
 func (RangeRepairState) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[7]
+	return &file_kvpb_admin_proto_enumTypes[8]
 }
 
 func (x RangeRepairState) Number() protoreflect.EnumNumber {
@@ -493,7 +558,7 @@ func (x RangeRepairState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RangeRepairState.Descriptor instead.
 func (RangeRepairState) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type HeatMetric int32
@@ -542,11 +607,11 @@ func (x HeatMetric) String() string {
 }
 
 func (HeatMetric) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[8].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
 }
 
 func (HeatMetric) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[8]
+	return &file_kvpb_admin_proto_enumTypes[9]
 }
 
 func (x HeatMetric) Number() protoreflect.EnumNumber {
@@ -555,7 +620,7 @@ func (x HeatMetric) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeatMetric.Descriptor instead.
 func (HeatMetric) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 // What a node's latency pace of a ring change's streams did last (AIMD on its p99).
@@ -602,11 +667,11 @@ func (x PaceReason) String() string {
 }
 
 func (PaceReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[9].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[10].Descriptor()
 }
 
 func (PaceReason) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[9]
+	return &file_kvpb_admin_proto_enumTypes[10]
 }
 
 func (x PaceReason) Number() protoreflect.EnumNumber {
@@ -615,7 +680,7 @@ func (x PaceReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PaceReason.Descriptor instead.
 func (PaceReason) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type BreakerState_State int32
@@ -654,11 +719,11 @@ func (x BreakerState_State) String() string {
 }
 
 func (BreakerState_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[10].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
 }
 
 func (BreakerState_State) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[10]
+	return &file_kvpb_admin_proto_enumTypes[11]
 }
 
 func (x BreakerState_State) Number() protoreflect.EnumNumber {
@@ -706,11 +771,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[12].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[11]
+	return &file_kvpb_admin_proto_enumTypes[12]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -2837,10 +2902,12 @@ type RangeProgress struct {
 	// Bytes (key + value) the receiver did not pull again after a restart: what the resume
 	// point it had saved covered.
 	ResumedFromBytes uint64 `protobuf:"varint,10,opt,name=resumed_from_bytes,json=resumedFromBytes,proto3" json:"resumed_from_bytes,omitempty"`
-	// Bytes that pulls after the first (retries, a restart's resumed pull) brought of records
-	// the receiver already held: data pulled twice. An upper bound: a client's write that
-	// reached the receiver before the stream did counts too.
+	// Bytes the pulls brought of records the receiver already held at that version or newer:
+	// data pulled twice (by a retry, or after a restart past the last resume point). An upper
+	// bound: a client's write that reached the receiver before the stream did counts too.
 	RepulledBytes uint64 `protobuf:"varint,11,opt,name=repulled_bytes,json=repulledBytes,proto3" json:"repulled_bytes,omitempty"`
+	// Set while the move is stalled: no progress for the receiver's --move-stall-after.
+	Stall         *MoveStall `protobuf:"bytes,12,opt,name=stall,proto3" json:"stall,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2945,6 +3012,103 @@ func (x *RangeProgress) GetRepulledBytes() uint64 {
 	return 0
 }
 
+func (x *RangeProgress) GetStall() *MoveStall {
+	if x != nil {
+		return x.Stall
+	}
+	return nil
+}
+
+// A move with no progress for the receiver's stall threshold.
+type MoveStall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Cause StallCause             `protobuf:"varint,1,opt,name=cause,proto3,enum=ringkv.StallCause" json:"cause,omitempty"`
+	// The node the receiver pulls from (or tried last).
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// The receiver.
+	Receiver string `protobuf:"bytes,3,opt,name=receiver,proto3" json:"receiver,omitempty"`
+	// When the move last made progress (or its pull began, when it never did).
+	SinceUnix int64 `protobuf:"varint,4,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"`
+	// The reason of the last error on the wire (rpcerr.Name: "STALE_VIEW"), when it had one.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The last error of the pull, one line ("" when none: the pull waits).
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveStall) Reset() {
+	*x = MoveStall{}
+	mi := &file_kvpb_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveStall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveStall) ProtoMessage() {}
+
+func (x *MoveStall) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveStall.ProtoReflect.Descriptor instead.
+func (*MoveStall) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *MoveStall) GetCause() StallCause {
+	if x != nil {
+		return x.Cause
+	}
+	return StallCause_STALL_CAUSE_UNSPECIFIED
+}
+
+func (x *MoveStall) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *MoveStall) GetReceiver() string {
+	if x != nil {
+		return x.Receiver
+	}
+	return ""
+}
+
+func (x *MoveStall) GetSinceUnix() int64 {
+	if x != nil {
+		return x.SinceUnix
+	}
+	return 0
+}
+
+func (x *MoveStall) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MoveStall) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // A pause of a ring change, as raft journals it.
 type ChangePause struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2961,7 +3125,7 @@ type ChangePause struct {
 
 func (x *ChangePause) Reset() {
 	*x = ChangePause{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2973,7 +3137,7 @@ func (x *ChangePause) String() string {
 func (*ChangePause) ProtoMessage() {}
 
 func (x *ChangePause) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2986,7 +3150,7 @@ func (x *ChangePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePause.ProtoReflect.Descriptor instead.
 func (*ChangePause) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChangePause) GetBy() string {
@@ -3036,7 +3200,7 @@ type NodeRate struct {
 
 func (x *NodeRate) Reset() {
 	*x = NodeRate{}
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3212,7 @@ func (x *NodeRate) String() string {
 func (*NodeRate) ProtoMessage() {}
 
 func (x *NodeRate) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3225,7 @@ func (x *NodeRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRate.ProtoReflect.Descriptor instead.
 func (*NodeRate) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeRate) GetNodeId() string {
@@ -3097,6 +3261,8 @@ type ChangeProgress struct {
 	// The sums of the ranges' resumed_from_bytes and repulled_bytes.
 	ResumedFromBytes uint64 `protobuf:"varint,16,opt,name=resumed_from_bytes,json=resumedFromBytes,proto3" json:"resumed_from_bytes,omitempty"`
 	RepulledBytes    uint64 `protobuf:"varint,17,opt,name=repulled_bytes,json=repulledBytes,proto3" json:"repulled_bytes,omitempty"`
+	// How many of the ranges are stalled (RangeProgress.stall).
+	StalledMoves uint32 `protobuf:"varint,31,opt,name=stalled_moves,json=stalledMoves,proto3" json:"stalled_moves,omitempty"`
 	// The pace of each node streaming the change (as receiver or source) and why, while the
 	// change streams.
 	Paces []*Pace `protobuf:"bytes,30,rep,name=paces,proto3" json:"paces,omitempty"`
@@ -3118,7 +3284,7 @@ type ChangeProgress struct {
 
 func (x *ChangeProgress) Reset() {
 	*x = ChangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3296,7 @@ func (x *ChangeProgress) String() string {
 func (*ChangeProgress) ProtoMessage() {}
 
 func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3309,7 @@ func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeProgress.ProtoReflect.Descriptor instead.
 func (*ChangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ChangeProgress) GetId() uint64 {
@@ -3258,6 +3424,13 @@ func (x *ChangeProgress) GetRepulledBytes() uint64 {
 	return 0
 }
 
+func (x *ChangeProgress) GetStalledMoves() uint32 {
+	if x != nil {
+		return x.StalledMoves
+	}
+	return 0
+}
+
 func (x *ChangeProgress) GetPaces() []*Pace {
 	if x != nil {
 		return x.Paces
@@ -3312,7 +3485,7 @@ type ChangeStatusRequest struct {
 
 func (x *ChangeStatusRequest) Reset() {
 	*x = ChangeStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3497,7 @@ func (x *ChangeStatusRequest) String() string {
 func (*ChangeStatusRequest) ProtoMessage() {}
 
 func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3510,7 @@ func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeStatusRequest.ProtoReflect.Descriptor instead.
 func (*ChangeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
@@ -3365,7 +3538,7 @@ type TokenRange struct {
 
 func (x *TokenRange) Reset() {
 	*x = TokenRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3550,7 @@ func (x *TokenRange) String() string {
 func (*TokenRange) ProtoMessage() {}
 
 func (x *TokenRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3563,7 @@ func (x *TokenRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
 func (*TokenRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TokenRange) GetStart() uint64 {
@@ -3416,7 +3589,7 @@ type CountRangesRequest struct {
 
 func (x *CountRangesRequest) Reset() {
 	*x = CountRangesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3601,7 @@ func (x *CountRangesRequest) String() string {
 func (*CountRangesRequest) ProtoMessage() {}
 
 func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3614,7 @@ func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
 func (*CountRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CountRangesRequest) GetRanges() []*TokenRange {
@@ -3461,7 +3634,7 @@ type RangeCount struct {
 
 func (x *RangeCount) Reset() {
 	*x = RangeCount{}
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3646,7 @@ func (x *RangeCount) String() string {
 func (*RangeCount) ProtoMessage() {}
 
 func (x *RangeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3659,7 @@ func (x *RangeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
 func (*RangeCount) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RangeCount) GetKeys() uint64 {
@@ -3513,7 +3686,7 @@ type CountRangesResponse struct {
 
 func (x *CountRangesResponse) Reset() {
 	*x = CountRangesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3698,7 @@ func (x *CountRangesResponse) String() string {
 func (*CountRangesResponse) ProtoMessage() {}
 
 func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3711,7 @@ func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
 func (*CountRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CountRangesResponse) GetCounts() []*RangeCount {
@@ -3556,7 +3729,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3741,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3754,7 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 type SetChangeRateRequest struct {
@@ -3598,7 +3771,7 @@ type SetChangeRateRequest struct {
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3783,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3796,7 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
@@ -3658,7 +3831,7 @@ type PauseChangeRequest struct {
 
 func (x *PauseChangeRequest) Reset() {
 	*x = PauseChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3843,7 @@ func (x *PauseChangeRequest) String() string {
 func (*PauseChangeRequest) ProtoMessage() {}
 
 func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3856,7 @@ func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseChangeRequest.ProtoReflect.Descriptor instead.
 func (*PauseChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PauseChangeRequest) GetReason() string {
@@ -3709,7 +3882,7 @@ type ResumeChangeRequest struct {
 
 func (x *ResumeChangeRequest) Reset() {
 	*x = ResumeChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3894,7 @@ func (x *ResumeChangeRequest) String() string {
 func (*ResumeChangeRequest) ProtoMessage() {}
 
 func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3907,7 @@ func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeChangeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeChangeRequest) GetBy() string {
@@ -3754,7 +3927,7 @@ type SetChangeParallelRequest struct {
 
 func (x *SetChangeParallelRequest) Reset() {
 	*x = SetChangeParallelRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3939,7 @@ func (x *SetChangeParallelRequest) String() string {
 func (*SetChangeParallelRequest) ProtoMessage() {}
 
 func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3952,7 @@ func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeParallelRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeParallelRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetChangeParallelRequest) GetParallel() uint32 {
@@ -3805,7 +3978,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +3990,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +4003,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3878,7 +4051,7 @@ type RepairRange struct {
 
 func (x *RepairRange) Reset() {
 	*x = RepairRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4063,7 @@ func (x *RepairRange) String() string {
 func (*RepairRange) ProtoMessage() {}
 
 func (x *RepairRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4076,7 @@ func (x *RepairRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRange.ProtoReflect.Descriptor instead.
 func (*RepairRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RepairRange) GetStart() uint64 {
@@ -3961,7 +4134,7 @@ type RepairPlan struct {
 
 func (x *RepairPlan) Reset() {
 	*x = RepairPlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4146,7 @@ func (x *RepairPlan) String() string {
 func (*RepairPlan) ProtoMessage() {}
 
 func (x *RepairPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4159,7 @@ func (x *RepairPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
 func (*RepairPlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RepairPlan) GetId() uint64 {
@@ -4069,7 +4242,7 @@ type PairRepair struct {
 
 func (x *PairRepair) Reset() {
 	*x = PairRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4254,7 @@ func (x *PairRepair) String() string {
 func (*PairRepair) ProtoMessage() {}
 
 func (x *PairRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4267,7 @@ func (x *PairRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairRepair.ProtoReflect.Descriptor instead.
 func (*PairRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PairRepair) GetA() string {
@@ -4158,7 +4331,7 @@ type RangeRepair struct {
 
 func (x *RangeRepair) Reset() {
 	*x = RangeRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4343,7 @@ func (x *RangeRepair) String() string {
 func (*RangeRepair) ProtoMessage() {}
 
 func (x *RangeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4356,7 @@ func (x *RangeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeRepair.ProtoReflect.Descriptor instead.
 func (*RangeRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RangeRepair) GetRange() *RepairRange {
@@ -4245,7 +4418,7 @@ type RepairProgress struct {
 
 func (x *RepairProgress) Reset() {
 	*x = RepairProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4430,7 @@ func (x *RepairProgress) String() string {
 func (*RepairProgress) ProtoMessage() {}
 
 func (x *RepairProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4443,7 @@ func (x *RepairProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
 func (*RepairProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RepairProgress) GetId() uint64 {
@@ -4408,7 +4581,7 @@ type RepairStatusRequest struct {
 
 func (x *RepairStatusRequest) Reset() {
 	*x = RepairStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4420,7 +4593,7 @@ func (x *RepairStatusRequest) String() string {
 func (*RepairStatusRequest) ProtoMessage() {}
 
 func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4433,7 +4606,7 @@ func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStatusRequest.ProtoReflect.Descriptor instead.
 func (*RepairStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RepairStatusRequest) GetIntervalMs() uint32 {
@@ -4451,7 +4624,7 @@ type AbortRepairRequest struct {
 
 func (x *AbortRepairRequest) Reset() {
 	*x = AbortRepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4463,7 +4636,7 @@ func (x *AbortRepairRequest) String() string {
 func (*AbortRepairRequest) ProtoMessage() {}
 
 func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4476,7 +4649,7 @@ func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRepairRequest.ProtoReflect.Descriptor instead.
 func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 type HotKeysRequest struct {
@@ -4495,7 +4668,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4680,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4693,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HotKeysRequest) GetWindowSeconds() uint32 {
@@ -4564,7 +4737,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4749,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4762,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HotKey) GetKey() []byte {
@@ -4674,7 +4847,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4686,7 +4859,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4699,7 +4872,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HotKeysResponse) GetNode() string {
@@ -4803,7 +4976,7 @@ type VnodeOps struct {
 
 func (x *VnodeOps) Reset() {
 	*x = VnodeOps{}
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4815,7 +4988,7 @@ func (x *VnodeOps) String() string {
 func (*VnodeOps) ProtoMessage() {}
 
 func (x *VnodeOps) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4828,7 +5001,7 @@ func (x *VnodeOps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeOps.ProtoReflect.Descriptor instead.
 func (*VnodeOps) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *VnodeOps) GetToken() uint64 {
@@ -4857,7 +5030,7 @@ type HeatRequest struct {
 
 func (x *HeatRequest) Reset() {
 	*x = HeatRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4869,7 +5042,7 @@ func (x *HeatRequest) String() string {
 func (*HeatRequest) ProtoMessage() {}
 
 func (x *HeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4882,7 +5055,7 @@ func (x *HeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatRequest.ProtoReflect.Descriptor instead.
 func (*HeatRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HeatRequest) GetSinceUnixNanos() int64 {
@@ -4917,7 +5090,7 @@ type HeatEvent struct {
 
 func (x *HeatEvent) Reset() {
 	*x = HeatEvent{}
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5102,7 @@ func (x *HeatEvent) String() string {
 func (*HeatEvent) ProtoMessage() {}
 
 func (x *HeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5115,7 @@ func (x *HeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatEvent.ProtoReflect.Descriptor instead.
 func (*HeatEvent) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HeatEvent) GetUnixNanos() int64 {
@@ -4985,7 +5158,7 @@ type HeatResponse struct {
 
 func (x *HeatResponse) Reset() {
 	*x = HeatResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4997,7 +5170,7 @@ func (x *HeatResponse) String() string {
 func (*HeatResponse) ProtoMessage() {}
 
 func (x *HeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5010,7 +5183,7 @@ func (x *HeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatResponse.ProtoReflect.Descriptor instead.
 func (*HeatResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HeatResponse) GetNode() string {
@@ -5077,7 +5250,7 @@ type VnodesRequest struct {
 
 func (x *VnodesRequest) Reset() {
 	*x = VnodesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5089,7 +5262,7 @@ func (x *VnodesRequest) String() string {
 func (*VnodesRequest) ProtoMessage() {}
 
 func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5102,7 +5275,7 @@ func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesRequest.ProtoReflect.Descriptor instead.
 func (*VnodesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 // A latency histogram in the one bucket layout of proto/kvpb/latency.go (log-linear over
@@ -5120,7 +5293,7 @@ type LatencyHistogram struct {
 
 func (x *LatencyHistogram) Reset() {
 	*x = LatencyHistogram{}
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5132,7 +5305,7 @@ func (x *LatencyHistogram) String() string {
 func (*LatencyHistogram) ProtoMessage() {}
 
 func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5145,7 +5318,7 @@ func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyHistogram.ProtoReflect.Descriptor instead.
 func (*LatencyHistogram) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LatencyHistogram) GetFirst() uint32 {
@@ -5187,7 +5360,7 @@ type ReplicaLatency struct {
 
 func (x *ReplicaLatency) Reset() {
 	*x = ReplicaLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5199,7 +5372,7 @@ func (x *ReplicaLatency) String() string {
 func (*ReplicaLatency) ProtoMessage() {}
 
 func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5212,7 +5385,7 @@ func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaLatency.ProtoReflect.Descriptor instead.
 func (*ReplicaLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ReplicaLatency) GetNode() string {
@@ -5246,7 +5419,7 @@ type VnodeLatency struct {
 
 func (x *VnodeLatency) Reset() {
 	*x = VnodeLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5258,7 +5431,7 @@ func (x *VnodeLatency) String() string {
 func (*VnodeLatency) ProtoMessage() {}
 
 func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5271,7 +5444,7 @@ func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeLatency.ProtoReflect.Descriptor instead.
 func (*VnodeLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *VnodeLatency) GetToken() uint64 {
@@ -5344,7 +5517,7 @@ type PeerLatency struct {
 
 func (x *PeerLatency) Reset() {
 	*x = PeerLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5356,7 +5529,7 @@ func (x *PeerLatency) String() string {
 func (*PeerLatency) ProtoMessage() {}
 
 func (x *PeerLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5369,7 +5542,7 @@ func (x *PeerLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLatency.ProtoReflect.Descriptor instead.
 func (*PeerLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PeerLatency) GetNode() string {
@@ -5454,7 +5627,7 @@ type VnodesResponse struct {
 
 func (x *VnodesResponse) Reset() {
 	*x = VnodesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5466,7 +5639,7 @@ func (x *VnodesResponse) String() string {
 func (*VnodesResponse) ProtoMessage() {}
 
 func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5479,7 +5652,7 @@ func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesResponse.ProtoReflect.Descriptor instead.
 func (*VnodesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *VnodesResponse) GetNode() string {
@@ -5551,7 +5724,7 @@ type Pace struct {
 
 func (x *Pace) Reset() {
 	*x = Pace{}
-	mi := &file_kvpb_admin_proto_msgTypes[60]
+	mi := &file_kvpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5563,7 +5736,7 @@ func (x *Pace) String() string {
 func (*Pace) ProtoMessage() {}
 
 func (x *Pace) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[60]
+	mi := &file_kvpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5576,7 +5749,7 @@ func (x *Pace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pace.ProtoReflect.Descriptor instead.
 func (*Pace) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Pace) GetNodeId() string {
@@ -5840,7 +6013,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\brefusals\x18\t \x03(\tR\brefusals\x12\x19\n" +
 	"\best_keys\x18\n" +
 	" \x01(\x04R\aestKeys\x12\x1b\n" +
-	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\xfd\x02\n" +
+	"\test_bytes\x18\v \x01(\x04R\bestBytes\"\xa6\x03\n" +
 	"\rRangeProgress\x12%\n" +
 	"\x04move\x18\x01 \x01(\v2\x11.ringkv.RangeMoveR\x04move\x12'\n" +
 	"\x05state\x18\t \x01(\x0e2\x11.ringkv.MoveStateR\x05state\x12\x1b\n" +
@@ -5854,7 +6027,16 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fpulling_from\x18\b \x01(\tR\vpullingFrom\x12,\n" +
 	"\x12resumed_from_bytes\x18\n" +
 	" \x01(\x04R\x10resumedFromBytes\x12%\n" +
-	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytesJ\x04\b\x02\x10\x03\"\x98\x01\n" +
+	"\x0erepulled_bytes\x18\v \x01(\x04R\rrepulledBytes\x12'\n" +
+	"\x05stall\x18\f \x01(\v2\x11.ringkv.MoveStallR\x05stallJ\x04\b\x02\x10\x03\"\xb6\x01\n" +
+	"\tMoveStall\x12(\n" +
+	"\x05cause\x18\x01 \x01(\x0e2\x12.ringkv.StallCauseR\x05cause\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1a\n" +
+	"\breceiver\x18\x03 \x01(\tR\breceiver\x12\x1d\n" +
+	"\n" +
+	"since_unix\x18\x04 \x01(\x03R\tsinceUnix\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\x98\x01\n" +
 	"\vChangePause\x12\x0e\n" +
 	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
@@ -5866,7 +6048,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\bNodeRate\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x02 \x01(\x04R\trateBytes\"\xbf\x06\n" +
+	"rate_bytes\x18\x02 \x01(\x04R\trateBytes\"\xe4\x06\n" +
 	"\x0eChangeProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x05state\x18\x0f \x01(\x0e2\x13.ringkv.ChangeStateR\x05state\x12&\n" +
@@ -5888,7 +6070,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fstarted_unix\x18\r \x01(\x03R\vstartedUnix\x12#\n" +
 	"\rfinished_unix\x18\x0e \x01(\x03R\ffinishedUnix\x12,\n" +
 	"\x12resumed_from_bytes\x18\x10 \x01(\x04R\x10resumedFromBytes\x12%\n" +
-	"\x0erepulled_bytes\x18\x11 \x01(\x04R\rrepulledBytes\x12\"\n" +
+	"\x0erepulled_bytes\x18\x11 \x01(\x04R\rrepulledBytes\x12#\n" +
+	"\rstalled_moves\x18\x1f \x01(\rR\fstalledMoves\x12\"\n" +
 	"\x05paces\x18\x1e \x03(\v2\f.ringkv.PaceR\x05paces\x12+\n" +
 	"\x06pauses\x18\x12 \x03(\v2\x13.ringkv.ChangePauseR\x06pauses\x12%\n" +
 	"\x0epaused_seconds\x18\x13 \x01(\x01R\rpausedSeconds\x12)\n" +
@@ -6115,7 +6298,15 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12MOVE_STATE_PENDING\x10\x00\x12\x18\n" +
 	"\x14MOVE_STATE_STREAMING\x10\x01\x12\x13\n" +
 	"\x0fMOVE_STATE_DONE\x10\x02\x12\x15\n" +
-	"\x11MOVE_STATE_FAILED\x10\x03*\xa9\x01\n" +
+	"\x11MOVE_STATE_FAILED\x10\x03*\xb3\x01\n" +
+	"\n" +
+	"StallCause\x12\x1b\n" +
+	"\x17STALL_CAUSE_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eSTALL_CAUSE_SOURCE_UNREACHABLE\x10\x01\x12\x19\n" +
+	"\x15STALL_CAUSE_DISK_FULL\x10\x02\x12\x17\n" +
+	"\x13STALL_CAUSE_REFUSED\x10\x03\x12\x17\n" +
+	"\x13STALL_CAUSE_NO_DATA\x10\x04\x12\x17\n" +
+	"\x13STALL_CAUSE_FAILING\x10\x05*\xa9\x01\n" +
 	"\vChangeState\x12\x15\n" +
 	"\x11CHANGE_STATE_NONE\x10\x00\x12\x1a\n" +
 	"\x16CHANGE_STATE_STREAMING\x10\x01\x12\x1d\n" +
@@ -6193,206 +6384,210 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: ringkv.NodeState
 	(RaftRole)(0),                    // 1: ringkv.RaftRole
 	(Op)(0),                          // 2: ringkv.Op
 	(OpRole)(0),                      // 3: ringkv.OpRole
 	(MoveState)(0),                   // 4: ringkv.MoveState
-	(ChangeState)(0),                 // 5: ringkv.ChangeState
-	(RepairState)(0),                 // 6: ringkv.RepairState
-	(RangeRepairState)(0),            // 7: ringkv.RangeRepairState
-	(HeatMetric)(0),                  // 8: ringkv.HeatMetric
-	(PaceReason)(0),                  // 9: ringkv.PaceReason
-	(BreakerState_State)(0),          // 10: ringkv.BreakerState.State
-	(ChangeRequest_Kind)(0),          // 11: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),            // 12: ringkv.StatusRequest
-	(*StatusResponse)(nil),           // 13: ringkv.StatusResponse
-	(*NodeStatus)(nil),               // 14: ringkv.NodeStatus
-	(*SlowReplica)(nil),              // 15: ringkv.SlowReplica
-	(*NodeInfoRequest)(nil),          // 16: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),         // 17: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),                // 18: ringkv.HintQueue
-	(*BreakerState)(nil),             // 19: ringkv.BreakerState
-	(*RingRequest)(nil),              // 20: ringkv.RingRequest
-	(*Member)(nil),                   // 21: ringkv.Member
-	(*RingState)(nil),                // 22: ringkv.RingState
-	(*NodeOwnership)(nil),            // 23: ringkv.NodeOwnership
-	(*RingResponse)(nil),             // 24: ringkv.RingResponse
-	(*StatsRequest)(nil),             // 25: ringkv.StatsRequest
-	(*OpStats)(nil),                  // 26: ringkv.OpStats
-	(*VnodeStats)(nil),               // 27: ringkv.VnodeStats
-	(*NodeStats)(nil),                // 28: ringkv.NodeStats
-	(*ProfileRequest)(nil),           // 29: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),             // 30: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),           // 31: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),          // 32: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),            // 33: ringkv.ChangeRequest
-	(*TokenMove)(nil),                // 34: ringkv.TokenMove
-	(*RangeMove)(nil),                // 35: ringkv.RangeMove
-	(*ChangePlan)(nil),               // 36: ringkv.ChangePlan
-	(*RangeProgress)(nil),            // 37: ringkv.RangeProgress
-	(*ChangePause)(nil),              // 38: ringkv.ChangePause
-	(*NodeRate)(nil),                 // 39: ringkv.NodeRate
-	(*ChangeProgress)(nil),           // 40: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),      // 41: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),               // 42: ringkv.TokenRange
-	(*CountRangesRequest)(nil),       // 43: ringkv.CountRangesRequest
-	(*RangeCount)(nil),               // 44: ringkv.RangeCount
-	(*CountRangesResponse)(nil),      // 45: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),       // 46: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil),     // 47: ringkv.SetChangeRateRequest
-	(*PauseChangeRequest)(nil),       // 48: ringkv.PauseChangeRequest
-	(*ResumeChangeRequest)(nil),      // 49: ringkv.ResumeChangeRequest
-	(*SetChangeParallelRequest)(nil), // 50: ringkv.SetChangeParallelRequest
-	(*RepairRequest)(nil),            // 51: ringkv.RepairRequest
-	(*RepairRange)(nil),              // 52: ringkv.RepairRange
-	(*RepairPlan)(nil),               // 53: ringkv.RepairPlan
-	(*PairRepair)(nil),               // 54: ringkv.PairRepair
-	(*RangeRepair)(nil),              // 55: ringkv.RangeRepair
-	(*RepairProgress)(nil),           // 56: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),      // 57: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),       // 58: ringkv.AbortRepairRequest
-	(*HotKeysRequest)(nil),           // 59: ringkv.HotKeysRequest
-	(*HotKey)(nil),                   // 60: ringkv.HotKey
-	(*HotKeysResponse)(nil),          // 61: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),                 // 62: ringkv.VnodeOps
-	(*HeatRequest)(nil),              // 63: ringkv.HeatRequest
-	(*HeatEvent)(nil),                // 64: ringkv.HeatEvent
-	(*HeatResponse)(nil),             // 65: ringkv.HeatResponse
-	(*VnodesRequest)(nil),            // 66: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),         // 67: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),           // 68: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),             // 69: ringkv.VnodeLatency
-	(*PeerLatency)(nil),              // 70: ringkv.PeerLatency
-	(*VnodesResponse)(nil),           // 71: ringkv.VnodesResponse
-	(*Pace)(nil),                     // 72: ringkv.Pace
-	nil,                              // 73: ringkv.NodeStats.ErrorsEntry
+	(StallCause)(0),                  // 5: ringkv.StallCause
+	(ChangeState)(0),                 // 6: ringkv.ChangeState
+	(RepairState)(0),                 // 7: ringkv.RepairState
+	(RangeRepairState)(0),            // 8: ringkv.RangeRepairState
+	(HeatMetric)(0),                  // 9: ringkv.HeatMetric
+	(PaceReason)(0),                  // 10: ringkv.PaceReason
+	(BreakerState_State)(0),          // 11: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),          // 12: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),            // 13: ringkv.StatusRequest
+	(*StatusResponse)(nil),           // 14: ringkv.StatusResponse
+	(*NodeStatus)(nil),               // 15: ringkv.NodeStatus
+	(*SlowReplica)(nil),              // 16: ringkv.SlowReplica
+	(*NodeInfoRequest)(nil),          // 17: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),         // 18: ringkv.NodeInfoResponse
+	(*HintQueue)(nil),                // 19: ringkv.HintQueue
+	(*BreakerState)(nil),             // 20: ringkv.BreakerState
+	(*RingRequest)(nil),              // 21: ringkv.RingRequest
+	(*Member)(nil),                   // 22: ringkv.Member
+	(*RingState)(nil),                // 23: ringkv.RingState
+	(*NodeOwnership)(nil),            // 24: ringkv.NodeOwnership
+	(*RingResponse)(nil),             // 25: ringkv.RingResponse
+	(*StatsRequest)(nil),             // 26: ringkv.StatsRequest
+	(*OpStats)(nil),                  // 27: ringkv.OpStats
+	(*VnodeStats)(nil),               // 28: ringkv.VnodeStats
+	(*NodeStats)(nil),                // 29: ringkv.NodeStats
+	(*ProfileRequest)(nil),           // 30: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),             // 31: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),           // 32: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),          // 33: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),            // 34: ringkv.ChangeRequest
+	(*TokenMove)(nil),                // 35: ringkv.TokenMove
+	(*RangeMove)(nil),                // 36: ringkv.RangeMove
+	(*ChangePlan)(nil),               // 37: ringkv.ChangePlan
+	(*RangeProgress)(nil),            // 38: ringkv.RangeProgress
+	(*MoveStall)(nil),                // 39: ringkv.MoveStall
+	(*ChangePause)(nil),              // 40: ringkv.ChangePause
+	(*NodeRate)(nil),                 // 41: ringkv.NodeRate
+	(*ChangeProgress)(nil),           // 42: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),      // 43: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),               // 44: ringkv.TokenRange
+	(*CountRangesRequest)(nil),       // 45: ringkv.CountRangesRequest
+	(*RangeCount)(nil),               // 46: ringkv.RangeCount
+	(*CountRangesResponse)(nil),      // 47: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),       // 48: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil),     // 49: ringkv.SetChangeRateRequest
+	(*PauseChangeRequest)(nil),       // 50: ringkv.PauseChangeRequest
+	(*ResumeChangeRequest)(nil),      // 51: ringkv.ResumeChangeRequest
+	(*SetChangeParallelRequest)(nil), // 52: ringkv.SetChangeParallelRequest
+	(*RepairRequest)(nil),            // 53: ringkv.RepairRequest
+	(*RepairRange)(nil),              // 54: ringkv.RepairRange
+	(*RepairPlan)(nil),               // 55: ringkv.RepairPlan
+	(*PairRepair)(nil),               // 56: ringkv.PairRepair
+	(*RangeRepair)(nil),              // 57: ringkv.RangeRepair
+	(*RepairProgress)(nil),           // 58: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),      // 59: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),       // 60: ringkv.AbortRepairRequest
+	(*HotKeysRequest)(nil),           // 61: ringkv.HotKeysRequest
+	(*HotKey)(nil),                   // 62: ringkv.HotKey
+	(*HotKeysResponse)(nil),          // 63: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),                 // 64: ringkv.VnodeOps
+	(*HeatRequest)(nil),              // 65: ringkv.HeatRequest
+	(*HeatEvent)(nil),                // 66: ringkv.HeatEvent
+	(*HeatResponse)(nil),             // 67: ringkv.HeatResponse
+	(*VnodesRequest)(nil),            // 68: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),         // 69: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),           // 70: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),             // 71: ringkv.VnodeLatency
+	(*PeerLatency)(nil),              // 72: ringkv.PeerLatency
+	(*VnodesResponse)(nil),           // 73: ringkv.VnodesResponse
+	(*Pace)(nil),                     // 74: ringkv.Pace
+	nil,                              // 75: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	14, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	40, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	56, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	15, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	42, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	58, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
 	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
-	17, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	15, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
-	19, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	18, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	16, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
+	20, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	1,  // 7: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	70, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
-	18, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	56, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	10, // 11: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	72, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
+	19, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	58, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	11, // 11: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
 	0,  // 12: ringkv.Member.state:type_name -> ringkv.NodeState
-	21, // 13: ringkv.RingState.members:type_name -> ringkv.Member
+	22, // 13: ringkv.RingState.members:type_name -> ringkv.Member
 	0,  // 14: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
-	22, // 15: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	23, // 16: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	40, // 17: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	23, // 15: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	24, // 16: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	42, // 17: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
 	2,  // 18: ringkv.OpStats.op:type_name -> ringkv.Op
 	3,  // 19: ringkv.OpStats.role:type_name -> ringkv.OpRole
 	0,  // 20: ringkv.NodeStats.state:type_name -> ringkv.NodeState
-	26, // 21: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	27, // 22: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	19, // 23: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	73, // 24: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	11, // 25: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	34, // 26: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	33, // 27: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	35, // 28: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	23, // 29: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	23, // 30: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	35, // 31: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	27, // 21: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	28, // 22: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	20, // 23: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	75, // 24: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	12, // 25: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	35, // 26: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	34, // 27: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	36, // 28: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	24, // 29: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	24, // 30: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	36, // 31: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
 	4,  // 32: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
-	5,  // 33: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	36, // 34: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	37, // 35: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	72, // 36: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
-	38, // 37: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
-	39, // 38: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
-	42, // 39: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	44, // 40: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	51, // 41: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	52, // 42: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	52, // 43: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	7,  // 44: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	54, // 45: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	6,  // 46: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	53, // 47: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	55, // 48: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	54, // 49: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	60, // 50: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	62, // 51: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	8,  // 52: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	8,  // 53: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	64, // 54: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	67, // 55: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	67, // 56: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	67, // 57: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	67, // 58: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	67, // 59: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	68, // 60: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	67, // 61: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	67, // 62: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	69, // 63: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	70, // 64: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	9,  // 65: ringkv.Pace.reason:type_name -> ringkv.PaceReason
-	12, // 66: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	16, // 67: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	20, // 68: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	25, // 69: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	25, // 70: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	29, // 71: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	31, // 72: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	33, // 73: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	33, // 74: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	41, // 75: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	41, // 76: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	46, // 77: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	47, // 78: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	48, // 79: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
-	49, // 80: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
-	50, // 81: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
-	43, // 82: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	51, // 83: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	51, // 84: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	57, // 85: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	57, // 86: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	58, // 87: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	59, // 88: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	63, // 89: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	66, // 90: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	13, // 91: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	17, // 92: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	24, // 93: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	28, // 94: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	28, // 95: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	30, // 96: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	32, // 97: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	36, // 98: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	36, // 99: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	40, // 100: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	40, // 101: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	40, // 102: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	40, // 103: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	40, // 104: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
-	40, // 105: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
-	40, // 106: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
-	45, // 107: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	53, // 108: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	53, // 109: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	56, // 110: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	56, // 111: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	56, // 112: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	61, // 113: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	65, // 114: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	71, // 115: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	91, // [91:116] is the sub-list for method output_type
-	66, // [66:91] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	39, // 33: ringkv.RangeProgress.stall:type_name -> ringkv.MoveStall
+	5,  // 34: ringkv.MoveStall.cause:type_name -> ringkv.StallCause
+	6,  // 35: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	37, // 36: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	38, // 37: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	74, // 38: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	40, // 39: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
+	41, // 40: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
+	44, // 41: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	46, // 42: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	53, // 43: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	54, // 44: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	54, // 45: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	8,  // 46: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	56, // 47: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	7,  // 48: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	55, // 49: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	57, // 50: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	56, // 51: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	62, // 52: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	64, // 53: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	9,  // 54: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	9,  // 55: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	66, // 56: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	69, // 57: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	69, // 58: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	69, // 59: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	69, // 60: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	69, // 61: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	70, // 62: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	69, // 63: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	69, // 64: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	71, // 65: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	72, // 66: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	10, // 67: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	13, // 68: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	17, // 69: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	21, // 70: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	26, // 71: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	26, // 72: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	30, // 73: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	32, // 74: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	34, // 75: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	34, // 76: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	43, // 77: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	43, // 78: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	48, // 79: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	49, // 80: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	50, // 81: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
+	51, // 82: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
+	52, // 83: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
+	45, // 84: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	53, // 85: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	53, // 86: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	59, // 87: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	59, // 88: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	60, // 89: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	61, // 90: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	65, // 91: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	68, // 92: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	14, // 93: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	18, // 94: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	25, // 95: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	29, // 96: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	29, // 97: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	31, // 98: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	33, // 99: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	37, // 100: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	37, // 101: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	42, // 102: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	42, // 103: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	42, // 104: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	42, // 105: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	42, // 106: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
+	42, // 107: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
+	42, // 108: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
+	47, // 109: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	55, // 110: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	55, // 111: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	58, // 112: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	58, // 113: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	58, // 114: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	63, // 115: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	67, // 116: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	73, // 117: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	93, // [93:118] is the sub-list for method output_type
+	68, // [68:93] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -6405,8 +6600,8 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      12,
-			NumMessages:   62,
+			NumEnums:      13,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

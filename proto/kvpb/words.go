@@ -50,3 +50,41 @@ func FormatByteRate(n uint64) string {
 	}
 	return FormatBytes(n) + "/s"
 }
+
+// StallWhy says why a move is stalled and since when, naming the node at fault: "source n1
+// unreachable since 2026-11-25T16:40:02Z" (a readiness reason, kvctl ring status, the
+// console).
+func StallWhy(s *MoveStall) string {
+	since := time.Unix(s.GetSinceUnix(), 0).UTC().Format(time.RFC3339)
+	src := s.GetSource()
+	var what string
+	switch s.GetCause() {
+	case StallCause_STALL_CAUSE_SOURCE_UNREACHABLE:
+		what = fmt.Sprintf("source %s unreachable", src)
+	case StallCause_STALL_CAUSE_DISK_FULL:
+		what = fmt.Sprintf("receiver %s's disk full", s.GetReceiver())
+	case StallCause_STALL_CAUSE_REFUSED:
+		what = fmt.Sprintf("refused by %s (%s)", src, s.GetReason())
+	case StallCause_STALL_CAUSE_NO_DATA:
+		what = fmt.Sprintf("no data from %s", src)
+	default:
+		what = fmt.Sprintf("pull from %s failing", src)
+	}
+	line := what + " since " + since
+	if e := s.GetError(); e != "" && s.GetCause() != StallCause_STALL_CAUSE_NO_DATA {
+		line += ": " + e
+	}
+	return line
+}
+
+// StallLine is "stalled: " and StallWhy's words.
+func StallLine(s *MoveStall) string { return "stalled: " + StallWhy(s) }
+
+// StalledMoves says that n range moves into a node are stalled, and why the first is (a
+// readiness reason).
+func StalledMoves(n int, first *MoveStall) string {
+	if n == 1 {
+		return "1 range move stalled: " + StallWhy(first)
+	}
+	return fmt.Sprintf("%d range moves stalled, the first: %s", n, StallWhy(first))
+}

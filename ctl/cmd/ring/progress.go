@@ -23,6 +23,10 @@ type nodeProgress struct {
 	Rate                  float64 // bytes per second, measured between samples
 	ETA                   time.Duration
 	LastErr               string
+	// Stalled counts the node's ranges with no progress for its --move-stall-after; Stall
+	// is the first of them.
+	Stalled int
+	Stall   *kvpb.MoveStall
 }
 
 // perNode aggregates a change's ranges by receiving node, sorted by id.
@@ -42,6 +46,12 @@ func perNode(p *kvpb.ChangeProgress) []*nodeProgress {
 		case kvpb.MoveState_MOVE_STATE_FAILED:
 			n.Failed++
 			n.LastErr = r.GetError()
+		}
+		if st := r.GetStall(); st != nil {
+			if n.Stalled == 0 {
+				n.Stall = st
+			}
+			n.Stalled++
 		}
 		n.KeysDone += r.GetKeysDone()
 		n.BytesDone += r.GetBytesDone()
@@ -238,7 +248,9 @@ func (r *Renderer) Update(p *kvpb.ChangeProgress, force bool) {
 		l := fmt.Sprintf("  -> %-10s%5s %10s  ETA %-6s ranges %d/%d  bytes %-28s keys %s",
 			n.ID, percent(n.BytesDone, n.BytesTotal), present.Rate(n.Rate), present.Duration(n.ETA), n.RangesDone, n.Ranges,
 			of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count))
-		if n.Failed > 0 {
+		if n.Stalled > 0 {
+			l += "  " + stallNote(n)
+		} else if n.Failed > 0 {
 			l += fmt.Sprintf("  %d failed, retrying: %s", n.Failed, n.LastErr)
 		}
 		lines = append(lines, l)
@@ -279,6 +291,12 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 	if p.GetError() != "" {
 		fmt.Fprintf(ios.Out, "error: %s\n", p.GetError())
 	}
+	if st := present.StalledRanges(p); st != "" {
+		fmt.Fprintln(ios.Out, st)
+	}
+	if p.GetResumedFromBytes() > 0 || p.GetRepulledBytes() > 0 {
+		fmt.Fprintf(ios.Out, "resumed from saved points: %s not pulled again; pulled twice: %s\n", present.Bytes(p.GetResumedFromBytes()), present.Bytes(p.GetRepulledBytes()))
+	}
 	if p.GetStartedUnix() > 0 {
 		started := time.Unix(p.GetStartedUnix(), 0)
 		fmt.Fprintf(ios.Out, "started %s", started.Format(time.DateTime))
@@ -290,7 +308,9 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 	t := cli.NewTable(ios, "RECEIVER", "RANGES", "BYTES", "KEYS", "NOTE")
 	for _, n := range perNode(p) {
 		note := ""
-		if n.Failed > 0 {
+		if n.Stalled > 0 {
+			note = stallNote(n)
+		} else if n.Failed > 0 {
 			note = fmt.Sprintf("%d failed: %s", n.Failed, n.LastErr)
 		}
 		t.Row(n.ID, fmt.Sprintf("%d/%d", n.RangesDone, n.Ranges), of(n.BytesDone, n.BytesTotal, present.Bytes), of(n.KeysDone, n.KeysTotal, count), note)
@@ -304,12 +324,22 @@ func PrintProgress(ios *cli.IOStreams, p *kvpb.ChangeProgress, ranges bool) erro
 	t = cli.NewTable(ios, "RANGE", "FROM", "TO", "STATE", "BYTES", "KEYS", "ERROR")
 	for _, r := range p.GetRanges() {
 		m := r.GetMove()
-		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), present.Move(r.GetState()),
-			of(r.GetBytesDone(), m.GetEstBytes(), present.Bytes), of(r.GetKeysDone(), m.GetEstKeys(), count), r.GetError())
+		errText := r.GetError()
+		if st := r.GetStall(); st != nil {
+			errText = present.Stall(st)
+		}
+		t.Row(tokenRange(m.GetStart(), m.GetEnd()), m.GetSource(), m.GetTarget(), present.RangeState(r),
+			of(r.GetBytesDone(), m.GetEstBytes(), present.Bytes), of(r.GetKeysDone(), m.GetEstKeys(), count), errText)
 	}
 	return t.Render()
 }
 
 func tokenRange(start, end uint64) string {
 	return present.TokenRange(start, end)
+}
+
+// stallNote is a receiver's stalled ranges and why the first is: "2 stalled: source n1
+// unreachable since ...".
+func stallNote(n *nodeProgress) string {
+	return fmt.Sprintf("%d %s", n.Stalled, present.Stall(n.Stall))
 }
