@@ -116,10 +116,7 @@ type MoverConfig struct {
 	// StallAfter is how long a move goes without progress before it is reported stalled,
 	// with its cause (see stall.go); 0 = never.
 	StallAfter time.Duration
-	// Paused, when set, reports whether the change in flight is paused by the operator: a
-	// paused move is not stalled.
-	Paused func() bool
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
 // DefaultMoverConfig returns the defaults: 4 pulls at once. A pull's first chunk comes a

@@ -11,23 +11,35 @@ import (
 )
 
 // A move this node receives is stalled when it has made no progress (no record applied) for
-// MoverConfig.StallAfter since its pull began or last made some. Its cause is read from the
+// MoverConfig.StallAfter since its pull began or last made some (or since the change was last
+// resumed; a paused change is not stalled). Its cause is read from the
 // pull's last error: the receiver's full disk, a refusal the source answered (an error whose
 // reason is a live peer's: rpcerr's Alive), a failure to reach the source, or, while the
 // pull is open without an error, no data arriving from the source (a stopped process).
 
 // stallOf returns p's stall at now, or nil when it is not stalled.
 func (m *Mover) stallOf(p *MoveProgress, now time.Time) *kvpb.MoveStall {
-	if m.cfg.StallAfter <= 0 || p.State == MoveDone || p.progressed.IsZero() || now.Sub(p.progressed) < m.cfg.StallAfter {
+	if m.cfg.StallAfter <= 0 || p.State == MoveDone || p.progressed.IsZero() {
 		return nil
 	}
-	if ch := m.c.fsm.load().change; ch == nil || ch.ID != p.ChangeID || ch.Moves[p.Index].Done {
+	ch := m.c.fsm.load().change
+	if ch == nil || ch.ID != p.ChangeID || ch.Moves[p.Index].Done {
 		return nil // a move of a change ended, or one raft has done
 	}
-	if m.cfg.Paused != nil && m.cfg.Paused() {
+	if ch.Paused() != nil {
 		return nil // a paused change makes no progress by the operator's will
 	}
-	s := &kvpb.MoveStall{Source: p.Source, Receiver: m.c.cfg.ID, SinceUnix: p.progressed.Unix()}
+	// The time paused does not count: the clock starts again at the last resume.
+	since := p.progressed
+	if n := len(ch.Pauses); n > 0 {
+		if r := time.Unix(ch.Pauses[n-1].ResumedUnix, 0); r.After(since) {
+			since = r
+		}
+	}
+	if now.Sub(since) < m.cfg.StallAfter {
+		return nil
+	}
+	s := &kvpb.MoveStall{Source: p.Source, Receiver: m.c.cfg.ID, SinceUnix: since.Unix()}
 	if s.Source == "" {
 		s.Source = p.Move.Source
 	}
