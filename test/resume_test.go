@@ -51,6 +51,9 @@ func TestRingResumeAfterReceiverKill(t *testing.T) {
 		if r := os.Getenv("RINGKV_RESUME_RATE"); r != "" {
 			rc.rate = r
 		}
+		if k, err := strconv.ParseFloat(os.Getenv("RINGKV_RESUME_KILL_AT"), 64); err == nil {
+			rc.killAt = k
+		}
 	}
 	c := startClusterFlags(t, 3, 1, rc.flags)
 	founders, n4 := c.nodes[:3], c.nodes[3]
