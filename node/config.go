@@ -123,6 +123,9 @@ type Config struct {
 	// RepairRate paces background repair: bytes per second that each replica walks into
 	// trees and pulls (0 = unthrottled). kvctl repair's default is ChangeRate.
 	RepairRate uint64
+	// RepairTakeoverAfter is how long the coordinator of a repair session in flight must fail
+	// to answer before the raft leader takes the session over and continues it.
+	RepairTakeoverAfter time.Duration
 	// TombstoneGrace is how long a tombstone is kept at least: it is purged only once older
 	// than this AND a completed repair of its range began after it was written. 0 = never purge.
 	TombstoneGrace time.Duration
@@ -157,9 +160,10 @@ func DefaultConfig() Config {
 		MaxHintWindow: 3 * time.Hour,
 		HintRate:      4 << 20,
 		// Repair (anti-entropy).
-		RepairInterval: time.Hour,
-		RepairRate:     4 << 20,
-		TombstoneGrace: 10 * 24 * time.Hour,
+		RepairInterval:      time.Hour,
+		RepairRate:          4 << 20,
+		RepairTakeoverAfter: 30 * time.Second,
+		TombstoneGrace:      10 * 24 * time.Hour,
 	}
 }
 
@@ -203,6 +207,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --max-hint-bytes %d: must not be negative", ErrInvalidConfig, c.MaxHintBytes)
 	case c.MaxHintWindow < 0:
 		return c, fmt.Errorf("%w: --max-hint-window %v: must not be negative", ErrInvalidConfig, c.MaxHintWindow)
+	case c.RepairTakeoverAfter < 0:
+		return c, fmt.Errorf("%w: --repair-takeover-after %v: must not be negative", ErrInvalidConfig, c.RepairTakeoverAfter)
 	case c.RepairInterval < 0:
 		return c, fmt.Errorf("%w: --repair-interval %v: must not be negative (0 = off)", ErrInvalidConfig, c.RepairInterval)
 	case c.TombstoneGrace < 0:
@@ -452,6 +458,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.MaxHintWindow, "max-hint-window", c.MaxHintWindow, "hints older than this are dropped and left to repair, like Cassandra's max_hint_window; must be shorter than --tombstone-grace (0 = kept until delivered, only with --tombstone-grace 0)")
 	fs.Var(uint64BytesValue{&c.HintRate}, "hint-rate", "pace of handing hints over to a peer that is back, bytes/s, so a backlog leaves room for client traffic (0 = unpaced; K/M/G suffixes)")
 	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
+	fs.DurationVar(&c.RepairTakeoverAfter, "repair-takeover-after", c.RepairTakeoverAfter, "how long the coordinator of a repair session must fail to answer before the raft leader takes the session over and continues it from the ranges done (a restarted coordinator continues its own at once)")
 	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above twice the p99 seen when they began")
 	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a deleted key's tombstone is kept at least this long, and purged only after a repair that began after the delete covered its range on every replica (keep it longer than a replica may stay down; 0 = never purge)")
 	fs.BoolFunc("hot-keys", "keep the hot keys summary of the keys this node coordinates (default true; false only to measure what it costs: kvctl hotkeys then skips this node)", func(v string) error {

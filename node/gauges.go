@@ -27,6 +27,10 @@ var (
 		"Unix time by which a repair had completed on every range this node is the primary of (0: never).", nil, nil)
 	descRepairInterval = prometheus.NewDesc("ringkv_repair_interval_seconds",
 		"How often the node repairs its primary ranges (--repair-interval; 0: no background repair).", nil, nil)
+	descRepairWalks = prometheus.NewDesc("ringkv_repair_tree_walks_total",
+		"Merkle tree walks of a token range this node completed for repair sessions since it started.", nil, nil)
+	descRepairPaused = prometheus.NewDesc("ringkv_repair_paused",
+		"1 while repair is paused cluster-wide (kvctl repair pause), else 0.", nil, nil)
 	descChangeInFlight = prometheus.NewDesc("ringkv_ring_change_in_flight",
 		"1 while a ring change (add, remove, rebalance) is in flight, else 0.", nil, nil)
 	descChangeStarted = prometheus.NewDesc("ringkv_ring_change_started_timestamp_seconds",
@@ -49,7 +53,7 @@ var _ prometheus.Collector = gauges{}
 
 func (g gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDiskFree, descDiskReserve, descClockBound, descRanges, descRangesNoQuorum,
-		descDamagedRanges, descRepairLast, descRepairInterval, descChangeInFlight, descChangeStarted,
+		descDamagedRanges, descRepairLast, descRepairInterval, descRepairWalks, descRepairPaused, descChangeInFlight, descChangeStarted,
 		descChangePending, descChangeStalled, descRaftTerm, descRaftLeader} {
 		ch <- d
 	}
@@ -72,6 +76,12 @@ func (g gauges) Collect(ch chan<- prometheus.Metric) {
 	gauge(descDamagedRanges, float64(n.repairs.DamagedRanges(n.st)))
 	gauge(descRepairLast, unixSeconds(n.repairR.LastRepaired(n.primaryRanges())))
 	gauge(descRepairInterval, n.cfg.RepairInterval.Seconds())
+	ch <- prometheus.MustNewConstMetric(descRepairWalks, prometheus.CounterValue, float64(n.repairR.Walks()))
+	paused := 0.0
+	if n.cl.Repairs().Paused != nil {
+		paused = 1
+	}
+	gauge(descRepairPaused, paused)
 	inFlight, started, pending := 0.0, 0.0, 0.0
 	if c := n.cl.Change(); c != nil {
 		inFlight, started, pending = 1, float64(c.StartedUnix), float64(c.Pending())

@@ -55,7 +55,7 @@ func (n *Node) watchEvents(ctx context.Context) {
 }
 
 func (n *Node) eventState() eventState {
-	s := eventState{epoch: n.epoch(), change: n.cl.Change(), last: n.cl.LastChange(), repair: n.repairs.Progress()}
+	s := eventState{epoch: n.epoch(), change: n.cl.Change(), last: n.cl.LastChange(), repair: n.repairs.LocalProgress()}
 	// Until every peer was tried once, a peer not yet connected is not one lost.
 	if n.coord != nil && n.warm.Load() {
 		s.down = n.coord.Unreachable()
@@ -126,8 +126,14 @@ func heatEvents(prev, cur eventState, now time.Time) []heat.Event {
 	if r.GetState().InFlight() && !newSession && pr.GetRateLimitBytes() != r.GetRateLimitBytes() {
 		add(0, heat.KindRate, "repair %d rate %s → %s", r.GetId(), kvpb.FormatByteRate(pr.GetRateLimitBytes()), kvpb.FormatByteRate(r.GetRateLimitBytes()))
 	}
-	// Pausing and resuming a repair are to be hooked here likewise (heat.KindRepairPause,
-	// heat.KindRepairResume).
+	if r.GetState().InFlight() && !newSession {
+		switch op, np := pr.GetPaused(), r.GetPaused(); {
+		case op == nil && np != nil:
+			add(np.GetPausedUnix(), heat.KindRepairPause, "repair %d paused by %s", r.GetId(), np.GetBy())
+		case op != nil && np == nil:
+			add(0, heat.KindRepairResume, "repair %d resumed", r.GetId())
+		}
+	}
 	if r.GetState().Finished() && (newSession || pr.GetState().InFlight()) {
 		add(r.GetFinishedUnix(), heat.KindRepairEnd, "repair %d %s: %d keys repaired", r.GetId(), repairOutcome(r.GetState()), r.GetKeysStreamed())
 	}

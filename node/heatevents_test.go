@@ -26,6 +26,8 @@ func TestHeatEvents(t *testing.T) {
 	n4Rate.NodeRates = map[string]uint64{"n4": 2 << 20}
 	running := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_RUNNING, RateLimitBytes: 1 << 20, StartedUnix: 1_799_999_000}
 	slower := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_RUNNING, RateLimitBytes: 512 << 10, StartedUnix: 1_799_999_000}
+	repairPaused := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_RUNNING, RateLimitBytes: 1 << 20, StartedUnix: 1_799_999_000,
+		Paused: &kvpb.ChangePause{By: "alice", Reason: "backup", PausedUnix: 1_799_999_990}}
 	done := &kvpb.RepairProgress{Id: 3, Coordinator: "n1", State: kvpb.RepairState_REPAIR_STATE_DONE, KeysStreamed: 12, StartedUnix: 1_799_999_000, FinishedUnix: 1_800_000_001}
 	for _, tc := range []struct {
 		name      string
@@ -59,6 +61,10 @@ func TestHeatEvents(t *testing.T) {
 			[]string{"repair-start@1799999000: repair 3 started on n1, 1.0 MiB/s"}},
 		{"repair rate", eventState{repair: running}, eventState{repair: slower},
 			[]string{"rate@1800000000: repair 3 rate 1.0 MiB/s → 512.0 KiB/s"}},
+		{"repair paused", eventState{repair: running}, eventState{repair: repairPaused},
+			[]string{"repair-pause@1799999990: repair 3 paused by alice"}},
+		{"repair resumed", eventState{repair: repairPaused}, eventState{repair: running},
+			[]string{"repair-resume@1800000000: repair 3 resumed"}},
 		{"repair ended", eventState{repair: running}, eventState{repair: done},
 			[]string{"repair-end@1800000001: repair 3 done: 12 keys repaired"}},
 		{"a finished repair seen first is old news", eventState{repair: done}, eventState{repair: done}, nil},

@@ -316,6 +316,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	})
 	n.repairs = repair.NewService(repair.Config{
 		Self: cfg.ID, View: n.cl.View, Watch: n.cl.Watch, Dial: peerDialer{n}, DefaultRate: cfg.ChangeRate,
+		Journal: n.cl, TakeoverAfter: cfg.RepairTakeoverAfter,
 		Interval: cfg.RepairInterval, BackgroundRate: cfg.RepairRate, Now: cfg.Now, Logger: logger,
 	})
 
@@ -514,9 +515,7 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	if t := n.repairR.LastRepaired(n.primaryRanges()); !t.IsZero() {
 		info.LastRepairedUnix = t.Unix()
 	}
-	if n.repairs.Has() {
-		info.Repair = n.repairs.Progress()
-	}
+	info.Repair = n.repairs.LocalProgress()
 	for _, b := range n.coord.Breakers() {
 		info.Breakers = append(info.Breakers, &kvpb.BreakerState{Peer: b.Peer, State: b.State.Proto(), ConsecutiveFailures: uint64(b.ConsecutiveFailures)})
 	}

@@ -62,6 +62,7 @@ var wantExit = map[kvpb.Reason]int{
 	kvpb.Reason_REASON_NOTHING_TO_PAUSE:    ExitRefused,
 	kvpb.Reason_REASON_ALREADY_PAUSED:      ExitRefused,
 	kvpb.Reason_REASON_NOT_PAUSED:          ExitRefused,
+	kvpb.Reason_REASON_NOT_COORDINATOR:     ExitFailure,
 }
 
 // TestExitCodePerReason: a node's answer of each reason, encoded as the node does, exits

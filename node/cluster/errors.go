@@ -39,3 +39,19 @@ var (
 
 	errShutdown = rpcerr.New(kvpb.Reason_REASON_RAFT_SHUTDOWN, "raft transport shut down")
 )
+
+// Sentinel errors of the repair journal.
+var (
+	// ErrNotCoordinator: a repair session's step came from a node that no longer
+	// coordinates it (another node took it over), or the session is over.
+	ErrNotCoordinator = rpcerr.New(kvpb.Reason_REASON_NOT_COORDINATOR, "not the session's coordinator")
+	// ErrNoRepairToPause, ErrRepairAlreadyPaused, ErrRepairNotPaused: repair's refusals of
+	// pause and resume, with the ring change's reasons.
+	ErrNoRepairToPause     = rpcerr.New(kvpb.Reason_REASON_NOTHING_TO_PAUSE, "nothing to pause: no repair is in flight")
+	ErrRepairAlreadyPaused = rpcerr.New(kvpb.Reason_REASON_ALREADY_PAUSED, "repair is paused already")
+	ErrRepairNotPaused     = rpcerr.New(kvpb.Reason_REASON_NOT_PAUSED, "repair is not paused")
+	// ErrRepairRunning: the node already coordinates a session in flight.
+	ErrRepairRunning = rpcerr.New(kvpb.Reason_REASON_REPAIR_RUNNING, "a repair is already running on this node")
+	// ErrRepairPaused: a session cannot start while repair is paused.
+	ErrRepairPaused = rpcerr.New(kvpb.Reason_REASON_REPAIR_REFUSED, "repair is paused")
+)

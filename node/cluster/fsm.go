@@ -156,6 +156,8 @@ type fsmState struct {
 	Change       *Change    `json:"change,omitempty"`
 	Last         *Change    `json:"last,omitempty"`
 	LastChangeID uint64     `json:"last_change_id"`
+	// Repair is the repair journal (repairs.go).
+	Repair *RepairJournal `json:"repair,omitempty"`
 }
 
 // Command ops.
@@ -184,9 +186,10 @@ type command struct {
 	// NodeID names the receiver of a set_rate that overrides the change's rate for it alone.
 	NodeID string `json:"node_id,omitempty"`
 	// By and Reason are who pauses or resumes, and why.
-	By       string `json:"by,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Parallel int    `json:"parallel,omitempty"`
+	By       string     `json:"by,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Parallel int        `json:"parallel,omitempty"`
+	Repair   *repairCmd `json:"repair,omitempty"`
 }
 
 // applyResult is what fsm.Apply returns through raft's ApplyFuture.Response.
@@ -204,6 +207,9 @@ type published struct {
 	view     *ring.View
 	change   *Change
 	last     *Change
+	repair   *RepairJournal
+	// index is the raft index of the last entry applied.
+	index uint64
 }
 
 // fsm is the raft state machine. Apply, Snapshot and Restore are called by raft (one at a
@@ -428,6 +434,9 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 		st.Last, st.Change = ch, nil
 		return applyResult{changeID: ch.ID}
 	default:
+		if isRepairOp(cmd.Op) {
+			return applyRepairLocked(st, cmd.Op, cmd.Unix, cmd.Repair)
+		}
 		return applyResult{err: fmt.Errorf("unknown command %q: %w", cmd.Op, ErrInvalidArgument)}
 	}
 }
@@ -451,7 +460,7 @@ func setState(ms []ring.Member, id string, s ring.State) {
 
 // publishLocked rebuilds what readers see and, when persist is set, writes the local copy.
 func (f *fsm) publishLocked(persist bool) {
-	p := &published{change: f.state.Change.clone(), last: f.state.Last.clone()}
+	p := &published{change: f.state.Change.clone(), last: f.state.Last.clone(), repair: f.state.Repair.clone(), index: f.state.Index}
 	if f.state.Ring != nil {
 		cur, err := f.state.Ring.build()
 		if err != nil {

@@ -86,6 +86,17 @@ func (s *service) leaderApply(cmd command) error {
 	return rpcerr.Encode(err)
 }
 
+func (s *service) JournalRepair(ctx context.Context, req *kvpb.JournalRepairRequest) (*kvpb.JournalRepairResponse, error) {
+	if !s.c.IsLeader() {
+		return nil, rpcerr.Encode(ErrNotLeader)
+	}
+	id, index, err := s.c.journalRepairLocal(req.GetCommand())
+	if err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	return &kvpb.JournalRepairResponse{Id: id, Index: index}, nil
+}
+
 // isUnavailable reports whether err is Unavailable without a reason: the leader could not be
 // reached (a refusal such as NOT_LEADER carries its reason).
 func isUnavailable(err error) bool {

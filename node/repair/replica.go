@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ringkv/node/cluster"
@@ -65,7 +66,12 @@ type Replica struct {
 	// leaves or keepTrees passes.
 	kept   map[uint64]keptTree
 	nextID uint64
+
+	walks atomic.Uint64 // tree walks completed
 }
+
+// Walks is how many tree walks of ranges this replica has completed since it started.
+func (r *Replica) Walks() uint64 { return r.walks.Load() }
 
 type keptTree struct {
 	t     *Tree
@@ -107,6 +113,7 @@ func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBy
 	if err != nil {
 		return nil, err
 	}
+	r.walks.Add(1)
 	r.mu.Lock()
 	if len(r.oldest) > 1<<16 { // ranges of rings long gone
 		clear(r.oldest)

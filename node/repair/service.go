@@ -6,9 +6,27 @@ import (
 	"sync"
 	"time"
 
+	"ringkv/node/cluster"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
+
+// Journal keeps repair sessions where every member reads them (cluster.Cluster, in raft):
+// a session's plan, its coordinator, the ranges done, and whether repair is paused. Each
+// call returns once this node has applied what it journaled. Safe for concurrent use.
+type Journal interface {
+	Repairs() *cluster.RepairJournal
+	BeginRepair(ctx context.Context, s *cluster.RepairSession) (uint64, error)
+	RepairRangeDone(ctx context.Context, id uint64, coordinator string, i int, result []byte) error
+	// EndRepair with coordinator "" ends the session whoever coordinates it.
+	EndRepair(ctx context.Context, id uint64, coordinator, state, errText string) error
+	TakeOverRepair(ctx context.Context, id uint64, from, to string) error
+	PauseRepair(ctx context.Context, by, reason string) error
+	ResumeRepair(ctx context.Context) error
+	// Leader is the raft leader's id ("" while none is known); IsLeader whether it is this node.
+	Leader() (id, addr string)
+	IsLeader() bool
+}
 
 // Dialer reaches members' Replica and Admin services (this node's own included), with the
 // cluster secret and TLS of the node's other internal calls. Safe for concurrent use.
@@ -27,6 +45,11 @@ type Config struct {
 	// stops when a ring change begins.
 	Watch func() <-chan struct{}
 	Dial  Dialer
+	// Journal keeps the sessions (required).
+	Journal Journal
+	// TakeoverAfter is how long the coordinator of a session in flight must fail to answer
+	// before the raft leader takes the session over (0 = 30 s).
+	TakeoverAfter time.Duration
 	// DefaultRate is the streaming and tree-walk throttle of a session that asks for none,
 	// bytes per second per replica (0 = unthrottled).
 	DefaultRate uint64
@@ -52,9 +75,12 @@ type Service struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
-	cur    *session // running, else the last one; nil before the first
-	nextID uint64
-	notify chan struct{} // closed at every change of cur's progress
+	cur    *session      // running, else the last one; nil before the first
+	notify chan struct{} // closed at every change of cur's progress or of the pause
+	paused string        // the pause last seen in the journal, to wake watchers when it changes
+	// starting counts Starts between journaling a session and running it: the journal loop
+	// does not continue this node's sessions meanwhile.
+	starting int
 }
 
 // NewService returns the coordinating side of repair; Run drives its background schedule
@@ -72,7 +98,10 @@ func NewService(cfg Config) *Service {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 10 * time.Minute
 	}
-	s := &Service{cfg: cfg, notify: make(chan struct{}), nextID: uint64(cfg.Now().Unix()) << 8}
+	if cfg.TakeoverAfter <= 0 {
+		cfg.TakeoverAfter = 30 * time.Second
+	}
+	s := &Service{cfg: cfg, notify: make(chan struct{})}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s
 }

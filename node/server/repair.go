@@ -19,6 +19,9 @@ type Repairs interface {
 	Start(ctx context.Context, req *kvpb.RepairRequest) (*kvpb.RepairPlan, error)
 	Progress() *kvpb.RepairProgress
 	Abort(ctx context.Context) (*kvpb.RepairProgress, error)
+	// Pause and Resume pause and resume repair cluster-wide; by names who asked.
+	Pause(ctx context.Context, by, reason string) (*kvpb.RepairProgress, error)
+	Resume(ctx context.Context, by string) (*kvpb.RepairProgress, error)
 	// Watch is closed at the next change of the progress.
 	Watch() <-chan struct{}
 }
@@ -87,6 +90,24 @@ func (s *Admin) AbortRepair(ctx context.Context, _ *kvpb.AbortRepairRequest) (*k
 		return nil, rpcerr.Encode(err)
 	}
 	p, err := s.d.Repairs.Abort(ctx)
+	return p, rpcerr.Encode(err)
+}
+
+// PauseRepair pauses repair cluster-wide (journaled with who, when and why).
+func (s *Admin) PauseRepair(ctx context.Context, req *kvpb.PauseRepairRequest) (*kvpb.RepairProgress, error) {
+	if err := s.repairs(); err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	p, err := s.d.Repairs.Pause(ctx, caller(ctx, req.GetBy()), req.GetReason())
+	return p, rpcerr.Encode(err)
+}
+
+// ResumeRepair lifts the pause.
+func (s *Admin) ResumeRepair(ctx context.Context, req *kvpb.ResumeRepairRequest) (*kvpb.RepairProgress, error) {
+	if err := s.repairs(); err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	p, err := s.d.Repairs.Resume(ctx, caller(ctx, req.GetBy()))
 	return p, rpcerr.Encode(err)
 }
 

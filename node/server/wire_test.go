@@ -59,6 +59,10 @@ var domainErrors = []struct {
 	{cluster.ErrNotLeader, kvpb.Reason_REASON_NOT_LEADER},
 	{cluster.ErrInvalidArgument, kvpb.Reason_REASON_INVALID_CHANGE},
 	{cluster.ErrClosed, kvpb.Reason_REASON_CLUSTER_CLOSED},
+	{cluster.ErrNotCoordinator, kvpb.Reason_REASON_NOT_COORDINATOR},
+	{cluster.ErrNoRepairToPause, kvpb.Reason_REASON_NOTHING_TO_PAUSE},
+	{cluster.ErrRepairAlreadyPaused, kvpb.Reason_REASON_ALREADY_PAUSED},
+	{cluster.ErrRepairNotPaused, kvpb.Reason_REASON_NOT_PAUSED},
 	// node/cluster's own, unexported: the raft transport's end.
 	{rpcerr.New(kvpb.Reason_REASON_RAFT_SHUTDOWN, "raft transport shut down"), kvpb.Reason_REASON_RAFT_SHUTDOWN},
 	{repair.ErrRefused, kvpb.Reason_REASON_REPAIR_REFUSED},

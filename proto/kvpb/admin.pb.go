@@ -3109,7 +3109,7 @@ func (x *MoveStall) GetError() string {
 	return ""
 }
 
-// A pause of a ring change, as raft journals it.
+// A pause of a ring change, as raft journals it; a pause of repair has the same shape.
 type ChangePause struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Who paused: the caller's certificate CN, else what the request named ("kvctl@host").
@@ -4043,8 +4043,10 @@ type RepairRange struct {
 	// The range's replicas in ring order (the primary first). Each pair of them is compared.
 	Replicas []string `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// The primary replica's record count and bytes for the range (estimates for progress).
-	EstKeys       uint64 `protobuf:"varint,4,opt,name=est_keys,json=estKeys,proto3" json:"est_keys,omitempty"`
-	EstBytes      uint64 `protobuf:"varint,5,opt,name=est_bytes,json=estBytes,proto3" json:"est_bytes,omitempty"`
+	EstKeys  uint64 `protobuf:"varint,4,opt,name=est_keys,json=estKeys,proto3" json:"est_keys,omitempty"`
+	EstBytes uint64 `protobuf:"varint,5,opt,name=est_bytes,json=estBytes,proto3" json:"est_bytes,omitempty"`
+	// The most records one replica holds in the range: the depth of its trees.
+	TreeKeys      uint64 `protobuf:"varint,6,opt,name=tree_keys,json=treeKeys,proto3" json:"tree_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4110,6 +4112,13 @@ func (x *RepairRange) GetEstKeys() uint64 {
 func (x *RepairRange) GetEstBytes() uint64 {
 	if x != nil {
 		return x.EstBytes
+	}
+	return 0
+}
+
+func (x *RepairRange) GetTreeKeys() uint64 {
+	if x != nil {
+		return x.TreeKeys
 	}
 	return 0
 }
@@ -4411,7 +4420,19 @@ type RepairProgress struct {
 	FinishedUnix    int64   `protobuf:"varint,17,opt,name=finished_unix,json=finishedUnix,proto3" json:"finished_unix,omitempty"`
 	// Bytes of the Merkle trees the replicas sent the coordinator (a level's node hashes,
 	// then the leaves under the nodes that differ): the comparison's cost on the wire.
-	TreeBytes     uint64 `protobuf:"varint,18,opt,name=tree_bytes,json=treeBytes,proto3" json:"tree_bytes,omitempty"`
+	TreeBytes uint64 `protobuf:"varint,18,opt,name=tree_bytes,json=treeBytes,proto3" json:"tree_bytes,omitempty"`
+	// Set while repair is paused (the session waits; ranges done stay done): who, when, why
+	// (resumed_unix 0).
+	Paused *ChangePause `protobuf:"bytes,19,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Seconds the session spent paused; its rate and ETA leave them out.
+	PausedSeconds uint64 `protobuf:"varint,20,opt,name=paused_seconds,json=pausedSeconds,proto3" json:"paused_seconds,omitempty"`
+	// Ranges this coordinator found done in the journal when it continued the session (after
+	// a restart, or taking it over from previous_coordinator): not compared again.
+	RangesContinued     uint32 `protobuf:"varint,21,opt,name=ranges_continued,json=rangesContinued,proto3" json:"ranges_continued,omitempty"`
+	PreviousCoordinator string `protobuf:"bytes,22,opt,name=previous_coordinator,json=previousCoordinator,proto3" json:"previous_coordinator,omitempty"`
+	// Set when the node asked does not coordinate the session and reports it from the raft
+	// journal: ranges done and pause only (ask the coordinator for the rest).
+	Journaled     bool `protobuf:"varint,23,opt,name=journaled,proto3" json:"journaled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4572,6 +4593,41 @@ func (x *RepairProgress) GetTreeBytes() uint64 {
 	return 0
 }
 
+func (x *RepairProgress) GetPaused() *ChangePause {
+	if x != nil {
+		return x.Paused
+	}
+	return nil
+}
+
+func (x *RepairProgress) GetPausedSeconds() uint64 {
+	if x != nil {
+		return x.PausedSeconds
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetRangesContinued() uint32 {
+	if x != nil {
+		return x.RangesContinued
+	}
+	return 0
+}
+
+func (x *RepairProgress) GetPreviousCoordinator() string {
+	if x != nil {
+		return x.PreviousCoordinator
+	}
+	return ""
+}
+
+func (x *RepairProgress) GetJournaled() bool {
+	if x != nil {
+		return x.Journaled
+	}
+	return false
+}
+
 type RepairStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	IntervalMs    uint32                 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
@@ -4652,6 +4708,103 @@ func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
+type PauseRepairRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asks ("$USER@host"); a caller with a client certificate is named by its CN instead.
+	By            string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRepairRequest) Reset() {
+	*x = PauseRepairRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRepairRequest) ProtoMessage() {}
+
+func (x *PauseRepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRepairRequest.ProtoReflect.Descriptor instead.
+func (*PauseRepairRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PauseRepairRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PauseRepairRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+type ResumeRepairRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRepairRequest) Reset() {
+	*x = ResumeRepairRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRepairRequest) ProtoMessage() {}
+
+func (x *ResumeRepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRepairRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRepairRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ResumeRepairRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 type HotKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The window, a whole number of the node's slices; 0 = one slice.
@@ -4668,7 +4821,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4680,7 +4833,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4693,7 +4846,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HotKeysRequest) GetWindowSeconds() uint32 {
@@ -4737,7 +4890,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4749,7 +4902,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4762,7 +4915,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HotKey) GetKey() []byte {
@@ -4847,7 +5000,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +5012,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +5025,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HotKeysResponse) GetNode() string {
@@ -4976,7 +5129,7 @@ type VnodeOps struct {
 
 func (x *VnodeOps) Reset() {
 	*x = VnodeOps{}
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5141,7 @@ func (x *VnodeOps) String() string {
 func (*VnodeOps) ProtoMessage() {}
 
 func (x *VnodeOps) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5154,7 @@ func (x *VnodeOps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeOps.ProtoReflect.Descriptor instead.
 func (*VnodeOps) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *VnodeOps) GetToken() uint64 {
@@ -5030,7 +5183,7 @@ type HeatRequest struct {
 
 func (x *HeatRequest) Reset() {
 	*x = HeatRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5195,7 @@ func (x *HeatRequest) String() string {
 func (*HeatRequest) ProtoMessage() {}
 
 func (x *HeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5208,7 @@ func (x *HeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatRequest.ProtoReflect.Descriptor instead.
 func (*HeatRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HeatRequest) GetSinceUnixNanos() int64 {
@@ -5090,7 +5243,7 @@ type HeatEvent struct {
 
 func (x *HeatEvent) Reset() {
 	*x = HeatEvent{}
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5102,7 +5255,7 @@ func (x *HeatEvent) String() string {
 func (*HeatEvent) ProtoMessage() {}
 
 func (x *HeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5115,7 +5268,7 @@ func (x *HeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatEvent.ProtoReflect.Descriptor instead.
 func (*HeatEvent) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HeatEvent) GetUnixNanos() int64 {
@@ -5158,7 +5311,7 @@ type HeatResponse struct {
 
 func (x *HeatResponse) Reset() {
 	*x = HeatResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5170,7 +5323,7 @@ func (x *HeatResponse) String() string {
 func (*HeatResponse) ProtoMessage() {}
 
 func (x *HeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5183,7 +5336,7 @@ func (x *HeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatResponse.ProtoReflect.Descriptor instead.
 func (*HeatResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HeatResponse) GetNode() string {
@@ -5250,7 +5403,7 @@ type VnodesRequest struct {
 
 func (x *VnodesRequest) Reset() {
 	*x = VnodesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5415,7 @@ func (x *VnodesRequest) String() string {
 func (*VnodesRequest) ProtoMessage() {}
 
 func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5428,7 @@ func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesRequest.ProtoReflect.Descriptor instead.
 func (*VnodesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 // A latency histogram in the one bucket layout of proto/kvpb/latency.go (log-linear over
@@ -5293,7 +5446,7 @@ type LatencyHistogram struct {
 
 func (x *LatencyHistogram) Reset() {
 	*x = LatencyHistogram{}
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5305,7 +5458,7 @@ func (x *LatencyHistogram) String() string {
 func (*LatencyHistogram) ProtoMessage() {}
 
 func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5318,7 +5471,7 @@ func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyHistogram.ProtoReflect.Descriptor instead.
 func (*LatencyHistogram) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LatencyHistogram) GetFirst() uint32 {
@@ -5360,7 +5513,7 @@ type ReplicaLatency struct {
 
 func (x *ReplicaLatency) Reset() {
 	*x = ReplicaLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5372,7 +5525,7 @@ func (x *ReplicaLatency) String() string {
 func (*ReplicaLatency) ProtoMessage() {}
 
 func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5385,7 +5538,7 @@ func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaLatency.ProtoReflect.Descriptor instead.
 func (*ReplicaLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReplicaLatency) GetNode() string {
@@ -5419,7 +5572,7 @@ type VnodeLatency struct {
 
 func (x *VnodeLatency) Reset() {
 	*x = VnodeLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5431,7 +5584,7 @@ func (x *VnodeLatency) String() string {
 func (*VnodeLatency) ProtoMessage() {}
 
 func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5444,7 +5597,7 @@ func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeLatency.ProtoReflect.Descriptor instead.
 func (*VnodeLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *VnodeLatency) GetToken() uint64 {
@@ -5517,7 +5670,7 @@ type PeerLatency struct {
 
 func (x *PeerLatency) Reset() {
 	*x = PeerLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5529,7 +5682,7 @@ func (x *PeerLatency) String() string {
 func (*PeerLatency) ProtoMessage() {}
 
 func (x *PeerLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5542,7 +5695,7 @@ func (x *PeerLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLatency.ProtoReflect.Descriptor instead.
 func (*PeerLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PeerLatency) GetNode() string {
@@ -5627,7 +5780,7 @@ type VnodesResponse struct {
 
 func (x *VnodesResponse) Reset() {
 	*x = VnodesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[60]
+	mi := &file_kvpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5639,7 +5792,7 @@ func (x *VnodesResponse) String() string {
 func (*VnodesResponse) ProtoMessage() {}
 
 func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[60]
+	mi := &file_kvpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5652,7 +5805,7 @@ func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesResponse.ProtoReflect.Descriptor instead.
 func (*VnodesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *VnodesResponse) GetNode() string {
@@ -5724,7 +5877,7 @@ type Pace struct {
 
 func (x *Pace) Reset() {
 	*x = Pace{}
-	mi := &file_kvpb_admin_proto_msgTypes[61]
+	mi := &file_kvpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5736,7 +5889,7 @@ func (x *Pace) String() string {
 func (*Pace) ProtoMessage() {}
 
 func (x *Pace) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[61]
+	mi := &file_kvpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5749,7 +5902,7 @@ func (x *Pace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pace.ProtoReflect.Descriptor instead.
 func (*Pace) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Pace) GetNodeId() string {
@@ -6113,13 +6266,14 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x06vnodes\x18\x02 \x03(\x04R\x06vnodes\x12\x17\n" +
 	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
-	"rate_bytes\x18\x04 \x01(\x04R\trateBytes\"\x89\x01\n" +
+	"rate_bytes\x18\x04 \x01(\x04R\trateBytes\"\xa6\x01\n" +
 	"\vRepairRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x1a\n" +
 	"\breplicas\x18\x03 \x03(\tR\breplicas\x12\x19\n" +
 	"\best_keys\x18\x04 \x01(\x04R\aestKeys\x12\x1b\n" +
-	"\test_bytes\x18\x05 \x01(\x04R\bestBytes\"\x96\x02\n" +
+	"\test_bytes\x18\x05 \x01(\x04R\bestBytes\x12\x1b\n" +
+	"\ttree_keys\x18\x06 \x01(\x04R\btreeKeys\"\x96\x02\n" +
 	"\n" +
 	"RepairPlan\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
@@ -6144,7 +6298,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05range\x18\x01 \x01(\v2\x13.ringkv.RepairRangeR\x05range\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.ringkv.RangeRepairStateR\x05state\x12(\n" +
 	"\x05pairs\x18\x03 \x03(\v2\x12.ringkv.PairRepairR\x05pairs\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x96\x05\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xe6\x06\n" +
 	"\x0eRepairProgress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.ringkv.RepairStateR\x05state\x12&\n" +
@@ -6167,11 +6321,21 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\fstarted_unix\x18\x10 \x01(\x03R\vstartedUnix\x12#\n" +
 	"\rfinished_unix\x18\x11 \x01(\x03R\ffinishedUnix\x12\x1d\n" +
 	"\n" +
-	"tree_bytes\x18\x12 \x01(\x04R\ttreeBytes\"6\n" +
+	"tree_bytes\x18\x12 \x01(\x04R\ttreeBytes\x12+\n" +
+	"\x06paused\x18\x13 \x01(\v2\x13.ringkv.ChangePauseR\x06paused\x12%\n" +
+	"\x0epaused_seconds\x18\x14 \x01(\x04R\rpausedSeconds\x12)\n" +
+	"\x10ranges_continued\x18\x15 \x01(\rR\x0frangesContinued\x121\n" +
+	"\x14previous_coordinator\x18\x16 \x01(\tR\x13previousCoordinator\x12\x1c\n" +
+	"\tjournaled\x18\x17 \x01(\bR\tjournaled\"6\n" +
 	"\x13RepairStatusRequest\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\"\x14\n" +
-	"\x12AbortRepairRequest\"a\n" +
+	"\x12AbortRepairRequest\"<\n" +
+	"\x12PauseRepairRequest\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\"%\n" +
+	"\x13ResumeRepairRequest\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\"a\n" +
 	"\x0eHotKeysRequest\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x12\n" +
@@ -6341,7 +6505,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x13PACE_REASON_GROWING\x10\x01\x12\x1a\n" +
 	"\x16PACE_REASON_AT_CEILING\x10\x02\x12\x1b\n" +
 	"\x17PACE_REASON_BACKING_OFF\x10\x03\x12\x18\n" +
-	"\x14PACE_REASON_AT_FLOOR\x10\x042\xa4\f\n" +
+	"\x14PACE_REASON_AT_FLOOR\x10\x042\xac\r\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -6367,7 +6531,9 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\vStartRepair\x12\x15.ringkv.RepairRequest\x1a\x12.ringkv.RepairPlan\x12C\n" +
 	"\fRepairStatus\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress\x12D\n" +
 	"\vWatchRepair\x12\x1b.ringkv.RepairStatusRequest\x1a\x16.ringkv.RepairProgress0\x01\x12A\n" +
-	"\vAbortRepair\x12\x1a.ringkv.AbortRepairRequest\x1a\x16.ringkv.RepairProgress\x12:\n" +
+	"\vAbortRepair\x12\x1a.ringkv.AbortRepairRequest\x1a\x16.ringkv.RepairProgress\x12A\n" +
+	"\vPauseRepair\x12\x1a.ringkv.PauseRepairRequest\x1a\x16.ringkv.RepairProgress\x12C\n" +
+	"\fResumeRepair\x12\x1b.ringkv.ResumeRepairRequest\x1a\x16.ringkv.RepairProgress\x12:\n" +
 	"\aHotKeys\x12\x16.ringkv.HotKeysRequest\x1a\x17.ringkv.HotKeysResponse\x121\n" +
 	"\x04Heat\x12\x13.ringkv.HeatRequest\x1a\x14.ringkv.HeatResponse\x127\n" +
 	"\x06Vnodes\x12\x15.ringkv.VnodesRequest\x1a\x16.ringkv.VnodesResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
@@ -6385,7 +6551,7 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: ringkv.NodeState
 	(RaftRole)(0),                    // 1: ringkv.RaftRole
@@ -6448,21 +6614,23 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(*RepairProgress)(nil),           // 58: ringkv.RepairProgress
 	(*RepairStatusRequest)(nil),      // 59: ringkv.RepairStatusRequest
 	(*AbortRepairRequest)(nil),       // 60: ringkv.AbortRepairRequest
-	(*HotKeysRequest)(nil),           // 61: ringkv.HotKeysRequest
-	(*HotKey)(nil),                   // 62: ringkv.HotKey
-	(*HotKeysResponse)(nil),          // 63: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),                 // 64: ringkv.VnodeOps
-	(*HeatRequest)(nil),              // 65: ringkv.HeatRequest
-	(*HeatEvent)(nil),                // 66: ringkv.HeatEvent
-	(*HeatResponse)(nil),             // 67: ringkv.HeatResponse
-	(*VnodesRequest)(nil),            // 68: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),         // 69: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),           // 70: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),             // 71: ringkv.VnodeLatency
-	(*PeerLatency)(nil),              // 72: ringkv.PeerLatency
-	(*VnodesResponse)(nil),           // 73: ringkv.VnodesResponse
-	(*Pace)(nil),                     // 74: ringkv.Pace
-	nil,                              // 75: ringkv.NodeStats.ErrorsEntry
+	(*PauseRepairRequest)(nil),       // 61: ringkv.PauseRepairRequest
+	(*ResumeRepairRequest)(nil),      // 62: ringkv.ResumeRepairRequest
+	(*HotKeysRequest)(nil),           // 63: ringkv.HotKeysRequest
+	(*HotKey)(nil),                   // 64: ringkv.HotKey
+	(*HotKeysResponse)(nil),          // 65: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),                 // 66: ringkv.VnodeOps
+	(*HeatRequest)(nil),              // 67: ringkv.HeatRequest
+	(*HeatEvent)(nil),                // 68: ringkv.HeatEvent
+	(*HeatResponse)(nil),             // 69: ringkv.HeatResponse
+	(*VnodesRequest)(nil),            // 70: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),         // 71: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),           // 72: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),             // 73: ringkv.VnodeLatency
+	(*PeerLatency)(nil),              // 74: ringkv.PeerLatency
+	(*VnodesResponse)(nil),           // 75: ringkv.VnodesResponse
+	(*Pace)(nil),                     // 76: ringkv.Pace
+	nil,                              // 77: ringkv.NodeStats.ErrorsEntry
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
 	15, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
@@ -6473,7 +6641,7 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	16, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
 	20, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	1,  // 7: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	72, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
+	74, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
 	19, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
 	58, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
 	11, // 11: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
@@ -6489,7 +6657,7 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	27, // 21: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
 	28, // 22: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
 	20, // 23: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	75, // 24: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	77, // 24: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
 	12, // 25: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
 	35, // 26: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
 	34, // 27: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
@@ -6503,7 +6671,7 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	6,  // 35: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
 	37, // 36: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
 	38, // 37: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	74, // 38: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	76, // 38: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
 	40, // 39: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
 	41, // 40: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
 	44, // 41: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
@@ -6517,77 +6685,82 @@ var file_kvpb_admin_proto_depIdxs = []int32{
 	55, // 49: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
 	57, // 50: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
 	56, // 51: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	62, // 52: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	64, // 53: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	9,  // 54: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	9,  // 55: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	66, // 56: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	69, // 57: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	69, // 58: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	69, // 59: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	69, // 60: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	69, // 61: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	70, // 62: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	69, // 63: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	69, // 64: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	71, // 65: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	72, // 66: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	10, // 67: ringkv.Pace.reason:type_name -> ringkv.PaceReason
-	13, // 68: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	17, // 69: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	21, // 70: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	26, // 71: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	26, // 72: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	30, // 73: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	32, // 74: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	34, // 75: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	34, // 76: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	43, // 77: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	43, // 78: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	48, // 79: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	49, // 80: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	50, // 81: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
-	51, // 82: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
-	52, // 83: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
-	45, // 84: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	53, // 85: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	53, // 86: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	59, // 87: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	59, // 88: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	60, // 89: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	61, // 90: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	65, // 91: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	68, // 92: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	14, // 93: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	18, // 94: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	25, // 95: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	29, // 96: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	29, // 97: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	31, // 98: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	33, // 99: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	37, // 100: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	37, // 101: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	42, // 102: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	42, // 103: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	42, // 104: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	42, // 105: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	42, // 106: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
-	42, // 107: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
-	42, // 108: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
-	47, // 109: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	55, // 110: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	55, // 111: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	58, // 112: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	58, // 113: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	58, // 114: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	63, // 115: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	67, // 116: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	73, // 117: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	93, // [93:118] is the sub-list for method output_type
-	68, // [68:93] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	40, // 52: ringkv.RepairProgress.paused:type_name -> ringkv.ChangePause
+	64, // 53: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	66, // 54: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	9,  // 55: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	9,  // 56: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	68, // 57: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	71, // 58: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	71, // 59: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	71, // 60: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	71, // 61: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	71, // 62: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	72, // 63: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	71, // 64: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	71, // 65: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	73, // 66: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	74, // 67: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	10, // 68: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	13, // 69: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	17, // 70: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	21, // 71: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	26, // 72: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	26, // 73: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	30, // 74: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	32, // 75: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	34, // 76: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	34, // 77: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	43, // 78: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	43, // 79: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	48, // 80: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	49, // 81: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	50, // 82: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
+	51, // 83: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
+	52, // 84: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
+	45, // 85: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	53, // 86: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	53, // 87: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	59, // 88: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	59, // 89: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	60, // 90: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	61, // 91: ringkv.Admin.PauseRepair:input_type -> ringkv.PauseRepairRequest
+	62, // 92: ringkv.Admin.ResumeRepair:input_type -> ringkv.ResumeRepairRequest
+	63, // 93: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	67, // 94: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	70, // 95: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	14, // 96: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	18, // 97: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	25, // 98: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	29, // 99: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	29, // 100: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	31, // 101: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	33, // 102: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	37, // 103: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	37, // 104: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	42, // 105: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	42, // 106: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	42, // 107: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	42, // 108: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	42, // 109: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
+	42, // 110: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
+	42, // 111: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
+	47, // 112: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	55, // 113: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	55, // 114: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	58, // 115: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	58, // 116: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	58, // 117: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	58, // 118: ringkv.Admin.PauseRepair:output_type -> ringkv.RepairProgress
+	58, // 119: ringkv.Admin.ResumeRepair:output_type -> ringkv.RepairProgress
+	65, // 120: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	69, // 121: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	75, // 122: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	96, // [96:123] is the sub-list for method output_type
+	69, // [69:96] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -6601,7 +6774,7 @@ func file_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
 			NumEnums:      13,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,8 @@ const (
 	Admin_RepairStatus_FullMethodName      = "/ringkv.Admin/RepairStatus"
 	Admin_WatchRepair_FullMethodName       = "/ringkv.Admin/WatchRepair"
 	Admin_AbortRepair_FullMethodName       = "/ringkv.Admin/AbortRepair"
+	Admin_PauseRepair_FullMethodName       = "/ringkv.Admin/PauseRepair"
+	Admin_ResumeRepair_FullMethodName      = "/ringkv.Admin/ResumeRepair"
 	Admin_HotKeys_FullMethodName           = "/ringkv.Admin/HotKeys"
 	Admin_Heat_FullMethodName              = "/ringkv.Admin/Heat"
 	Admin_Vnodes_FullMethodName            = "/ringkv.Admin/Vnodes"
@@ -86,12 +88,18 @@ type AdminClient interface {
 	// range of the plan it has the range's replicas hash it into Merkle trees, compares them,
 	// and has the replicas stream each other only the key ranges whose leaves differ (newer
 	// record wins on apply). One session per node at a time; refused while a ring change is in
-	// flight. A session lives in its coordinator's memory: if the coordinator dies, run it again.
+	// flight. A session and the ranges it has done are journaled in raft: a restarted
+	// coordinator continues it, and when the coordinator stays down another node takes it over.
 	PlanRepair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairPlan, error)
 	StartRepair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairPlan, error)
 	RepairStatus(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (*RepairProgress, error)
 	WatchRepair(ctx context.Context, in *RepairStatusRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RepairProgress], error)
 	AbortRepair(ctx context.Context, in *AbortRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error)
+	// PauseRepair pauses repair cluster-wide (journaled in raft, with who, when and why): the
+	// sessions in flight stop their tree walks and pulls within a second, background rounds
+	// and new sessions wait. ResumeRepair lifts it; the sessions go on from the ranges done.
+	PauseRepair(ctx context.Context, in *PauseRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error)
+	ResumeRepair(ctx context.Context, in *ResumeRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error)
 	// The on-call view. HotKeys: the hottest keys this node coordinated in a recent window (a
 	// space-saving summary: each count an upper bound, true count in [count-error, count]).
 	HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error)
@@ -366,6 +374,26 @@ func (c *adminClient) AbortRepair(ctx context.Context, in *AbortRepairRequest, o
 	return out, nil
 }
 
+func (c *adminClient) PauseRepair(ctx context.Context, in *PauseRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairProgress)
+	err := c.cc.Invoke(ctx, Admin_PauseRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ResumeRepair(ctx context.Context, in *ResumeRepairRequest, opts ...grpc.CallOption) (*RepairProgress, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairProgress)
+	err := c.cc.Invoke(ctx, Admin_ResumeRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HotKeysResponse)
@@ -432,12 +460,18 @@ type AdminServer interface {
 	// range of the plan it has the range's replicas hash it into Merkle trees, compares them,
 	// and has the replicas stream each other only the key ranges whose leaves differ (newer
 	// record wins on apply). One session per node at a time; refused while a ring change is in
-	// flight. A session lives in its coordinator's memory: if the coordinator dies, run it again.
+	// flight. A session and the ranges it has done are journaled in raft: a restarted
+	// coordinator continues it, and when the coordinator stays down another node takes it over.
 	PlanRepair(context.Context, *RepairRequest) (*RepairPlan, error)
 	StartRepair(context.Context, *RepairRequest) (*RepairPlan, error)
 	RepairStatus(context.Context, *RepairStatusRequest) (*RepairProgress, error)
 	WatchRepair(*RepairStatusRequest, grpc.ServerStreamingServer[RepairProgress]) error
 	AbortRepair(context.Context, *AbortRepairRequest) (*RepairProgress, error)
+	// PauseRepair pauses repair cluster-wide (journaled in raft, with who, when and why): the
+	// sessions in flight stop their tree walks and pulls within a second, background rounds
+	// and new sessions wait. ResumeRepair lifts it; the sessions go on from the ranges done.
+	PauseRepair(context.Context, *PauseRepairRequest) (*RepairProgress, error)
+	ResumeRepair(context.Context, *ResumeRepairRequest) (*RepairProgress, error)
 	// The on-call view. HotKeys: the hottest keys this node coordinated in a recent window (a
 	// space-saving summary: each count an upper bound, true count in [count-error, count]).
 	HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error)
@@ -521,6 +555,12 @@ func (UnimplementedAdminServer) WatchRepair(*RepairStatusRequest, grpc.ServerStr
 }
 func (UnimplementedAdminServer) AbortRepair(context.Context, *AbortRepairRequest) (*RepairProgress, error) {
 	return nil, status.Error(codes.Unimplemented, "method AbortRepair not implemented")
+}
+func (UnimplementedAdminServer) PauseRepair(context.Context, *PauseRepairRequest) (*RepairProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseRepair not implemented")
+}
+func (UnimplementedAdminServer) ResumeRepair(context.Context, *ResumeRepairRequest) (*RepairProgress, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeRepair not implemented")
 }
 func (UnimplementedAdminServer) HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HotKeys not implemented")
@@ -920,6 +960,42 @@ func _Admin_AbortRepair_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PauseRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseRepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PauseRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PauseRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PauseRepair(ctx, req.(*PauseRepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ResumeRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ResumeRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ResumeRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ResumeRepair(ctx, req.(*ResumeRepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_HotKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HotKeysRequest)
 	if err := dec(in); err != nil {
@@ -1052,6 +1128,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AbortRepair",
 			Handler:    _Admin_AbortRepair_Handler,
+		},
+		{
+			MethodName: "PauseRepair",
+			Handler:    _Admin_PauseRepair_Handler,
+		},
+		{
+			MethodName: "ResumeRepair",
+			Handler:    _Admin_ResumeRepair_Handler,
 		},
 		{
 			MethodName: "HotKeys",

@@ -714,6 +714,105 @@ func (*SetParallelResponse) Descriptor() ([]byte, []int) {
 	return file_kvpb_cluster_proto_rawDescGZIP(), []int{14}
 }
 
+type JournalRepairRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The command as the cluster package encodes it (JSON).
+	Command       []byte `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalRepairRequest) Reset() {
+	*x = JournalRepairRequest{}
+	mi := &file_kvpb_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalRepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalRepairRequest) ProtoMessage() {}
+
+func (x *JournalRepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalRepairRequest.ProtoReflect.Descriptor instead.
+func (*JournalRepairRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JournalRepairRequest) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type JournalRepairResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A session's id, when the command started one.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The raft index the command was applied at: the caller waits until it has applied it too.
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalRepairResponse) Reset() {
+	*x = JournalRepairResponse{}
+	mi := &file_kvpb_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalRepairResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalRepairResponse) ProtoMessage() {}
+
+func (x *JournalRepairResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalRepairResponse.ProtoReflect.Descriptor instead.
+func (*JournalRepairResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *JournalRepairResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *JournalRepairResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_kvpb_cluster_proto protoreflect.FileDescriptor
 
 const file_kvpb_cluster_proto_rawDesc = "" +
@@ -754,7 +853,12 @@ const file_kvpb_cluster_proto_rawDesc = "" +
 	"\x1bResumeClusterChangeResponse\"0\n" +
 	"\x12SetParallelRequest\x12\x1a\n" +
 	"\bparallel\x18\x01 \x01(\rR\bparallel\"\x15\n" +
-	"\x13SetParallelResponse2\xd1\x04\n" +
+	"\x13SetParallelResponse\"0\n" +
+	"\x14JournalRepairRequest\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"=\n" +
+	"\x15JournalRepairResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index2\x9f\x05\n" +
 	"\aCluster\x126\n" +
 	"\n" +
 	"RaftStream\x12\x11.ringkv.RaftFrame\x1a\x11.ringkv.RaftFrame(\x010\x01\x12F\n" +
@@ -764,7 +868,8 @@ const file_kvpb_cluster_proto_rawDesc = "" +
 	"\aSetRate\x12\x16.ringkv.SetRateRequest\x1a\x17.ringkv.SetRateResponse\x12T\n" +
 	"\vPauseChange\x12!.ringkv.PauseClusterChangeRequest\x1a\".ringkv.PauseClusterChangeResponse\x12W\n" +
 	"\fResumeChange\x12\".ringkv.ResumeClusterChangeRequest\x1a#.ringkv.ResumeClusterChangeResponse\x12F\n" +
-	"\vSetParallel\x12\x1a.ringkv.SetParallelRequest\x1a\x1b.ringkv.SetParallelResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\vSetParallel\x12\x1a.ringkv.SetParallelRequest\x1a\x1b.ringkv.SetParallelResponse\x12L\n" +
+	"\rJournalRepair\x12\x1c.ringkv.JournalRepairRequest\x1a\x1d.ringkv.JournalRepairResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_cluster_proto_rawDescOnce sync.Once
@@ -778,7 +883,7 @@ func file_kvpb_cluster_proto_rawDescGZIP() []byte {
 	return file_kvpb_cluster_proto_rawDescData
 }
 
-var file_kvpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_kvpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_kvpb_cluster_proto_goTypes = []any{
 	(*RaftFrame)(nil),                   // 0: ringkv.RaftFrame
 	(*BeginChangeRequest)(nil),          // 1: ringkv.BeginChangeRequest
@@ -795,10 +900,12 @@ var file_kvpb_cluster_proto_goTypes = []any{
 	(*ResumeClusterChangeResponse)(nil), // 12: ringkv.ResumeClusterChangeResponse
 	(*SetParallelRequest)(nil),          // 13: ringkv.SetParallelRequest
 	(*SetParallelResponse)(nil),         // 14: ringkv.SetParallelResponse
-	(*TokenMove)(nil),                   // 15: ringkv.TokenMove
+	(*JournalRepairRequest)(nil),        // 15: ringkv.JournalRepairRequest
+	(*JournalRepairResponse)(nil),       // 16: ringkv.JournalRepairResponse
+	(*TokenMove)(nil),                   // 17: ringkv.TokenMove
 }
 var file_kvpb_cluster_proto_depIdxs = []int32{
-	15, // 0: ringkv.BeginChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	17, // 0: ringkv.BeginChangeRequest.token_moves:type_name -> ringkv.TokenMove
 	0,  // 1: ringkv.Cluster.RaftStream:input_type -> ringkv.RaftFrame
 	1,  // 2: ringkv.Cluster.BeginChange:input_type -> ringkv.BeginChangeRequest
 	3,  // 3: ringkv.Cluster.AbortChange:input_type -> ringkv.AbortClusterChangeRequest
@@ -807,16 +914,18 @@ var file_kvpb_cluster_proto_depIdxs = []int32{
 	9,  // 6: ringkv.Cluster.PauseChange:input_type -> ringkv.PauseClusterChangeRequest
 	11, // 7: ringkv.Cluster.ResumeChange:input_type -> ringkv.ResumeClusterChangeRequest
 	13, // 8: ringkv.Cluster.SetParallel:input_type -> ringkv.SetParallelRequest
-	0,  // 9: ringkv.Cluster.RaftStream:output_type -> ringkv.RaftFrame
-	2,  // 10: ringkv.Cluster.BeginChange:output_type -> ringkv.BeginChangeResponse
-	4,  // 11: ringkv.Cluster.AbortChange:output_type -> ringkv.AbortClusterChangeResponse
-	6,  // 12: ringkv.Cluster.MoveDone:output_type -> ringkv.MoveDoneResponse
-	8,  // 13: ringkv.Cluster.SetRate:output_type -> ringkv.SetRateResponse
-	10, // 14: ringkv.Cluster.PauseChange:output_type -> ringkv.PauseClusterChangeResponse
-	12, // 15: ringkv.Cluster.ResumeChange:output_type -> ringkv.ResumeClusterChangeResponse
-	14, // 16: ringkv.Cluster.SetParallel:output_type -> ringkv.SetParallelResponse
-	9,  // [9:17] is the sub-list for method output_type
-	1,  // [1:9] is the sub-list for method input_type
+	15, // 9: ringkv.Cluster.JournalRepair:input_type -> ringkv.JournalRepairRequest
+	0,  // 10: ringkv.Cluster.RaftStream:output_type -> ringkv.RaftFrame
+	2,  // 11: ringkv.Cluster.BeginChange:output_type -> ringkv.BeginChangeResponse
+	4,  // 12: ringkv.Cluster.AbortChange:output_type -> ringkv.AbortClusterChangeResponse
+	6,  // 13: ringkv.Cluster.MoveDone:output_type -> ringkv.MoveDoneResponse
+	8,  // 14: ringkv.Cluster.SetRate:output_type -> ringkv.SetRateResponse
+	10, // 15: ringkv.Cluster.PauseChange:output_type -> ringkv.PauseClusterChangeResponse
+	12, // 16: ringkv.Cluster.ResumeChange:output_type -> ringkv.ResumeClusterChangeResponse
+	14, // 17: ringkv.Cluster.SetParallel:output_type -> ringkv.SetParallelResponse
+	16, // 18: ringkv.Cluster.JournalRepair:output_type -> ringkv.JournalRepairResponse
+	10, // [10:19] is the sub-list for method output_type
+	1,  // [1:10] is the sub-list for method input_type
 	1,  // [1:1] is the sub-list for extension type_name
 	1,  // [1:1] is the sub-list for extension extendee
 	0,  // [0:1] is the sub-list for field type_name
@@ -834,7 +943,7 @@ func file_kvpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_cluster_proto_rawDesc), len(file_kvpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

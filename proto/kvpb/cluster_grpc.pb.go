@@ -23,14 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_RaftStream_FullMethodName   = "/ringkv.Cluster/RaftStream"
-	Cluster_BeginChange_FullMethodName  = "/ringkv.Cluster/BeginChange"
-	Cluster_AbortChange_FullMethodName  = "/ringkv.Cluster/AbortChange"
-	Cluster_MoveDone_FullMethodName     = "/ringkv.Cluster/MoveDone"
-	Cluster_SetRate_FullMethodName      = "/ringkv.Cluster/SetRate"
-	Cluster_PauseChange_FullMethodName  = "/ringkv.Cluster/PauseChange"
-	Cluster_ResumeChange_FullMethodName = "/ringkv.Cluster/ResumeChange"
-	Cluster_SetParallel_FullMethodName  = "/ringkv.Cluster/SetParallel"
+	Cluster_RaftStream_FullMethodName    = "/ringkv.Cluster/RaftStream"
+	Cluster_BeginChange_FullMethodName   = "/ringkv.Cluster/BeginChange"
+	Cluster_AbortChange_FullMethodName   = "/ringkv.Cluster/AbortChange"
+	Cluster_MoveDone_FullMethodName      = "/ringkv.Cluster/MoveDone"
+	Cluster_SetRate_FullMethodName       = "/ringkv.Cluster/SetRate"
+	Cluster_PauseChange_FullMethodName   = "/ringkv.Cluster/PauseChange"
+	Cluster_ResumeChange_FullMethodName  = "/ringkv.Cluster/ResumeChange"
+	Cluster_SetParallel_FullMethodName   = "/ringkv.Cluster/SetParallel"
+	Cluster_JournalRepair_FullMethodName = "/ringkv.Cluster/JournalRepair"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -48,6 +49,9 @@ type ClusterClient interface {
 	PauseChange(ctx context.Context, in *PauseClusterChangeRequest, opts ...grpc.CallOption) (*PauseClusterChangeResponse, error)
 	ResumeChange(ctx context.Context, in *ResumeClusterChangeRequest, opts ...grpc.CallOption) (*ResumeClusterChangeResponse, error)
 	SetParallel(ctx context.Context, in *SetParallelRequest, opts ...grpc.CallOption) (*SetParallelResponse, error)
+	// JournalRepair appends one repair-journal command (a session's start, a range done, its
+	// end, a takeover, pause, resume) on the leader.
+	JournalRepair(ctx context.Context, in *JournalRepairRequest, opts ...grpc.CallOption) (*JournalRepairResponse, error)
 }
 
 type clusterClient struct {
@@ -141,6 +145,16 @@ func (c *clusterClient) SetParallel(ctx context.Context, in *SetParallelRequest,
 	return out, nil
 }
 
+func (c *clusterClient) JournalRepair(ctx context.Context, in *JournalRepairRequest, opts ...grpc.CallOption) (*JournalRepairResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JournalRepairResponse)
+	err := c.cc.Invoke(ctx, Cluster_JournalRepair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -156,6 +170,9 @@ type ClusterServer interface {
 	PauseChange(context.Context, *PauseClusterChangeRequest) (*PauseClusterChangeResponse, error)
 	ResumeChange(context.Context, *ResumeClusterChangeRequest) (*ResumeClusterChangeResponse, error)
 	SetParallel(context.Context, *SetParallelRequest) (*SetParallelResponse, error)
+	// JournalRepair appends one repair-journal command (a session's start, a range done, its
+	// end, a takeover, pause, resume) on the leader.
+	JournalRepair(context.Context, *JournalRepairRequest) (*JournalRepairResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -189,6 +206,9 @@ func (UnimplementedClusterServer) ResumeChange(context.Context, *ResumeClusterCh
 }
 func (UnimplementedClusterServer) SetParallel(context.Context, *SetParallelRequest) (*SetParallelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetParallel not implemented")
+}
+func (UnimplementedClusterServer) JournalRepair(context.Context, *JournalRepairRequest) (*JournalRepairResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method JournalRepair not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -344,6 +364,24 @@ func _Cluster_SetParallel_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_JournalRepair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JournalRepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).JournalRepair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_JournalRepair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).JournalRepair(ctx, req.(*JournalRepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -378,6 +416,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetParallel",
 			Handler:    _Cluster_SetParallel_Handler,
+		},
+		{
+			MethodName: "JournalRepair",
+			Handler:    _Cluster_JournalRepair_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

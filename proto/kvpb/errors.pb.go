@@ -128,6 +128,9 @@ const (
 	Reason_REASON_CAPTURE_BUSY Reason = 41
 	// A profile kind the node does not know.
 	Reason_REASON_UNKNOWN_KIND Reason = 42
+	// A repair session's step journaled by a node that no longer coordinates it (another
+	// node took the session over, or the session ended).
+	Reason_REASON_NOT_COORDINATOR Reason = 46
 )
 
 // Enum value maps for Reason.
@@ -179,6 +182,7 @@ var (
 		40: "REASON_TREE_GONE",
 		41: "REASON_CAPTURE_BUSY",
 		42: "REASON_UNKNOWN_KIND",
+		46: "REASON_NOT_COORDINATOR",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -227,6 +231,7 @@ var (
 		"REASON_TREE_GONE":           40,
 		"REASON_CAPTURE_BUSY":        41,
 		"REASON_UNKNOWN_KIND":        42,
+		"REASON_NOT_COORDINATOR":     46,
 	}
 )
 
@@ -261,7 +266,7 @@ var File_kvpb_errors_proto protoreflect.FileDescriptor
 
 const file_kvpb_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x11kvpb/errors.proto\x12\x06ringkv*\x96\t\n" +
+	"\x11kvpb/errors.proto\x12\x06ringkv*\xb2\t\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_NOT_FOUND\x10\x01\x12\x1b\n" +
@@ -309,7 +314,8 @@ const file_kvpb_errors_proto_rawDesc = "" +
 	"\x14REASON_TREE_MISMATCH\x10'\x12\x14\n" +
 	"\x10REASON_TREE_GONE\x10(\x12\x17\n" +
 	"\x13REASON_CAPTURE_BUSY\x10)\x12\x17\n" +
-	"\x13REASON_UNKNOWN_KIND\x10*B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\x13REASON_UNKNOWN_KIND\x10*\x12\x1a\n" +
+	"\x16REASON_NOT_COORDINATOR\x10.B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_errors_proto_rawDescOnce sync.Once

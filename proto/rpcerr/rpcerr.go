@@ -102,6 +102,7 @@ var table = []Row{
 	{kvpb.Reason_REASON_REPAIR_RUNNING, codes.FailedPrecondition, http.StatusConflict, KindInternal, true},
 	{kvpb.Reason_REASON_NO_REPAIR, codes.NotFound, http.StatusNotFound, KindInternal, true},
 	{kvpb.Reason_REASON_INVALID_REPAIR, codes.InvalidArgument, http.StatusBadRequest, KindInvalid, true},
+	{kvpb.Reason_REASON_NOT_COORDINATOR, codes.FailedPrecondition, http.StatusConflict, KindInternal, true},
 	{kvpb.Reason_REASON_TREE_MISMATCH, codes.InvalidArgument, http.StatusBadRequest, KindInvalid, true},
 	{kvpb.Reason_REASON_TREE_GONE, codes.NotFound, http.StatusNotFound, KindInternal, true},
 	{kvpb.Reason_REASON_STALE_VIEW, codes.FailedPrecondition, http.StatusServiceUnavailable, KindInternal, true},

@@ -21,8 +21,10 @@ type located struct {
 }
 
 // locate finds the repair to show or abort: the session of the node at --addr when it is in
-// flight; else one in flight on another member (Status lists them), asked of its coordinator;
-// else the --addr node's last session (or none).
+// flight (when that node reports it from the raft journal, the coordinator is asked for its
+// live progress, and the journal's stands when it does not answer); else one in flight on
+// another member (Status lists them), asked of its coordinator; else the --addr node's last
+// session (or none).
 func locate(ctx context.Context, d Deps) (located, error) {
 	c, err := d.Admin("")
 	if err != nil {
@@ -35,14 +37,19 @@ func locate(ctx context.Context, d Deps) (located, error) {
 		return located{}, rpcError(d.Addr(), err)
 	}
 	here := located{c: c, addr: d.Addr(), p: p}
-	if present.RepairInFlight(p) {
+	if present.RepairInFlight(p) && !p.GetJournaled() {
 		return here, nil
 	}
 	st, err := c.Status(cctx, &kvpb.StatusRequest{})
 	if err != nil {
 		return here, nil
 	}
-	for _, r := range st.GetRepairs() {
+	var flying []*kvpb.RepairProgress
+	if present.RepairInFlight(p) {
+		flying = append(flying, p)
+	}
+	flying = append(flying, st.GetRepairs()...)
+	for _, r := range flying {
 		if !present.RepairInFlight(r) {
 			continue
 		}
@@ -55,7 +62,11 @@ func locate(ctx context.Context, d Deps) (located, error) {
 				continue
 			}
 			op, err := oc.RepairStatus(cctx, &kvpb.RepairStatusRequest{})
-			if err == nil && present.RepairInFlight(op) {
+			if err == nil && present.RepairInFlight(op) && !op.GetJournaled() {
+				return located{c: oc, addr: n.GetGrpcAddr(), p: op}, nil
+			}
+			if err == nil && op.GetId() == r.GetId() && !op.GetJournaled() {
+				// Over on its coordinator: the journal asked lags behind it.
 				return located{c: oc, addr: n.GetGrpcAddr(), p: op}, nil
 			}
 		}

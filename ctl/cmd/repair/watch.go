@@ -72,8 +72,9 @@ func (w *watcher) resolve(ctx context.Context, c kvpb.AdminClient, addr string, 
 		w.fill(p)
 		return p, nil
 	}
-	// A session lives in its coordinator's memory: a coordinator that restarted forgot it.
-	return nil, fmt.Errorf("repair %d is no longer known to its coordinator %s (restarted?): run kvctl repair again; ranges already repaired compare equal and stream nothing", id, addr)
+	// Another session is the last one: this one ended too long ago to be reported, or the
+	// node asked has lost its journal.
+	return nil, fmt.Errorf("repair %d is no longer reported by %s: kvctl repair status shows the last session; ranges already repaired compare equal and stream nothing if you run it again", id, addr)
 }
 
 func (w *watcher) interrupted(addr string, id uint64) error {
