@@ -169,6 +169,12 @@ func (m *clusterState) onRepair(coord string, p *kvpb.RepairProgress, now time.T
 		return // a stale report: a session that ended does not run again
 	}
 	if old != nil && old.GetId() == p.GetId() && old.GetState() == p.GetState() {
+		switch op, np := old.GetPaused(), p.GetPaused(); {
+		case op == nil && np != nil:
+			m.logEvent(time.Unix(np.GetPausedUnix(), 0), fmt.Sprintf("repair #%d on %s %s", p.GetId(), coord, present.RepairPaused(p, now)), true)
+		case op != nil && np == nil:
+			m.logEvent(now, fmt.Sprintf("repair #%d on %s resumed", p.GetId(), coord), false)
+		}
 		m.repairs[coord] = p
 		return
 	}

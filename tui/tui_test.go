@@ -10,6 +10,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"ringkv/proto/kvpb"
 )
 
 var fixedNow = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
@@ -188,6 +190,22 @@ func TestPauseKey(t *testing.T) {
 	if err := tm.Quit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestGoldenRepairPaused: a paused repair says so on the changes screen, as a paused ring
+// change does: who, when, for how long, why; its pause is in the event log.
+func TestGoldenRepairPaused(t *testing.T) {
+	tm, src := console(t, 80, 24)
+	src.Repair(fakeRepair())
+	tm.Send(RefreshMsg{})
+	waitText(t, tm, "repair #2 on n1")
+	p := fakeRepair()
+	p.Paused = &kvpb.ChangePause{By: "alice@ops1", PausedUnix: fixedNow.Add(-62 * time.Second).Unix(), Reason: "backup window"}
+	src.Repair(p)
+	tm.Send(RefreshMsg{})
+	tm.Type("3")
+	waitText(t, tm, "PAUSED by alice@ops1")
+	teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
 }
 
 // TestGolden16 draws the heatmap on a 16-colour terminal: levels stay distinct by glyph.

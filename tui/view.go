@@ -536,6 +536,12 @@ func (m Model) repairsView(b *strings.Builder) {
 			pct(uint64(done), uint64(total)), present.BytesShort(r.GetRateBytesPerSec()), present.Duration(m.repairETA(r))))
 		b.WriteString(m.st.Dim.Render(fmt.Sprintf("streamed %s keys, %s · compared %s keys", present.Count(float64(r.GetKeysStreamed())),
 			present.BytesShort(float64(r.GetBytesStreamed())), present.Count(float64(r.GetKeysCompared())))) + "\n")
+		if l := present.RepairPaused(r, m.statusAt); l != "" {
+			b.WriteString(m.st.Warn.Render(l) + "\n")
+		}
+		if l := present.RepairContinued(r); l != "" {
+			b.WriteString(m.st.Dim.Render(l) + "\n")
+		}
 		for _, pr := range r.GetPairs() {
 			if pr.GetLeavesMismatched() == 0 {
 				continue

@@ -19,8 +19,18 @@ func OpenPause(p *kvpb.ChangeProgress) *kvpb.ChangePause {
 // Paused says who paused a change, when, for how long up to now, and why: "PAUSED by
 // alice at 16:05:03 UTC (for 4m12s): p99 spike". "" when p is not paused.
 func Paused(p *kvpb.ChangeProgress, now time.Time) string {
-	ps := OpenPause(p)
-	if ps == nil {
+	return PauseLine(OpenPause(p), now)
+}
+
+// RepairPaused is Paused for repair (paused cluster-wide, the session waiting): "PAUSED by
+// alice at 16:05:03 UTC (for 4m12s): backup window". "" when not paused.
+func RepairPaused(p *kvpb.RepairProgress, now time.Time) string {
+	return PauseLine(p.GetPaused(), now)
+}
+
+// PauseLine is one pause in force as Paused and RepairPaused show it; "" for nil.
+func PauseLine(ps *kvpb.ChangePause, now time.Time) string {
+	if ps == nil || ps.GetResumedUnix() != 0 {
 		return ""
 	}
 	at := time.Unix(ps.GetPausedUnix(), 0).UTC()

@@ -77,11 +77,15 @@ func RepairInFlight(p *kvpb.RepairProgress) bool {
 	return p.GetId() != 0 && p.GetState().InFlight()
 }
 
-// RepairPhase is what a running session does now: "streaming" while any range streams,
-// else "comparing" while any range compares, else its state's word.
+// RepairPhase is what a running session does now: "paused" while repair is paused,
+// "streaming" while any range streams, else "comparing" while any range compares, else its
+// state's word.
 func RepairPhase(p *kvpb.RepairProgress) string {
 	if !p.GetState().InFlight() {
 		return RepairState(p.GetState())
+	}
+	if p.GetPaused() != nil {
+		return "paused"
 	}
 	phase := kvpb.RangeRepairState_RANGE_REPAIR_STATE_PENDING
 	for _, r := range p.GetRanges() {
@@ -145,6 +149,22 @@ func RepairLine(p *kvpb.RepairProgress) string {
 		l += " (" + msg + ")"
 	}
 	return l
+}
+
+// RepairContinued says where a session continued from, "" when it did not: "continued by
+// n2 after n1 went down, 12 of 64 ranges done before" or "continued after n1 restarted, ...".
+func RepairContinued(p *kvpb.RepairProgress) string {
+	n := p.GetRangesContinued()
+	prev := p.GetPreviousCoordinator()
+	if n == 0 && prev == "" {
+		return ""
+	}
+	_, total := RepairRanges(p)
+	l := "continued after " + p.GetCoordinator() + " restarted"
+	if prev != "" {
+		l = "continued by " + p.GetCoordinator() + " after " + prev + " stopped answering"
+	}
+	return l + fmt.Sprintf(", %d of %d ranges done before (not compared again)", n, total)
 }
 
 // RepairPairHeader is the header of a repair's result table; RepairPairRow one row of it.

@@ -172,13 +172,25 @@ func firstNonEmpty(s ...string) string {
 func PrintProgress(ios *cli.IOStreams, p *kvpb.RepairProgress, allRanges bool) error {
 	w := ios.Out
 	if p.GetId() == 0 || p.GetState() == kvpb.RepairState_REPAIR_STATE_NONE {
-		_, err := fmt.Fprintln(w, "no repair has run on this node")
-		return err
+		fmt.Fprintln(w, "no repair has run on this node")
+		if l := present.RepairPaused(p, time.Now()); l != "" {
+			fmt.Fprintln(w, "repair "+l)
+		}
+		return nil
 	}
 	if p.GetState().InFlight() {
 		fmt.Fprintln(w, present.RepairLine(p))
 	} else {
 		fmt.Fprintln(w, present.RepairOutcome(p))
+	}
+	if l := present.RepairPaused(p, time.Now()); l != "" {
+		fmt.Fprintln(w, l)
+	}
+	if l := present.RepairContinued(p); l != "" {
+		fmt.Fprintln(w, l)
+	}
+	if p.GetJournaled() {
+		fmt.Fprintf(w, "as journaled in raft (its coordinator %s does not answer; another node takes it over if it stays down)\n", p.GetCoordinator())
 	}
 	if s := p.GetStartedUnix(); s > 0 {
 		fmt.Fprintf(w, "started %s", time.Unix(s, 0).Format(time.DateTime))

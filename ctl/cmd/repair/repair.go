@@ -69,10 +69,12 @@ per replica pair, the tree leaves compared and mismatched and the keys repaired 
 to hash it, so it costs disk reads like a repair.
 
 One session per coordinating node; the cluster refuses a repair (exit 3) while a ring change
-is in flight or when a replica of the plan does not answer: run it once the ring is settled
-and every replica is up. A session lives in its coordinator's memory: if that node dies, run
-the repair again (already repaired ranges compare equal and stream nothing). Ctrl-C stops
-watching; the repair goes on (kvctl repair status --watch, kvctl repair abort).
+is in flight, while repair is paused, or when a replica of the plan does not answer: run it
+once the ring is settled and every replica is up. A session and the ranges it has done are
+journaled in raft: if its coordinator restarts it goes on from them, and if it stays down
+(kvnode --repair-takeover-after) the raft leader takes the session over. Ctrl-C stops
+watching; the repair goes on (kvctl repair status --watch, kvctl repair pause, resume,
+abort).
 
 Exit codes: 0 every range repaired (or compared, on a dry run); 1 the session failed or was
 aborted (the result lists the ranges that failed), or a node could not be reached; 2 usage;
@@ -93,6 +95,8 @@ const examples = `  # what would be compared, without touching data
   # start it and come back later
   kvctl repair --detach
   kvctl repair status --watch
+  kvctl repair pause --reason "peak traffic"
+  kvctl repair resume
   kvctl repair abort
 
   # the result as JSON (the plan goes to stderr)
@@ -116,6 +120,8 @@ func NewCmdRepair(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		NewCmdPlan(f, runF),
 		NewCmdStatus(f, nil),
 		NewCmdAbort(f, nil),
+		NewCmdPause(f, nil),
+		NewCmdResume(f, nil),
 	)
 	return cmd
 }

@@ -107,6 +107,9 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 	for _, r := range resp.GetRepairs() {
 		if present.RepairInFlight(r) {
 			fmt.Fprintln(ios.Out, present.RepairLine(r))
+			if l := present.RepairPaused(r, now); l != "" {
+				fmt.Fprintln(ios.Out, "  "+l)
+			}
 		}
 	}
 	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "HINTS", "LAST-REPAIRED", "BREAKERS", "NOTE")
