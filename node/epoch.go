@@ -51,6 +51,9 @@ func (n *Node) problems() []string {
 	if stalled := n.stalledMoves(); len(stalled) > 0 {
 		out = append(out, kvpb.StalledMoves(len(stalled), stalled[0]))
 	}
+	if g := n.coord.GrayOf(); g != nil {
+		out = append(out, kvpb.GrayLine(g))
+	}
 	return out
 }
 

@@ -31,6 +31,7 @@ import (
 	"ringkv/node/server"
 	"ringkv/node/store"
 	"ringkv/node/stream"
+	"ringkv/node/tcpinfo"
 	"ringkv/proto/kvpb"
 )
 
@@ -83,6 +84,7 @@ type Node struct {
 	lat     *latency.Tracker // the on-call view: latency per vnode and per peer replica
 	logs    *metrics.LogRing
 	dial    []grpc.DialOption
+	tcp     *tcpinfo.Tracker // counts the TCP segments to each peer and their retransmits
 
 	// Epoch catch-up (sawEpoch): the newest epoch seen from a peer, one waiter at a time.
 	seenEpoch  atomic.Uint64
@@ -161,7 +163,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		return nil, fmt.Errorf("--certs-dir: %w", err)
 	}
 	n.tls = tlsc != nil
-	n.dial = dialOptions(secret, msgLimit(cfg), tlsc.peerCreds())
+	n.tcp = tcpinfo.New()
+	n.dial = append(dialOptions(secret, msgLimit(cfg), tlsc.peerCreds()), grpc.WithContextDialer(n.tcp.Dial))
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	var closers []func() error
 	defer func() {
@@ -255,6 +258,14 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	rcfg.Hints = n.hints
 	rcfg.Keys = keyObserver{hot: n.hot, heat: n.heat, lat: n.lat, view: n.cl.View}
 	rcfg.Calls = n.lat
+	rcfg.LinkCounts = func(addr string) (uint64, uint64) {
+		c := n.tcp.Counts(addr)
+		return c.Segments, c.Retransmits
+	}
+	rcfg.ClientCounts = func() (uint64, uint64) {
+		c := n.tcp.Counts(clientsKey)
+		return c.Segments, c.Retransmits
+	}
 	rcfg.HintRate = int64(min(cfg.HintRate, 1<<62))
 	if cfg.HintRate == 0 {
 		rcfg.HintRate = -1 // unpaced
@@ -345,6 +356,10 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Local: n.local, Store: n.st, Clock: n.clock, View: n.cl.View, OnEpoch: n.sawEpoch, Observer: n.metrics, Fence: n.local.Fence,
 		Repair:   n.repairR,
 		Stopping: n.stopping,
+		Links: func(theirs *kvpb.LinkView) *kvpb.LinkView {
+			n.coord.SawLinks(theirs)
+			return n.coord.LinkView()
+		},
 	}
 	if cfg.MoveLatencyTarget != MovePaceOff {
 		// The ranges this node serves as a source back off by its own latency too: its
@@ -359,7 +374,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}))
 	n.cl.Register(n.grpcSrv)
 	n.httpSrv = &http.Server{
-		Handler: server.NewHTTP(data), ConnState: httpLimit.ConnState,
+		Handler: server.NewHTTP(data), ConnState: n.clientConnState(httpLimit.ConnState),
 		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -370,6 +385,23 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	n.setHealth()
 	return n, nil
+}
+
+// clientsKey is the key of the client API's connections in the node's tcpinfo.Tracker.
+const clientsKey = "clients"
+
+// clientConnState has the node's tcpinfo.Tracker count the segments of the client API's
+// connections (what clients' lost packets cost), then calls next.
+func (n *Node) clientConnState(next func(net.Conn, http.ConnState)) func(net.Conn, http.ConnState) {
+	return func(c net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			n.tcp.Track(clientsKey, c)
+		case http.StateClosed, http.StateHijacked:
+			n.tcp.Untrack(c)
+		}
+		next(c, s)
+	}
 }
 
 func listen(ln net.Listener, addr, flag string) (net.Listener, error) {
@@ -527,6 +559,8 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	}
 	info.HintsDropped = n.hints.Dropped()
 	info.PeerLatency = n.lat.Peers()
+	info.Gray = n.coord.Gray()
+	info.Links = n.coord.LinkView().GetLinks()
 	return info
 }
 

@@ -93,6 +93,13 @@ func startClusterFlags(t *testing.T, founders, extra int, flags []string) *tclus
 // (dirs: id -> directory; the others get one under a temp dir).
 func startClusterDirs(t *testing.T, founders, extra int, flags []string, dirs map[string]string) *tcluster {
 	t.Helper()
+	return startClusterSetup(t, founders, extra, flags, dirs, nil)
+}
+
+// startClusterSetup is startClusterDirs with setup, when set, called on every node before
+// it starts (to run one as another user, say).
+func startClusterSetup(t *testing.T, founders, extra int, flags []string, dirs map[string]string, setup func(*proc)) *tcluster {
+	t.Helper()
 	c := &tcluster{t: t, bins: buildBins(t), founders: founders, replicas: 3, alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
 	if i := slices.Index(flags, "--replicas"); i >= 0 && i+1 < len(flags) {
 		c.replicas, _ = strconv.Atoi(flags[i+1])
@@ -113,6 +120,9 @@ func startClusterDirs(t *testing.T, founders, extra int, flags []string, dirs ma
 	c.peers = strings.Join(peers, ",")
 	t.Cleanup(func() { c.stopAll(t) })
 	for i, p := range c.nodes {
+		if setup != nil {
+			setup(p)
+		}
 		c.start(p, i < founders)
 	}
 	for _, p := range c.nodes[:founders] {

@@ -22,7 +22,8 @@ import (
 // proc is one kvnode process.
 type proc struct {
 	id, grpc, http, admin, dir string
-	flags                      []string // extra kvnode flags
+	flags                      []string            // extra kvnode flags
+	cred                       *syscall.Credential // run as this user; nil: as the test
 	cmd                        *exec.Cmd
 	log                        *logBuf
 	done                       chan error
@@ -91,6 +92,9 @@ func (p *proc) start(t *testing.T, bin, peers string) {
 		"--peers", peers, "--replicas", "3", "--vnodes", "32", "--replica-timeout", "500ms"}
 	p.cmd = exec.Command(bin, append(args, p.flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if p.cred != nil {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", p.id, err)
 	}

@@ -63,6 +63,7 @@ type node struct {
 	state    kvpb.NodeState // from Status / ring
 	stats    *kvpb.NodeStats
 	diskFull string    // why its disk is full, from Status; "" when it is not
+	gray     string    // what is wrong with it when it answers but badly (kvpb.GrayLine), from Status
 	lastSeen time.Time // zero: never
 	known    time.Time // when the console first heard of it
 	down     bool
@@ -126,11 +127,23 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 	r := msg.Resp
 	m.setEpoch(r.GetEpoch(), now)
 	m.replicas = r.GetReplicas()
+	gray := map[string]string{}
+	for _, g := range present.Gray(r.GetNodes()) {
+		gray[g.GetNode()] = kvpb.GrayLine(g)
+	}
 	for _, ns := range r.GetNodes() {
 		if !m.member(ns.GetId()) {
 			continue // it left the ring after the status was read
 		}
 		n := m.node(ns.GetId(), now)
+		if (n.gray != "") != (gray[n.id] != "") {
+			if gray[n.id] != "" {
+				m.logEvent(now, present.GrayEvent(n.id, gray[n.id]), true)
+			} else {
+				m.logEvent(now, present.GrayEvent(n.id, ""), false)
+			}
+		}
+		n.gray = gray[ns.GetId()]
 		n.addr = ns.GetGrpcAddr()
 		n.state = ns.GetState()
 		if info := ns.GetInfo(); info != nil {
@@ -412,6 +425,8 @@ func (n *node) displayState() string {
 		return present.NodeState(kvpb.NodeState_NODE_STATE_DOWN)
 	case n.stats.GetDiskFull():
 		return present.DiskFullShort
+	case n.gray != "":
+		return present.GrayShort
 	case n.state != kvpb.NodeState_NODE_STATE_UNSPECIFIED:
 		return present.NodeState(n.state)
 	case n.stats.GetState() != kvpb.NodeState_NODE_STATE_UNSPECIFIED:

@@ -1,6 +1,7 @@
 package present
 
 import (
+	"slices"
 	"strings"
 
 	"ringkv/proto/kvpb"
@@ -49,4 +50,53 @@ func DiskFullEvent(id, reason string) string {
 		return "node " + id + " " + DiskFull + ": " + strings.TrimPrefix(reason, "disk full: ") + "; writes refused"
 	}
 	return "node " + id + " has disk space again: writes resume"
+}
+
+// Gray merges the gray nodes the answering nodes name (NodeInfo.gray), one per node, in the
+// order an operator counts nodes. Where nodes disagree on what is wrong, the verdict named
+// most often wins, then the first.
+func Gray(nodes []*kvpb.NodeStatus) []*kvpb.GrayNode {
+	type tally struct {
+		g *kvpb.GrayNode
+		n int
+	}
+	votes := map[string]map[kvpb.GrayNode_Kind]*tally{}
+	for _, n := range nodes {
+		for _, g := range n.GetInfo().GetGray() {
+			byKind := votes[g.GetNode()]
+			if byKind == nil {
+				byKind = map[kvpb.GrayNode_Kind]*tally{}
+				votes[g.GetNode()] = byKind
+			}
+			if t := byKind[g.GetKind()]; t != nil {
+				t.n++
+			} else {
+				byKind[g.GetKind()] = &tally{g: g, n: 1}
+			}
+		}
+	}
+	var out []*kvpb.GrayNode
+	for _, byKind := range votes {
+		var best *tally
+		for _, t := range byKind {
+			if best == nil || t.n > best.n || (t.n == best.n && t.g.GetKind() < best.g.GetKind()) {
+				best = t
+			}
+		}
+		out = append(out, best.g)
+	}
+	slices.SortFunc(out, func(a, b *kvpb.GrayNode) int { return CompareIDs(a.GetNode(), b.GetNode()) })
+	return out
+}
+
+// GrayShort names a gray node in the console's 7-wide state column.
+const GrayShort = "GRAY"
+
+// GrayEvent is the console's event line when a node turns gray (line is its kvpb.GrayLine)
+// or is no longer (line "").
+func GrayEvent(id, line string) string {
+	if line != "" {
+		return line
+	}
+	return "node " + id + " is no longer gray"
 }

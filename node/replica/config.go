@@ -79,6 +79,13 @@ type Config struct {
 	// Calls, when set, is told of every call to a peer replica, every hedged read and every
 	// breaker that opens (CallObserver).
 	Calls CallObserver
+	// LinkCounts, when set, returns the TCP segments this node sent to a peer's address and
+	// how many of them it retransmitted, since start (tcpinfo.Tracker.Counts): lost packets,
+	// for the gray failure verdict (gray.go). Must be safe for concurrent use.
+	LinkCounts func(addr string) (segments, retransmits uint64)
+	// ClientCounts, when set, returns the same of this node's client connections: a node
+	// whose clients lose packets while the others' do not is gray. Safe for concurrent use.
+	ClientCounts func() (segments, retransmits uint64)
 }
 
 // DefaultConfig returns the defaults.

@@ -29,6 +29,13 @@ type Coordinator struct {
 	peersMu sync.RWMutex
 	peerSt  map[string]*peer
 
+	// selfLink is the record of calls to this node's own store; views the peers' link views
+	// as last heard (gray.go).
+	selfLink link
+	viewsMu  sync.Mutex
+	views    map[string]heardView
+	grayHeld map[string]heldVerdict // guarded by viewsMu
+
 	reconciles chan reconcileJob
 	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext
 	// paces it (owned by it).
@@ -48,6 +55,7 @@ type Coordinator struct {
 type peer struct {
 	br      *breaker
 	latency ewma
+	link    link // recent calls and probes, and comebacks (gray.go)
 	// watched is the Replica whose transport watchPeer follows (guarded by
 	// Coordinator.peersMu); contacted turns true once its connection has
 	// either come up or failed to: the first attempt is over.
@@ -56,6 +64,9 @@ type peer struct {
 	// down is true while the peer's connection has failed or its last probe did not
 	// answer (see watchPeer); false for a peer without a Transport.
 	down atomic.Bool
+	// noLinks is true once the peer answered Links with Unimplemented: it is probed by a
+	// health check instead.
+	noLinks atomic.Bool
 }
 
 // target is one replica of one request.
@@ -84,6 +95,8 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		obs:        obs,
 		readP99:    newQuantile(0.99),
 		peerSt:     make(map[string]*peer),
+		views:      make(map[string]heardView),
+		grayHeld:   make(map[string]heldVerdict),
 		reconciles: make(chan reconcileJob, cfg.ReconcileQueue),
 		hintKick:   make(chan struct{}, 1),
 	}

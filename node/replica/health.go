@@ -118,7 +118,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			}
 		case connectivity.TransientFailure:
 			p.contacted.Store(true)
-			p.down.Store(true)
+			c.setDown(p, true)
 		case connectivity.Idle:
 			// Idle again after an attempt: it connected and lost the connection (a
 			// peer that stopped) before this goroutine saw it ready.
@@ -135,12 +135,12 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		if every := c.cfg.HealthInterval; !p.br.allow() || time.Since(probed) >= every {
 			probed = time.Now()
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
-			err := t.Probe(ctx)
+			err := c.probe(ctx, id, p, r, t)
 			cancel()
 			if c.base.Err() != nil {
 				return
 			}
-			p.down.Store(err != nil)
+			c.setDown(p, err != nil)
 			if err == nil && !p.br.allow() {
 				p.br.reachable()
 				c.logPeer(id, "answered a probe")
@@ -151,6 +151,53 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		t.WaitForStateChange(ctx, state)
 		cancel()
 		state = t.State()
+	}
+}
+
+// probe asks the peer whether it is there: by swapping link views with it (gray.go) when
+// its Replica can, else by a health check. The outcome counts on the peer's link, and so do
+// the TCP segments sent to it and retransmitted since the last probe (Config.LinkCounts).
+func (c *Coordinator) probe(ctx context.Context, id string, p *peer, r Replica, t Transport) error {
+	if c.cfg.LinkCounts != nil {
+		if v := c.view(); v != nil && v.Current != nil {
+			if m, ok := v.Current.Member(id); ok {
+				segs, re := c.cfg.LinkCounts(m.Addr)
+				p.link.tcp(c.cfg.Now(), segs, re)
+			}
+		}
+	}
+	start := time.Now()
+	var err error
+	if l, ok := r.(linker); ok && !p.noLinks.Load() {
+		t.Wake()
+		err = c.exchange(ctx, l)
+		if status.Code(err) == codes.Unimplemented {
+			p.noLinks.Store(true)
+			err = nil
+		} else if err != nil && !down(err) {
+			err = nil // it answered, if only to refuse
+		}
+	} else {
+		err = t.Probe(ctx)
+	}
+	p.link.observe(c.cfg.Now(), time.Since(start), err != nil)
+	return err
+}
+
+// down reports whether a probe's error means the peer did not answer.
+func down(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// setDown records whether the peer answers now; a peer that answers again after it did not
+// counts one comeback on its link (flapping, gray.go).
+func (c *Coordinator) setDown(p *peer, d bool) {
+	if was := p.down.Swap(d); was && !d {
+		p.link.back(c.cfg.Now())
 	}
 }
 
@@ -249,6 +296,9 @@ func (c *Coordinator) skipped(t target) error {
 // latency, and tells Config.Calls.
 func (c *Coordinator) account(t target, token uint64, d time.Duration, err error, read bool) {
 	if t.p == nil {
+		if !read && c.base.Err() == nil { // writes: what a slow disk slows
+			c.selfLink.observe(c.cfg.Now(), d, err != nil && !rpcerr.Alive(err))
+		}
 		return
 	}
 	calls := c.cfg.Calls
@@ -258,6 +308,9 @@ func (c *Coordinator) account(t target, token uint64, d time.Duration, err error
 			seen = nil // a refusal: the peer answered
 		}
 		calls.ObserveCall(t.id, token, read, d, seen)
+	}
+	if c.base.Err() == nil {
+		t.p.link.observe(c.cfg.Now(), d, err != nil && !rpcerr.Alive(err))
 	}
 	switch {
 	case err == nil:

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"ringkv/proto/kvpb"
 )
 
 // Transport is what a peer's connection tells the coordinator without a
@@ -117,4 +119,15 @@ func (r *Remote) await(ctx context.Context) {
 			wake(r.cc)
 		}
 	}
+}
+
+var _ linker = (*Remote)(nil)
+
+// Links swaps link views with the peer (Replica.Links), waiting for the connection within ctx.
+func (r *Remote) Links(ctx context.Context, mine *kvpb.LinkView) (*kvpb.LinkView, error) {
+	resp, err := r.client.Links(ctx, &kvpb.LinksRequest{View: mine}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetView(), nil
 }

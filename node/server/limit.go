@@ -131,6 +131,9 @@ type limitConn struct {
 	once sync.Once
 }
 
+// NetConn returns the connection accepted (as tls.Conn.NetConn does).
+func (c *limitConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()

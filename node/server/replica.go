@@ -82,6 +82,10 @@ type ReplicaDeps struct {
 	// Repair serves RangeTree, PullRanges and MarkRepaired (repair.Replica); nil leaves them
 	// Unimplemented.
 	Repair RepairReplica
+	// Links, when set, takes the view a peer sent in Replica.Links and returns this node's
+	// (replica.Coordinator.SawLinks and LinkView); nil leaves Links Unimplemented. Must not
+	// block.
+	Links func(theirs *kvpb.LinkView) *kvpb.LinkView
 	// Stopping, when set, is closed when the gRPC server begins its graceful stop: Batch
 	// streams then answer the requests they have begun and end with Unavailable, since
 	// GracefulStop waits for every stream and peers keep theirs open.
@@ -146,6 +150,14 @@ func (s *Replica) Read(ctx context.Context, req *kvpb.ReadRequest) (_ *kvpb.Read
 		resp.Record = replica.RecordToProto(rec)
 	}
 	return resp, nil
+}
+
+// Links swaps link views with a peer (gray failure detection).
+func (s *Replica) Links(_ context.Context, req *kvpb.LinksRequest) (*kvpb.LinksResponse, error) {
+	if s.d.Links == nil {
+		return nil, rpcerr.Encode(fmt.Errorf("links: %w: not wired on this node", ErrUnimplemented))
+	}
+	return &kvpb.LinksResponse{View: s.d.Links(req.GetView())}, nil
 }
 
 // Write applies a version unless this node holds one at least as new.

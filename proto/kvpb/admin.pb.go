@@ -683,6 +683,73 @@ func (PaceReason) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
+type GrayNode_Kind int32
+
+const (
+	GrayNode_KIND_UNSPECIFIED GrayNode_Kind = 0
+	// Calls to and from it fail or answer late (lost packets, retransmitted).
+	GrayNode_LOSS GrayNode_Kind = 1
+	// Calls to and from it answer, but slowly: a slow link.
+	GrayNode_LATENCY GrayNode_Kind = 2
+	// Its peers cannot reach it, while it reaches them (inbound cut).
+	GrayNode_UNREACHABLE GrayNode_Kind = 3
+	// It cannot reach its peers, while they reach it (outbound cut).
+	GrayNode_CUT_OFF GrayNode_Kind = 4
+	// Its own store's writes are much slower than the other nodes'.
+	GrayNode_SLOW_DISK GrayNode_Kind = 5
+	// It keeps going away and coming back.
+	GrayNode_FLAPPING GrayNode_Kind = 6
+)
+
+// Enum value maps for GrayNode_Kind.
+var (
+	GrayNode_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "LOSS",
+		2: "LATENCY",
+		3: "UNREACHABLE",
+		4: "CUT_OFF",
+		5: "SLOW_DISK",
+		6: "FLAPPING",
+	}
+	GrayNode_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"LOSS":             1,
+		"LATENCY":          2,
+		"UNREACHABLE":      3,
+		"CUT_OFF":          4,
+		"SLOW_DISK":        5,
+		"FLAPPING":         6,
+	}
+)
+
+func (x GrayNode_Kind) Enum() *GrayNode_Kind {
+	p := new(GrayNode_Kind)
+	*p = x
+	return p
+}
+
+func (x GrayNode_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GrayNode_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
+}
+
+func (GrayNode_Kind) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[11]
+}
+
+func (x GrayNode_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GrayNode_Kind.Descriptor instead.
+func (GrayNode_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6, 0}
+}
+
 type BreakerState_State int32
 
 const (
@@ -719,11 +786,11 @@ func (x BreakerState_State) String() string {
 }
 
 func (BreakerState_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[12].Descriptor()
 }
 
 func (BreakerState_State) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[11]
+	return &file_kvpb_admin_proto_enumTypes[12]
 }
 
 func (x BreakerState_State) Number() protoreflect.EnumNumber {
@@ -732,7 +799,7 @@ func (x BreakerState_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BreakerState_State.Descriptor instead.
 func (BreakerState_State) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{7, 0}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type ChangeRequest_Kind int32
@@ -771,11 +838,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[12].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[13].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[12]
+	return &file_kvpb_admin_proto_enumTypes[13]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -784,7 +851,7 @@ func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeRequest_Kind.Descriptor instead.
 func (ChangeRequest_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{21, 0}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type StatusRequest struct {
@@ -1142,6 +1209,13 @@ type NodeInfoResponse struct {
 	// with --recover): its copy of them does not answer reads until they are repaired from
 	// the peers, which the node does by itself. 0: none.
 	DamagedRanges uint32 `protobuf:"varint,25,opt,name=damaged_ranges,json=damagedRanges,proto3" json:"damaged_ranges,omitempty"`
+	// Nodes that answer but badly, as this node judges them from its own calls and its peers'
+	// views of theirs (gray failures): lossy, slow links, cut one way, a slow disk, flapping.
+	// This node among them when it is the odd one out. Empty when none is.
+	Gray []*GrayNode `protobuf:"bytes,29,rep,name=gray,proto3" json:"gray,omitempty"`
+	// How this node's calls to each peer, and to its own store (peer = its own id), went over
+	// the last few seconds: what its gray verdicts are drawn from, with its peers' views.
+	Links         []*LinkStats `protobuf:"bytes,30,rep,name=links,proto3" json:"links,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1344,6 +1418,83 @@ func (x *NodeInfoResponse) GetDamagedRanges() uint32 {
 	return 0
 }
 
+func (x *NodeInfoResponse) GetGray() []*GrayNode {
+	if x != nil {
+		return x.Gray
+	}
+	return nil
+}
+
+func (x *NodeInfoResponse) GetLinks() []*LinkStats {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+// GrayNode is a node that is neither up nor down: it answers, but its peers' calls to it (or
+// its calls to them, or to its own disk) go badly while the others reach each other fine.
+type GrayNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Kind  GrayNode_Kind          `protobuf:"varint,2,opt,name=kind,proto3,enum=ringkv.GrayNode_Kind" json:"kind,omitempty"`
+	// One line with the figures: "31% of calls with its peers failed or late (over 100ms)".
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrayNode) Reset() {
+	*x = GrayNode{}
+	mi := &file_kvpb_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrayNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrayNode) ProtoMessage() {}
+
+func (x *GrayNode) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrayNode.ProtoReflect.Descriptor instead.
+func (*GrayNode) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GrayNode) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GrayNode) GetKind() GrayNode_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return GrayNode_KIND_UNSPECIFIED
+}
+
+func (x *GrayNode) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 type HintQueue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
@@ -1357,7 +1508,7 @@ type HintQueue struct {
 
 func (x *HintQueue) Reset() {
 	*x = HintQueue{}
-	mi := &file_kvpb_admin_proto_msgTypes[6]
+	mi := &file_kvpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1520,7 @@ func (x *HintQueue) String() string {
 func (*HintQueue) ProtoMessage() {}
 
 func (x *HintQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[6]
+	mi := &file_kvpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1533,7 @@ func (x *HintQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HintQueue.ProtoReflect.Descriptor instead.
 func (*HintQueue) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HintQueue) GetPeer() string {
@@ -1425,7 +1576,7 @@ type BreakerState struct {
 
 func (x *BreakerState) Reset() {
 	*x = BreakerState{}
-	mi := &file_kvpb_admin_proto_msgTypes[7]
+	mi := &file_kvpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1588,7 @@ func (x *BreakerState) String() string {
 func (*BreakerState) ProtoMessage() {}
 
 func (x *BreakerState) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[7]
+	mi := &file_kvpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1601,7 @@ func (x *BreakerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerState.ProtoReflect.Descriptor instead.
 func (*BreakerState) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BreakerState) GetPeer() string {
@@ -1484,7 +1635,7 @@ type RingRequest struct {
 
 func (x *RingRequest) Reset() {
 	*x = RingRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[8]
+	mi := &file_kvpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1647,7 @@ func (x *RingRequest) String() string {
 func (*RingRequest) ProtoMessage() {}
 
 func (x *RingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[8]
+	mi := &file_kvpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1660,7 @@ func (x *RingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingRequest.ProtoReflect.Descriptor instead.
 func (*RingRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RingRequest) GetWithCounts() bool {
@@ -1532,7 +1683,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_kvpb_admin_proto_msgTypes[9]
+	mi := &file_kvpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1695,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[9]
+	mi := &file_kvpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1708,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Member) GetId() string {
@@ -1606,7 +1757,7 @@ type RingState struct {
 
 func (x *RingState) Reset() {
 	*x = RingState{}
-	mi := &file_kvpb_admin_proto_msgTypes[10]
+	mi := &file_kvpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1769,7 @@ func (x *RingState) String() string {
 func (*RingState) ProtoMessage() {}
 
 func (x *RingState) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[10]
+	mi := &file_kvpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1782,7 @@ func (x *RingState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingState.ProtoReflect.Descriptor instead.
 func (*RingState) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RingState) GetEpoch() uint64 {
@@ -1677,7 +1828,7 @@ type NodeOwnership struct {
 
 func (x *NodeOwnership) Reset() {
 	*x = NodeOwnership{}
-	mi := &file_kvpb_admin_proto_msgTypes[11]
+	mi := &file_kvpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1840,7 @@ func (x *NodeOwnership) String() string {
 func (*NodeOwnership) ProtoMessage() {}
 
 func (x *NodeOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[11]
+	mi := &file_kvpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1853,7 @@ func (x *NodeOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOwnership.ProtoReflect.Descriptor instead.
 func (*NodeOwnership) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeOwnership) GetId() string {
@@ -1779,7 +1930,7 @@ type RingResponse struct {
 
 func (x *RingResponse) Reset() {
 	*x = RingResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[12]
+	mi := &file_kvpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1942,7 @@ func (x *RingResponse) String() string {
 func (*RingResponse) ProtoMessage() {}
 
 func (x *RingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[12]
+	mi := &file_kvpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1955,7 @@ func (x *RingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingResponse.ProtoReflect.Descriptor instead.
 func (*RingResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RingResponse) GetRing() *RingState {
@@ -1840,7 +1991,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[13]
+	mi := &file_kvpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2003,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[13]
+	mi := &file_kvpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2016,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatsRequest) GetIntervalMs() uint32 {
@@ -1900,7 +2051,7 @@ type OpStats struct {
 
 func (x *OpStats) Reset() {
 	*x = OpStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[14]
+	mi := &file_kvpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2063,7 @@ func (x *OpStats) String() string {
 func (*OpStats) ProtoMessage() {}
 
 func (x *OpStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[14]
+	mi := &file_kvpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2076,7 @@ func (x *OpStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpStats.ProtoReflect.Descriptor instead.
 func (*OpStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OpStats) GetOp() Op {
@@ -2019,7 +2170,7 @@ type VnodeStats struct {
 
 func (x *VnodeStats) Reset() {
 	*x = VnodeStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[15]
+	mi := &file_kvpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2182,7 @@ func (x *VnodeStats) String() string {
 func (*VnodeStats) ProtoMessage() {}
 
 func (x *VnodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[15]
+	mi := &file_kvpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2195,7 @@ func (x *VnodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeStats.ProtoReflect.Descriptor instead.
 func (*VnodeStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VnodeStats) GetToken() uint64 {
@@ -2161,7 +2312,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_kvpb_admin_proto_msgTypes[16]
+	mi := &file_kvpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2324,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[16]
+	mi := &file_kvpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2337,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeStats) GetId() string {
@@ -2334,7 +2485,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[17]
+	mi := &file_kvpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2497,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[17]
+	mi := &file_kvpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2510,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProfileRequest) GetKind() string {
@@ -2385,7 +2536,7 @@ type ProfileChunk struct {
 
 func (x *ProfileChunk) Reset() {
 	*x = ProfileChunk{}
-	mi := &file_kvpb_admin_proto_msgTypes[18]
+	mi := &file_kvpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2548,7 @@ func (x *ProfileChunk) String() string {
 func (*ProfileChunk) ProtoMessage() {}
 
 func (x *ProfileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[18]
+	mi := &file_kvpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2561,7 @@ func (x *ProfileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileChunk.ProtoReflect.Descriptor instead.
 func (*ProfileChunk) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProfileChunk) GetData() []byte {
@@ -2429,7 +2580,7 @@ type LogTailRequest struct {
 
 func (x *LogTailRequest) Reset() {
 	*x = LogTailRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[19]
+	mi := &file_kvpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2592,7 @@ func (x *LogTailRequest) String() string {
 func (*LogTailRequest) ProtoMessage() {}
 
 func (x *LogTailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[19]
+	mi := &file_kvpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2605,7 @@ func (x *LogTailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTailRequest.ProtoReflect.Descriptor instead.
 func (*LogTailRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogTailRequest) GetLines() uint32 {
@@ -2473,7 +2624,7 @@ type LogTailResponse struct {
 
 func (x *LogTailResponse) Reset() {
 	*x = LogTailResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2636,7 @@ func (x *LogTailResponse) String() string {
 func (*LogTailResponse) ProtoMessage() {}
 
 func (x *LogTailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[20]
+	mi := &file_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2649,7 @@ func (x *LogTailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogTailResponse.ProtoReflect.Descriptor instead.
 func (*LogTailResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogTailResponse) GetLines() []string {
@@ -2530,7 +2681,7 @@ type ChangeRequest struct {
 
 func (x *ChangeRequest) Reset() {
 	*x = ChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2693,7 @@ func (x *ChangeRequest) String() string {
 func (*ChangeRequest) ProtoMessage() {}
 
 func (x *ChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[21]
+	mi := &file_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2706,7 @@ func (x *ChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeRequest.ProtoReflect.Descriptor instead.
 func (*ChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ChangeRequest) GetKind() ChangeRequest_Kind {
@@ -2621,7 +2772,7 @@ type TokenMove struct {
 
 func (x *TokenMove) Reset() {
 	*x = TokenMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2784,7 @@ func (x *TokenMove) String() string {
 func (*TokenMove) ProtoMessage() {}
 
 func (x *TokenMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[22]
+	mi := &file_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2797,7 @@ func (x *TokenMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenMove.ProtoReflect.Descriptor instead.
 func (*TokenMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TokenMove) GetToken() uint64 {
@@ -2692,7 +2843,7 @@ type RangeMove struct {
 
 func (x *RangeMove) Reset() {
 	*x = RangeMove{}
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2855,7 @@ func (x *RangeMove) String() string {
 func (*RangeMove) ProtoMessage() {}
 
 func (x *RangeMove) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[23]
+	mi := &file_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2868,7 @@ func (x *RangeMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeMove.ProtoReflect.Descriptor instead.
 func (*RangeMove) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RangeMove) GetStart() uint64 {
@@ -2782,7 +2933,7 @@ type ChangePlan struct {
 
 func (x *ChangePlan) Reset() {
 	*x = ChangePlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2945,7 @@ func (x *ChangePlan) String() string {
 func (*ChangePlan) ProtoMessage() {}
 
 func (x *ChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[24]
+	mi := &file_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2958,7 @@ func (x *ChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePlan.ProtoReflect.Descriptor instead.
 func (*ChangePlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ChangePlan) GetId() uint64 {
@@ -2914,7 +3065,7 @@ type RangeProgress struct {
 
 func (x *RangeProgress) Reset() {
 	*x = RangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2926,7 +3077,7 @@ func (x *RangeProgress) String() string {
 func (*RangeProgress) ProtoMessage() {}
 
 func (x *RangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[25]
+	mi := &file_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2939,7 +3090,7 @@ func (x *RangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeProgress.ProtoReflect.Descriptor instead.
 func (*RangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RangeProgress) GetMove() *RangeMove {
@@ -3039,7 +3190,7 @@ type MoveStall struct {
 
 func (x *MoveStall) Reset() {
 	*x = MoveStall{}
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3202,7 @@ func (x *MoveStall) String() string {
 func (*MoveStall) ProtoMessage() {}
 
 func (x *MoveStall) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[26]
+	mi := &file_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3215,7 @@ func (x *MoveStall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveStall.ProtoReflect.Descriptor instead.
 func (*MoveStall) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MoveStall) GetCause() StallCause {
@@ -3125,7 +3276,7 @@ type ChangePause struct {
 
 func (x *ChangePause) Reset() {
 	*x = ChangePause{}
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3288,7 @@ func (x *ChangePause) String() string {
 func (*ChangePause) ProtoMessage() {}
 
 func (x *ChangePause) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[27]
+	mi := &file_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3301,7 @@ func (x *ChangePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePause.ProtoReflect.Descriptor instead.
 func (*ChangePause) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ChangePause) GetBy() string {
@@ -3200,7 +3351,7 @@ type NodeRate struct {
 
 func (x *NodeRate) Reset() {
 	*x = NodeRate{}
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +3363,7 @@ func (x *NodeRate) String() string {
 func (*NodeRate) ProtoMessage() {}
 
 func (x *NodeRate) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[28]
+	mi := &file_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +3376,7 @@ func (x *NodeRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRate.ProtoReflect.Descriptor instead.
 func (*NodeRate) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeRate) GetNodeId() string {
@@ -3284,7 +3435,7 @@ type ChangeProgress struct {
 
 func (x *ChangeProgress) Reset() {
 	*x = ChangeProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3447,7 @@ func (x *ChangeProgress) String() string {
 func (*ChangeProgress) ProtoMessage() {}
 
 func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[29]
+	mi := &file_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3460,7 @@ func (x *ChangeProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeProgress.ProtoReflect.Descriptor instead.
 func (*ChangeProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ChangeProgress) GetId() uint64 {
@@ -3485,7 +3636,7 @@ type ChangeStatusRequest struct {
 
 func (x *ChangeStatusRequest) Reset() {
 	*x = ChangeStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3648,7 @@ func (x *ChangeStatusRequest) String() string {
 func (*ChangeStatusRequest) ProtoMessage() {}
 
 func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[30]
+	mi := &file_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3661,7 @@ func (x *ChangeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeStatusRequest.ProtoReflect.Descriptor instead.
 func (*ChangeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ChangeStatusRequest) GetIntervalMs() uint32 {
@@ -3538,7 +3689,7 @@ type TokenRange struct {
 
 func (x *TokenRange) Reset() {
 	*x = TokenRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3701,7 @@ func (x *TokenRange) String() string {
 func (*TokenRange) ProtoMessage() {}
 
 func (x *TokenRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[31]
+	mi := &file_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3714,7 @@ func (x *TokenRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRange.ProtoReflect.Descriptor instead.
 func (*TokenRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TokenRange) GetStart() uint64 {
@@ -3589,7 +3740,7 @@ type CountRangesRequest struct {
 
 func (x *CountRangesRequest) Reset() {
 	*x = CountRangesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3752,7 @@ func (x *CountRangesRequest) String() string {
 func (*CountRangesRequest) ProtoMessage() {}
 
 func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[32]
+	mi := &file_kvpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3765,7 @@ func (x *CountRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesRequest.ProtoReflect.Descriptor instead.
 func (*CountRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CountRangesRequest) GetRanges() []*TokenRange {
@@ -3634,7 +3785,7 @@ type RangeCount struct {
 
 func (x *RangeCount) Reset() {
 	*x = RangeCount{}
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3797,7 @@ func (x *RangeCount) String() string {
 func (*RangeCount) ProtoMessage() {}
 
 func (x *RangeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[33]
+	mi := &file_kvpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3810,7 @@ func (x *RangeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCount.ProtoReflect.Descriptor instead.
 func (*RangeCount) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RangeCount) GetKeys() uint64 {
@@ -3686,7 +3837,7 @@ type CountRangesResponse struct {
 
 func (x *CountRangesResponse) Reset() {
 	*x = CountRangesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3698,7 +3849,7 @@ func (x *CountRangesResponse) String() string {
 func (*CountRangesResponse) ProtoMessage() {}
 
 func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[34]
+	mi := &file_kvpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3711,7 +3862,7 @@ func (x *CountRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountRangesResponse.ProtoReflect.Descriptor instead.
 func (*CountRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CountRangesResponse) GetCounts() []*RangeCount {
@@ -3729,7 +3880,7 @@ type AbortChangeRequest struct {
 
 func (x *AbortChangeRequest) Reset() {
 	*x = AbortChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +3892,7 @@ func (x *AbortChangeRequest) String() string {
 func (*AbortChangeRequest) ProtoMessage() {}
 
 func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[35]
+	mi := &file_kvpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +3905,7 @@ func (x *AbortChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortChangeRequest.ProtoReflect.Descriptor instead.
 func (*AbortChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 type SetChangeRateRequest struct {
@@ -3771,7 +3922,7 @@ type SetChangeRateRequest struct {
 
 func (x *SetChangeRateRequest) Reset() {
 	*x = SetChangeRateRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3783,7 +3934,7 @@ func (x *SetChangeRateRequest) String() string {
 func (*SetChangeRateRequest) ProtoMessage() {}
 
 func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[36]
+	mi := &file_kvpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3796,7 +3947,7 @@ func (x *SetChangeRateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeRateRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeRateRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetChangeRateRequest) GetRateBytes() uint64 {
@@ -3831,7 +3982,7 @@ type PauseChangeRequest struct {
 
 func (x *PauseChangeRequest) Reset() {
 	*x = PauseChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3994,7 @@ func (x *PauseChangeRequest) String() string {
 func (*PauseChangeRequest) ProtoMessage() {}
 
 func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[37]
+	mi := &file_kvpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +4007,7 @@ func (x *PauseChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseChangeRequest.ProtoReflect.Descriptor instead.
 func (*PauseChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PauseChangeRequest) GetReason() string {
@@ -3882,7 +4033,7 @@ type ResumeChangeRequest struct {
 
 func (x *ResumeChangeRequest) Reset() {
 	*x = ResumeChangeRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +4045,7 @@ func (x *ResumeChangeRequest) String() string {
 func (*ResumeChangeRequest) ProtoMessage() {}
 
 func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[38]
+	mi := &file_kvpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +4058,7 @@ func (x *ResumeChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeChangeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeChangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResumeChangeRequest) GetBy() string {
@@ -3927,7 +4078,7 @@ type SetChangeParallelRequest struct {
 
 func (x *SetChangeParallelRequest) Reset() {
 	*x = SetChangeParallelRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3939,7 +4090,7 @@ func (x *SetChangeParallelRequest) String() string {
 func (*SetChangeParallelRequest) ProtoMessage() {}
 
 func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[39]
+	mi := &file_kvpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3952,7 +4103,7 @@ func (x *SetChangeParallelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetChangeParallelRequest.ProtoReflect.Descriptor instead.
 func (*SetChangeParallelRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetChangeParallelRequest) GetParallel() uint32 {
@@ -3978,7 +4129,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4141,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[40]
+	mi := &file_kvpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4154,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -4053,7 +4204,7 @@ type RepairRange struct {
 
 func (x *RepairRange) Reset() {
 	*x = RepairRange{}
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4216,7 @@ func (x *RepairRange) String() string {
 func (*RepairRange) ProtoMessage() {}
 
 func (x *RepairRange) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[41]
+	mi := &file_kvpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4229,7 @@ func (x *RepairRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRange.ProtoReflect.Descriptor instead.
 func (*RepairRange) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RepairRange) GetStart() uint64 {
@@ -4143,7 +4294,7 @@ type RepairPlan struct {
 
 func (x *RepairPlan) Reset() {
 	*x = RepairPlan{}
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4155,7 +4306,7 @@ func (x *RepairPlan) String() string {
 func (*RepairPlan) ProtoMessage() {}
 
 func (x *RepairPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[42]
+	mi := &file_kvpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4168,7 +4319,7 @@ func (x *RepairPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairPlan.ProtoReflect.Descriptor instead.
 func (*RepairPlan) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RepairPlan) GetId() uint64 {
@@ -4251,7 +4402,7 @@ type PairRepair struct {
 
 func (x *PairRepair) Reset() {
 	*x = PairRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4263,7 +4414,7 @@ func (x *PairRepair) String() string {
 func (*PairRepair) ProtoMessage() {}
 
 func (x *PairRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[43]
+	mi := &file_kvpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4427,7 @@ func (x *PairRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairRepair.ProtoReflect.Descriptor instead.
 func (*PairRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PairRepair) GetA() string {
@@ -4340,7 +4491,7 @@ type RangeRepair struct {
 
 func (x *RangeRepair) Reset() {
 	*x = RangeRepair{}
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4503,7 @@ func (x *RangeRepair) String() string {
 func (*RangeRepair) ProtoMessage() {}
 
 func (x *RangeRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[44]
+	mi := &file_kvpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4516,7 @@ func (x *RangeRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeRepair.ProtoReflect.Descriptor instead.
 func (*RangeRepair) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RangeRepair) GetRange() *RepairRange {
@@ -4439,7 +4590,7 @@ type RepairProgress struct {
 
 func (x *RepairProgress) Reset() {
 	*x = RepairProgress{}
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4451,7 +4602,7 @@ func (x *RepairProgress) String() string {
 func (*RepairProgress) ProtoMessage() {}
 
 func (x *RepairProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[45]
+	mi := &file_kvpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4464,7 +4615,7 @@ func (x *RepairProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
 func (*RepairProgress) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RepairProgress) GetId() uint64 {
@@ -4637,7 +4788,7 @@ type RepairStatusRequest struct {
 
 func (x *RepairStatusRequest) Reset() {
 	*x = RepairStatusRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4649,7 +4800,7 @@ func (x *RepairStatusRequest) String() string {
 func (*RepairStatusRequest) ProtoMessage() {}
 
 func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[46]
+	mi := &file_kvpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4662,7 +4813,7 @@ func (x *RepairStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStatusRequest.ProtoReflect.Descriptor instead.
 func (*RepairStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RepairStatusRequest) GetIntervalMs() uint32 {
@@ -4680,7 +4831,7 @@ type AbortRepairRequest struct {
 
 func (x *AbortRepairRequest) Reset() {
 	*x = AbortRepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4843,7 @@ func (x *AbortRepairRequest) String() string {
 func (*AbortRepairRequest) ProtoMessage() {}
 
 func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[47]
+	mi := &file_kvpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4856,7 @@ func (x *AbortRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRepairRequest.ProtoReflect.Descriptor instead.
 func (*AbortRepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 type PauseRepairRequest struct {
@@ -4719,7 +4870,7 @@ type PauseRepairRequest struct {
 
 func (x *PauseRepairRequest) Reset() {
 	*x = PauseRepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +4882,7 @@ func (x *PauseRepairRequest) String() string {
 func (*PauseRepairRequest) ProtoMessage() {}
 
 func (x *PauseRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[48]
+	mi := &file_kvpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +4895,7 @@ func (x *PauseRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRepairRequest.ProtoReflect.Descriptor instead.
 func (*PauseRepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PauseRepairRequest) GetReason() string {
@@ -4770,7 +4921,7 @@ type ResumeRepairRequest struct {
 
 func (x *ResumeRepairRequest) Reset() {
 	*x = ResumeRepairRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4782,7 +4933,7 @@ func (x *ResumeRepairRequest) String() string {
 func (*ResumeRepairRequest) ProtoMessage() {}
 
 func (x *ResumeRepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[49]
+	mi := &file_kvpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4795,7 +4946,7 @@ func (x *ResumeRepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRepairRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRepairRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ResumeRepairRequest) GetBy() string {
@@ -4821,7 +4972,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4833,7 +4984,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[50]
+	mi := &file_kvpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4846,7 +4997,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HotKeysRequest) GetWindowSeconds() uint32 {
@@ -4890,7 +5041,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4902,7 +5053,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[51]
+	mi := &file_kvpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4915,7 +5066,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HotKey) GetKey() []byte {
@@ -5000,7 +5151,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5012,7 +5163,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[52]
+	mi := &file_kvpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5025,7 +5176,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HotKeysResponse) GetNode() string {
@@ -5129,7 +5280,7 @@ type VnodeOps struct {
 
 func (x *VnodeOps) Reset() {
 	*x = VnodeOps{}
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5141,7 +5292,7 @@ func (x *VnodeOps) String() string {
 func (*VnodeOps) ProtoMessage() {}
 
 func (x *VnodeOps) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[53]
+	mi := &file_kvpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5154,7 +5305,7 @@ func (x *VnodeOps) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeOps.ProtoReflect.Descriptor instead.
 func (*VnodeOps) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *VnodeOps) GetToken() uint64 {
@@ -5183,7 +5334,7 @@ type HeatRequest struct {
 
 func (x *HeatRequest) Reset() {
 	*x = HeatRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5195,7 +5346,7 @@ func (x *HeatRequest) String() string {
 func (*HeatRequest) ProtoMessage() {}
 
 func (x *HeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[54]
+	mi := &file_kvpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5208,7 +5359,7 @@ func (x *HeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatRequest.ProtoReflect.Descriptor instead.
 func (*HeatRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HeatRequest) GetSinceUnixNanos() int64 {
@@ -5243,7 +5394,7 @@ type HeatEvent struct {
 
 func (x *HeatEvent) Reset() {
 	*x = HeatEvent{}
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5255,7 +5406,7 @@ func (x *HeatEvent) String() string {
 func (*HeatEvent) ProtoMessage() {}
 
 func (x *HeatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[55]
+	mi := &file_kvpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5268,7 +5419,7 @@ func (x *HeatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatEvent.ProtoReflect.Descriptor instead.
 func (*HeatEvent) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HeatEvent) GetUnixNanos() int64 {
@@ -5311,7 +5462,7 @@ type HeatResponse struct {
 
 func (x *HeatResponse) Reset() {
 	*x = HeatResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5474,7 @@ func (x *HeatResponse) String() string {
 func (*HeatResponse) ProtoMessage() {}
 
 func (x *HeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[56]
+	mi := &file_kvpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5487,7 @@ func (x *HeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatResponse.ProtoReflect.Descriptor instead.
 func (*HeatResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HeatResponse) GetNode() string {
@@ -5403,7 +5554,7 @@ type VnodesRequest struct {
 
 func (x *VnodesRequest) Reset() {
 	*x = VnodesRequest{}
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5566,7 @@ func (x *VnodesRequest) String() string {
 func (*VnodesRequest) ProtoMessage() {}
 
 func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[57]
+	mi := &file_kvpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5579,7 @@ func (x *VnodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesRequest.ProtoReflect.Descriptor instead.
 func (*VnodesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 // A latency histogram in the one bucket layout of proto/kvpb/latency.go (log-linear over
@@ -5446,7 +5597,7 @@ type LatencyHistogram struct {
 
 func (x *LatencyHistogram) Reset() {
 	*x = LatencyHistogram{}
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5609,7 @@ func (x *LatencyHistogram) String() string {
 func (*LatencyHistogram) ProtoMessage() {}
 
 func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[58]
+	mi := &file_kvpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5622,7 @@ func (x *LatencyHistogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyHistogram.ProtoReflect.Descriptor instead.
 func (*LatencyHistogram) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LatencyHistogram) GetFirst() uint32 {
@@ -5513,7 +5664,7 @@ type ReplicaLatency struct {
 
 func (x *ReplicaLatency) Reset() {
 	*x = ReplicaLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5525,7 +5676,7 @@ func (x *ReplicaLatency) String() string {
 func (*ReplicaLatency) ProtoMessage() {}
 
 func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[59]
+	mi := &file_kvpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5538,7 +5689,7 @@ func (x *ReplicaLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaLatency.ProtoReflect.Descriptor instead.
 func (*ReplicaLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReplicaLatency) GetNode() string {
@@ -5572,7 +5723,7 @@ type VnodeLatency struct {
 
 func (x *VnodeLatency) Reset() {
 	*x = VnodeLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[60]
+	mi := &file_kvpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5584,7 +5735,7 @@ func (x *VnodeLatency) String() string {
 func (*VnodeLatency) ProtoMessage() {}
 
 func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[60]
+	mi := &file_kvpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5597,7 +5748,7 @@ func (x *VnodeLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodeLatency.ProtoReflect.Descriptor instead.
 func (*VnodeLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *VnodeLatency) GetToken() uint64 {
@@ -5670,7 +5821,7 @@ type PeerLatency struct {
 
 func (x *PeerLatency) Reset() {
 	*x = PeerLatency{}
-	mi := &file_kvpb_admin_proto_msgTypes[61]
+	mi := &file_kvpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5682,7 +5833,7 @@ func (x *PeerLatency) String() string {
 func (*PeerLatency) ProtoMessage() {}
 
 func (x *PeerLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[61]
+	mi := &file_kvpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5695,7 +5846,7 @@ func (x *PeerLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerLatency.ProtoReflect.Descriptor instead.
 func (*PeerLatency) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PeerLatency) GetNode() string {
@@ -5780,7 +5931,7 @@ type VnodesResponse struct {
 
 func (x *VnodesResponse) Reset() {
 	*x = VnodesResponse{}
-	mi := &file_kvpb_admin_proto_msgTypes[62]
+	mi := &file_kvpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5792,7 +5943,7 @@ func (x *VnodesResponse) String() string {
 func (*VnodesResponse) ProtoMessage() {}
 
 func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[62]
+	mi := &file_kvpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5805,7 +5956,7 @@ func (x *VnodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VnodesResponse.ProtoReflect.Descriptor instead.
 func (*VnodesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{62}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *VnodesResponse) GetNode() string {
@@ -5877,7 +6028,7 @@ type Pace struct {
 
 func (x *Pace) Reset() {
 	*x = Pace{}
-	mi := &file_kvpb_admin_proto_msgTypes[63]
+	mi := &file_kvpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5889,7 +6040,7 @@ func (x *Pace) String() string {
 func (*Pace) ProtoMessage() {}
 
 func (x *Pace) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_admin_proto_msgTypes[63]
+	mi := &file_kvpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5902,7 +6053,7 @@ func (x *Pace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pace.ProtoReflect.Descriptor instead.
 func (*Pace) Descriptor() ([]byte, []int) {
-	return file_kvpb_admin_proto_rawDescGZIP(), []int{63}
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Pace) GetNodeId() string {
@@ -5958,7 +6109,7 @@ var File_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x10kvpb/admin.proto\x12\x06ringkv\"\x0f\n" +
+	"\x10kvpb/admin.proto\x12\x06ringkv\x1a\rkvpb/kv.proto\"\x0f\n" +
 	"\rStatusRequest\"\xce\x01\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1a\n" +
@@ -5979,7 +6130,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\rothers_p90_ms\x18\x02 \x01(\x01R\vothersP90Ms\x12\x14\n" +
 	"\x05calls\x18\x03 \x01(\x04R\x05calls\x12\x17\n" +
 	"\aseen_by\x18\x04 \x03(\tR\x06seenBy\"\x11\n" +
-	"\x0fNodeInfoRequest\"\xca\x06\n" +
+	"\x0fNodeInfoRequest\"\x99\a\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -6008,7 +6159,21 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05hints\x18\x16 \x03(\v2\x11.ringkv.HintQueueR\x05hints\x12#\n" +
 	"\rhints_dropped\x18\x17 \x01(\x04R\fhintsDropped\x12.\n" +
 	"\x06repair\x18\x18 \x01(\v2\x16.ringkv.RepairProgressR\x06repair\x12%\n" +
-	"\x0edamaged_ranges\x18\x19 \x01(\rR\rdamagedRangesJ\x04\b\r\x10\x0e\"l\n" +
+	"\x0edamaged_ranges\x18\x19 \x01(\rR\rdamagedRanges\x12$\n" +
+	"\x04gray\x18\x1d \x03(\v2\x10.ringkv.GrayNodeR\x04gray\x12'\n" +
+	"\x05links\x18\x1e \x03(\v2\x11.ringkv.LinkStatsR\x05linksJ\x04\b\r\x10\x0e\"\xd1\x01\n" +
+	"\bGrayNode\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12)\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x15.ringkv.GrayNode.KindR\x04kind\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"n\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\b\n" +
+	"\x04LOSS\x10\x01\x12\v\n" +
+	"\aLATENCY\x10\x02\x12\x0f\n" +
+	"\vUNREACHABLE\x10\x03\x12\v\n" +
+	"\aCUT_OFF\x10\x04\x12\r\n" +
+	"\tSLOW_DISK\x10\x05\x12\f\n" +
+	"\bFLAPPING\x10\x06\"l\n" +
 	"\tHintQueue\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05hints\x18\x02 \x01(\x04R\x05hints\x12\x14\n" +
@@ -6550,8 +6715,8 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: ringkv.NodeState
 	(RaftRole)(0),                    // 1: ringkv.RaftRole
@@ -6564,203 +6729,209 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(RangeRepairState)(0),            // 8: ringkv.RangeRepairState
 	(HeatMetric)(0),                  // 9: ringkv.HeatMetric
 	(PaceReason)(0),                  // 10: ringkv.PaceReason
-	(BreakerState_State)(0),          // 11: ringkv.BreakerState.State
-	(ChangeRequest_Kind)(0),          // 12: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),            // 13: ringkv.StatusRequest
-	(*StatusResponse)(nil),           // 14: ringkv.StatusResponse
-	(*NodeStatus)(nil),               // 15: ringkv.NodeStatus
-	(*SlowReplica)(nil),              // 16: ringkv.SlowReplica
-	(*NodeInfoRequest)(nil),          // 17: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),         // 18: ringkv.NodeInfoResponse
-	(*HintQueue)(nil),                // 19: ringkv.HintQueue
-	(*BreakerState)(nil),             // 20: ringkv.BreakerState
-	(*RingRequest)(nil),              // 21: ringkv.RingRequest
-	(*Member)(nil),                   // 22: ringkv.Member
-	(*RingState)(nil),                // 23: ringkv.RingState
-	(*NodeOwnership)(nil),            // 24: ringkv.NodeOwnership
-	(*RingResponse)(nil),             // 25: ringkv.RingResponse
-	(*StatsRequest)(nil),             // 26: ringkv.StatsRequest
-	(*OpStats)(nil),                  // 27: ringkv.OpStats
-	(*VnodeStats)(nil),               // 28: ringkv.VnodeStats
-	(*NodeStats)(nil),                // 29: ringkv.NodeStats
-	(*ProfileRequest)(nil),           // 30: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),             // 31: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),           // 32: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),          // 33: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),            // 34: ringkv.ChangeRequest
-	(*TokenMove)(nil),                // 35: ringkv.TokenMove
-	(*RangeMove)(nil),                // 36: ringkv.RangeMove
-	(*ChangePlan)(nil),               // 37: ringkv.ChangePlan
-	(*RangeProgress)(nil),            // 38: ringkv.RangeProgress
-	(*MoveStall)(nil),                // 39: ringkv.MoveStall
-	(*ChangePause)(nil),              // 40: ringkv.ChangePause
-	(*NodeRate)(nil),                 // 41: ringkv.NodeRate
-	(*ChangeProgress)(nil),           // 42: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),      // 43: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),               // 44: ringkv.TokenRange
-	(*CountRangesRequest)(nil),       // 45: ringkv.CountRangesRequest
-	(*RangeCount)(nil),               // 46: ringkv.RangeCount
-	(*CountRangesResponse)(nil),      // 47: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),       // 48: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil),     // 49: ringkv.SetChangeRateRequest
-	(*PauseChangeRequest)(nil),       // 50: ringkv.PauseChangeRequest
-	(*ResumeChangeRequest)(nil),      // 51: ringkv.ResumeChangeRequest
-	(*SetChangeParallelRequest)(nil), // 52: ringkv.SetChangeParallelRequest
-	(*RepairRequest)(nil),            // 53: ringkv.RepairRequest
-	(*RepairRange)(nil),              // 54: ringkv.RepairRange
-	(*RepairPlan)(nil),               // 55: ringkv.RepairPlan
-	(*PairRepair)(nil),               // 56: ringkv.PairRepair
-	(*RangeRepair)(nil),              // 57: ringkv.RangeRepair
-	(*RepairProgress)(nil),           // 58: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),      // 59: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),       // 60: ringkv.AbortRepairRequest
-	(*PauseRepairRequest)(nil),       // 61: ringkv.PauseRepairRequest
-	(*ResumeRepairRequest)(nil),      // 62: ringkv.ResumeRepairRequest
-	(*HotKeysRequest)(nil),           // 63: ringkv.HotKeysRequest
-	(*HotKey)(nil),                   // 64: ringkv.HotKey
-	(*HotKeysResponse)(nil),          // 65: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),                 // 66: ringkv.VnodeOps
-	(*HeatRequest)(nil),              // 67: ringkv.HeatRequest
-	(*HeatEvent)(nil),                // 68: ringkv.HeatEvent
-	(*HeatResponse)(nil),             // 69: ringkv.HeatResponse
-	(*VnodesRequest)(nil),            // 70: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),         // 71: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),           // 72: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),             // 73: ringkv.VnodeLatency
-	(*PeerLatency)(nil),              // 74: ringkv.PeerLatency
-	(*VnodesResponse)(nil),           // 75: ringkv.VnodesResponse
-	(*Pace)(nil),                     // 76: ringkv.Pace
-	nil,                              // 77: ringkv.NodeStats.ErrorsEntry
+	(GrayNode_Kind)(0),               // 11: ringkv.GrayNode.Kind
+	(BreakerState_State)(0),          // 12: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),          // 13: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),            // 14: ringkv.StatusRequest
+	(*StatusResponse)(nil),           // 15: ringkv.StatusResponse
+	(*NodeStatus)(nil),               // 16: ringkv.NodeStatus
+	(*SlowReplica)(nil),              // 17: ringkv.SlowReplica
+	(*NodeInfoRequest)(nil),          // 18: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),         // 19: ringkv.NodeInfoResponse
+	(*GrayNode)(nil),                 // 20: ringkv.GrayNode
+	(*HintQueue)(nil),                // 21: ringkv.HintQueue
+	(*BreakerState)(nil),             // 22: ringkv.BreakerState
+	(*RingRequest)(nil),              // 23: ringkv.RingRequest
+	(*Member)(nil),                   // 24: ringkv.Member
+	(*RingState)(nil),                // 25: ringkv.RingState
+	(*NodeOwnership)(nil),            // 26: ringkv.NodeOwnership
+	(*RingResponse)(nil),             // 27: ringkv.RingResponse
+	(*StatsRequest)(nil),             // 28: ringkv.StatsRequest
+	(*OpStats)(nil),                  // 29: ringkv.OpStats
+	(*VnodeStats)(nil),               // 30: ringkv.VnodeStats
+	(*NodeStats)(nil),                // 31: ringkv.NodeStats
+	(*ProfileRequest)(nil),           // 32: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),             // 33: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),           // 34: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),          // 35: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),            // 36: ringkv.ChangeRequest
+	(*TokenMove)(nil),                // 37: ringkv.TokenMove
+	(*RangeMove)(nil),                // 38: ringkv.RangeMove
+	(*ChangePlan)(nil),               // 39: ringkv.ChangePlan
+	(*RangeProgress)(nil),            // 40: ringkv.RangeProgress
+	(*MoveStall)(nil),                // 41: ringkv.MoveStall
+	(*ChangePause)(nil),              // 42: ringkv.ChangePause
+	(*NodeRate)(nil),                 // 43: ringkv.NodeRate
+	(*ChangeProgress)(nil),           // 44: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),      // 45: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),               // 46: ringkv.TokenRange
+	(*CountRangesRequest)(nil),       // 47: ringkv.CountRangesRequest
+	(*RangeCount)(nil),               // 48: ringkv.RangeCount
+	(*CountRangesResponse)(nil),      // 49: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),       // 50: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil),     // 51: ringkv.SetChangeRateRequest
+	(*PauseChangeRequest)(nil),       // 52: ringkv.PauseChangeRequest
+	(*ResumeChangeRequest)(nil),      // 53: ringkv.ResumeChangeRequest
+	(*SetChangeParallelRequest)(nil), // 54: ringkv.SetChangeParallelRequest
+	(*RepairRequest)(nil),            // 55: ringkv.RepairRequest
+	(*RepairRange)(nil),              // 56: ringkv.RepairRange
+	(*RepairPlan)(nil),               // 57: ringkv.RepairPlan
+	(*PairRepair)(nil),               // 58: ringkv.PairRepair
+	(*RangeRepair)(nil),              // 59: ringkv.RangeRepair
+	(*RepairProgress)(nil),           // 60: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),      // 61: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),       // 62: ringkv.AbortRepairRequest
+	(*PauseRepairRequest)(nil),       // 63: ringkv.PauseRepairRequest
+	(*ResumeRepairRequest)(nil),      // 64: ringkv.ResumeRepairRequest
+	(*HotKeysRequest)(nil),           // 65: ringkv.HotKeysRequest
+	(*HotKey)(nil),                   // 66: ringkv.HotKey
+	(*HotKeysResponse)(nil),          // 67: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),                 // 68: ringkv.VnodeOps
+	(*HeatRequest)(nil),              // 69: ringkv.HeatRequest
+	(*HeatEvent)(nil),                // 70: ringkv.HeatEvent
+	(*HeatResponse)(nil),             // 71: ringkv.HeatResponse
+	(*VnodesRequest)(nil),            // 72: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),         // 73: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),           // 74: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),             // 75: ringkv.VnodeLatency
+	(*PeerLatency)(nil),              // 76: ringkv.PeerLatency
+	(*VnodesResponse)(nil),           // 77: ringkv.VnodesResponse
+	(*Pace)(nil),                     // 78: ringkv.Pace
+	nil,                              // 79: ringkv.NodeStats.ErrorsEntry
+	(*LinkStats)(nil),                // 80: ringkv.LinkStats
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	15, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	42, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	58, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	16, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	44, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	60, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
 	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
-	18, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	16, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
-	20, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	19, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	17, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
+	22, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
 	1,  // 7: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	74, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
-	19, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	58, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	11, // 11: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
-	0,  // 12: ringkv.Member.state:type_name -> ringkv.NodeState
-	22, // 13: ringkv.RingState.members:type_name -> ringkv.Member
-	0,  // 14: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
-	23, // 15: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	24, // 16: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	42, // 17: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
-	2,  // 18: ringkv.OpStats.op:type_name -> ringkv.Op
-	3,  // 19: ringkv.OpStats.role:type_name -> ringkv.OpRole
-	0,  // 20: ringkv.NodeStats.state:type_name -> ringkv.NodeState
-	27, // 21: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	28, // 22: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	20, // 23: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	77, // 24: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	12, // 25: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	35, // 26: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	34, // 27: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	36, // 28: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	24, // 29: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	24, // 30: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	36, // 31: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	4,  // 32: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
-	39, // 33: ringkv.RangeProgress.stall:type_name -> ringkv.MoveStall
-	5,  // 34: ringkv.MoveStall.cause:type_name -> ringkv.StallCause
-	6,  // 35: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	37, // 36: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	38, // 37: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	76, // 38: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
-	40, // 39: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
-	41, // 40: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
-	44, // 41: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	46, // 42: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	53, // 43: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	54, // 44: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	54, // 45: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	8,  // 46: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	56, // 47: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	7,  // 48: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	55, // 49: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	57, // 50: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	56, // 51: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	40, // 52: ringkv.RepairProgress.paused:type_name -> ringkv.ChangePause
-	64, // 53: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	66, // 54: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	9,  // 55: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	9,  // 56: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	68, // 57: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	71, // 58: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	71, // 59: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	71, // 60: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	71, // 61: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	71, // 62: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	72, // 63: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	71, // 64: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	71, // 65: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	73, // 66: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	74, // 67: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	10, // 68: ringkv.Pace.reason:type_name -> ringkv.PaceReason
-	13, // 69: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	17, // 70: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	21, // 71: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	26, // 72: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	26, // 73: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	30, // 74: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	32, // 75: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	34, // 76: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	34, // 77: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	43, // 78: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	43, // 79: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	48, // 80: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	49, // 81: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	50, // 82: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
-	51, // 83: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
-	52, // 84: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
-	45, // 85: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	53, // 86: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	53, // 87: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	59, // 88: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	59, // 89: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	60, // 90: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	61, // 91: ringkv.Admin.PauseRepair:input_type -> ringkv.PauseRepairRequest
-	62, // 92: ringkv.Admin.ResumeRepair:input_type -> ringkv.ResumeRepairRequest
-	63, // 93: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	67, // 94: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	70, // 95: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	14, // 96: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	18, // 97: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	25, // 98: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	29, // 99: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	29, // 100: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	31, // 101: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	33, // 102: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	37, // 103: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	37, // 104: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	42, // 105: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	42, // 106: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	42, // 107: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	42, // 108: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	42, // 109: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
-	42, // 110: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
-	42, // 111: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
-	47, // 112: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	55, // 113: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	55, // 114: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	58, // 115: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	58, // 116: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	58, // 117: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	58, // 118: ringkv.Admin.PauseRepair:output_type -> ringkv.RepairProgress
-	58, // 119: ringkv.Admin.ResumeRepair:output_type -> ringkv.RepairProgress
-	65, // 120: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	69, // 121: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	75, // 122: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	96, // [96:123] is the sub-list for method output_type
-	69, // [69:96] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	76, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
+	21, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	60, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	20, // 11: ringkv.NodeInfoResponse.gray:type_name -> ringkv.GrayNode
+	80, // 12: ringkv.NodeInfoResponse.links:type_name -> ringkv.LinkStats
+	11, // 13: ringkv.GrayNode.kind:type_name -> ringkv.GrayNode.Kind
+	12, // 14: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	0,  // 15: ringkv.Member.state:type_name -> ringkv.NodeState
+	24, // 16: ringkv.RingState.members:type_name -> ringkv.Member
+	0,  // 17: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
+	25, // 18: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	26, // 19: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	44, // 20: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	2,  // 21: ringkv.OpStats.op:type_name -> ringkv.Op
+	3,  // 22: ringkv.OpStats.role:type_name -> ringkv.OpRole
+	0,  // 23: ringkv.NodeStats.state:type_name -> ringkv.NodeState
+	29, // 24: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	30, // 25: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	22, // 26: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	79, // 27: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	13, // 28: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	37, // 29: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	36, // 30: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	38, // 31: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	26, // 32: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	26, // 33: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	38, // 34: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	4,  // 35: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
+	41, // 36: ringkv.RangeProgress.stall:type_name -> ringkv.MoveStall
+	5,  // 37: ringkv.MoveStall.cause:type_name -> ringkv.StallCause
+	6,  // 38: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	39, // 39: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	40, // 40: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	78, // 41: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	42, // 42: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
+	43, // 43: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
+	46, // 44: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	48, // 45: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	55, // 46: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	56, // 47: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	56, // 48: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	8,  // 49: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	58, // 50: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	7,  // 51: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	57, // 52: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	59, // 53: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	58, // 54: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	42, // 55: ringkv.RepairProgress.paused:type_name -> ringkv.ChangePause
+	66, // 56: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	68, // 57: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	9,  // 58: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	9,  // 59: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	70, // 60: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	73, // 61: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	73, // 62: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	73, // 63: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	73, // 64: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	73, // 65: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	74, // 66: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	73, // 67: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	73, // 68: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	75, // 69: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	76, // 70: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	10, // 71: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	14, // 72: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	18, // 73: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	23, // 74: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	28, // 75: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	28, // 76: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	32, // 77: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	34, // 78: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	36, // 79: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	36, // 80: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	45, // 81: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	45, // 82: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	50, // 83: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	51, // 84: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	52, // 85: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
+	53, // 86: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
+	54, // 87: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
+	47, // 88: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	55, // 89: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	55, // 90: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	61, // 91: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	61, // 92: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	62, // 93: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	63, // 94: ringkv.Admin.PauseRepair:input_type -> ringkv.PauseRepairRequest
+	64, // 95: ringkv.Admin.ResumeRepair:input_type -> ringkv.ResumeRepairRequest
+	65, // 96: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	69, // 97: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	72, // 98: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	15, // 99: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	19, // 100: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	27, // 101: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	31, // 102: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	31, // 103: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	33, // 104: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	35, // 105: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	39, // 106: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	39, // 107: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	44, // 108: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	44, // 109: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	44, // 110: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	44, // 111: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	44, // 112: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
+	44, // 113: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
+	44, // 114: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
+	49, // 115: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	57, // 116: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	57, // 117: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	60, // 118: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	60, // 119: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	60, // 120: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	60, // 121: ringkv.Admin.PauseRepair:output_type -> ringkv.RepairProgress
+	60, // 122: ringkv.Admin.ResumeRepair:output_type -> ringkv.RepairProgress
+	67, // 123: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	71, // 124: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	77, // 125: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	99, // [99:126] is the sub-list for method output_type
+	72, // [72:99] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -6768,13 +6939,14 @@ func file_kvpb_admin_proto_init() {
 	if File_kvpb_admin_proto != nil {
 		return
 	}
+	file_kvpb_kv_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      13,
-			NumMessages:   65,
+			NumEnums:      14,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -414,6 +414,254 @@ func (x *Record) GetValue() []byte {
 	return nil
 }
 
+// LinkStats is how one node's calls to one peer (or, when peer is the node itself, to its
+// own store) went over the last few seconds: calls and probes made, how many failed
+// (timed out, refused, reset) and how many answered late, their mean latency, and how often
+// the peer came back after being unreachable in the last minute.
+type LinkStats struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Peer   string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	Calls  uint64                 `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
+	Failed uint64                 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	Late   uint64                 `protobuf:"varint,4,opt,name=late,proto3" json:"late,omitempty"`
+	// Mean latency of the calls that answered, microseconds.
+	MeanMicros uint64 `protobuf:"varint,5,opt,name=mean_micros,json=meanMicros,proto3" json:"mean_micros,omitempty"`
+	// Times the peer became reachable again after being unreachable, in the last minute.
+	Flaps uint32 `protobuf:"varint,6,opt,name=flaps,proto3" json:"flaps,omitempty"`
+	// TCP segments this node sent to the peer, and how many of them it sent again (lost).
+	Segments      uint64 `protobuf:"varint,7,opt,name=segments,proto3" json:"segments,omitempty"`
+	Retransmits   uint64 `protobuf:"varint,8,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkStats) Reset() {
+	*x = LinkStats{}
+	mi := &file_kvpb_kv_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkStats) ProtoMessage() {}
+
+func (x *LinkStats) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkStats.ProtoReflect.Descriptor instead.
+func (*LinkStats) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LinkStats) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *LinkStats) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *LinkStats) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *LinkStats) GetLate() uint64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *LinkStats) GetMeanMicros() uint64 {
+	if x != nil {
+		return x.MeanMicros
+	}
+	return 0
+}
+
+func (x *LinkStats) GetFlaps() uint32 {
+	if x != nil {
+		return x.Flaps
+	}
+	return 0
+}
+
+func (x *LinkStats) GetSegments() uint64 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *LinkStats) GetRetransmits() uint64 {
+	if x != nil {
+		return x.Retransmits
+	}
+	return 0
+}
+
+// LinkView is one node's LinkStats towards every peer of its ring, and towards itself.
+type LinkView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Links         []*LinkStats           `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkView) Reset() {
+	*x = LinkView{}
+	mi := &file_kvpb_kv_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkView) ProtoMessage() {}
+
+func (x *LinkView) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkView.ProtoReflect.Descriptor instead.
+func (*LinkView) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LinkView) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *LinkView) GetLinks() []*LinkStats {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+type LinksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	View          *LinkView              `protobuf:"bytes,1,opt,name=view,proto3" json:"view,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinksRequest) Reset() {
+	*x = LinksRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinksRequest) ProtoMessage() {}
+
+func (x *LinksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinksRequest.ProtoReflect.Descriptor instead.
+func (*LinksRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LinksRequest) GetView() *LinkView {
+	if x != nil {
+		return x.View
+	}
+	return nil
+}
+
+type LinksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	View          *LinkView              `protobuf:"bytes,1,opt,name=view,proto3" json:"view,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinksResponse) Reset() {
+	*x = LinksResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinksResponse) ProtoMessage() {}
+
+func (x *LinksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinksResponse.ProtoReflect.Descriptor instead.
+func (*LinksResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LinksResponse) GetView() *LinkView {
+	if x != nil {
+		return x.View
+	}
+	return nil
+}
+
 type ReadRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -424,7 +672,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[7]
+	mi := &file_kvpb_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +684,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[7]
+	mi := &file_kvpb_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +697,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{7}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadRequest) GetKey() []byte {
@@ -480,7 +728,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[8]
+	mi := &file_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +740,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[8]
+	mi := &file_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +753,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{8}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadResponse) GetFound() bool {
@@ -551,7 +799,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[9]
+	mi := &file_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +811,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[9]
+	mi := &file_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +824,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{9}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteRequest) GetKey() []byte {
@@ -627,7 +875,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[10]
+	mi := &file_kvpb_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +887,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[10]
+	mi := &file_kvpb_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +900,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{10}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteResponse) GetApplied() bool {
@@ -695,7 +943,7 @@ type StreamRangeRequest struct {
 
 func (x *StreamRangeRequest) Reset() {
 	*x = StreamRangeRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kvpb_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +955,7 @@ func (x *StreamRangeRequest) String() string {
 func (*StreamRangeRequest) ProtoMessage() {}
 
 func (x *StreamRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kvpb_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +968,7 @@ func (x *StreamRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRangeRequest.ProtoReflect.Descriptor instead.
 func (*StreamRangeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamRangeRequest) GetStart() uint64 {
@@ -775,7 +1023,7 @@ type KeyRecord struct {
 
 func (x *KeyRecord) Reset() {
 	*x = KeyRecord{}
-	mi := &file_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kvpb_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +1035,7 @@ func (x *KeyRecord) String() string {
 func (*KeyRecord) ProtoMessage() {}
 
 func (x *KeyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kvpb_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +1048,7 @@ func (x *KeyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyRecord.ProtoReflect.Descriptor instead.
 func (*KeyRecord) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KeyRecord) GetKey() []byte {
@@ -830,7 +1078,7 @@ type RangeChunk struct {
 
 func (x *RangeChunk) Reset() {
 	*x = RangeChunk{}
-	mi := &file_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kvpb_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1090,7 @@ func (x *RangeChunk) String() string {
 func (*RangeChunk) ProtoMessage() {}
 
 func (x *RangeChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kvpb_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1103,7 @@ func (x *RangeChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeChunk.ProtoReflect.Descriptor instead.
 func (*RangeChunk) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{13}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RangeChunk) GetRecords() []*KeyRecord {
@@ -890,7 +1138,7 @@ type KeySpan struct {
 
 func (x *KeySpan) Reset() {
 	*x = KeySpan{}
-	mi := &file_kvpb_kv_proto_msgTypes[14]
+	mi := &file_kvpb_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1150,7 @@ func (x *KeySpan) String() string {
 func (*KeySpan) ProtoMessage() {}
 
 func (x *KeySpan) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[14]
+	mi := &file_kvpb_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1163,7 @@ func (x *KeySpan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySpan.ProtoReflect.Descriptor instead.
 func (*KeySpan) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{14}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KeySpan) GetStart() uint64 {
@@ -956,7 +1204,7 @@ type RangeTreeRequest struct {
 
 func (x *RangeTreeRequest) Reset() {
 	*x = RangeTreeRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[15]
+	mi := &file_kvpb_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1216,7 @@ func (x *RangeTreeRequest) String() string {
 func (*RangeTreeRequest) ProtoMessage() {}
 
 func (x *RangeTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[15]
+	mi := &file_kvpb_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1229,7 @@ func (x *RangeTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeTreeRequest.ProtoReflect.Descriptor instead.
 func (*RangeTreeRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{15}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RangeTreeRequest) GetStart() uint64 {
@@ -1068,7 +1316,7 @@ type RangeTreeResponse struct {
 
 func (x *RangeTreeResponse) Reset() {
 	*x = RangeTreeResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[16]
+	mi := &file_kvpb_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1328,7 @@ func (x *RangeTreeResponse) String() string {
 func (*RangeTreeResponse) ProtoMessage() {}
 
 func (x *RangeTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[16]
+	mi := &file_kvpb_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1341,7 @@ func (x *RangeTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeTreeResponse.ProtoReflect.Descriptor instead.
 func (*RangeTreeResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{16}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RangeTreeResponse) GetDepth() uint32 {
@@ -1167,7 +1415,7 @@ type PullRangesRequest struct {
 
 func (x *PullRangesRequest) Reset() {
 	*x = PullRangesRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[17]
+	mi := &file_kvpb_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1427,7 @@ func (x *PullRangesRequest) String() string {
 func (*PullRangesRequest) ProtoMessage() {}
 
 func (x *PullRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[17]
+	mi := &file_kvpb_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1440,7 @@ func (x *PullRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRangesRequest.ProtoReflect.Descriptor instead.
 func (*PullRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{17}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PullRangesRequest) GetSourceId() string {
@@ -1244,7 +1492,7 @@ type PullRangesResponse struct {
 
 func (x *PullRangesResponse) Reset() {
 	*x = PullRangesResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[18]
+	mi := &file_kvpb_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1504,7 @@ func (x *PullRangesResponse) String() string {
 func (*PullRangesResponse) ProtoMessage() {}
 
 func (x *PullRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[18]
+	mi := &file_kvpb_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1517,7 @@ func (x *PullRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRangesResponse.ProtoReflect.Descriptor instead.
 func (*PullRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{18}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PullRangesResponse) GetKeysReceived() uint64 {
@@ -1312,7 +1560,7 @@ type MarkRepairedRequest struct {
 
 func (x *MarkRepairedRequest) Reset() {
 	*x = MarkRepairedRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[19]
+	mi := &file_kvpb_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1572,7 @@ func (x *MarkRepairedRequest) String() string {
 func (*MarkRepairedRequest) ProtoMessage() {}
 
 func (x *MarkRepairedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[19]
+	mi := &file_kvpb_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1585,7 @@ func (x *MarkRepairedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRepairedRequest.ProtoReflect.Descriptor instead.
 func (*MarkRepairedRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{19}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkRepairedRequest) GetRanges() []*KeySpan {
@@ -1379,7 +1627,7 @@ type MarkRepairedResponse struct {
 
 func (x *MarkRepairedResponse) Reset() {
 	*x = MarkRepairedResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[20]
+	mi := &file_kvpb_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1639,7 @@ func (x *MarkRepairedResponse) String() string {
 func (*MarkRepairedResponse) ProtoMessage() {}
 
 func (x *MarkRepairedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[20]
+	mi := &file_kvpb_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1652,7 @@ func (x *MarkRepairedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRepairedResponse.ProtoReflect.Descriptor instead.
 func (*MarkRepairedResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{20}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MarkRepairedResponse) GetTombstonesPurged() uint64 {
@@ -1430,7 +1678,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[21]
+	mi := &file_kvpb_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1690,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[21]
+	mi := &file_kvpb_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1703,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{21}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchRequest) GetItems() []*BatchItem {
@@ -1485,7 +1733,7 @@ type BatchItem struct {
 
 func (x *BatchItem) Reset() {
 	*x = BatchItem{}
-	mi := &file_kvpb_kv_proto_msgTypes[22]
+	mi := &file_kvpb_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1745,7 @@ func (x *BatchItem) String() string {
 func (*BatchItem) ProtoMessage() {}
 
 func (x *BatchItem) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[22]
+	mi := &file_kvpb_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1758,7 @@ func (x *BatchItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchItem.ProtoReflect.Descriptor instead.
 func (*BatchItem) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{22}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchItem) GetId() uint64 {
@@ -1577,7 +1825,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[23]
+	mi := &file_kvpb_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1837,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[23]
+	mi := &file_kvpb_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1850,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{23}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BatchResponse) GetResults() []*BatchResult {
@@ -1629,7 +1877,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_kvpb_kv_proto_msgTypes[24]
+	mi := &file_kvpb_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1889,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[24]
+	mi := &file_kvpb_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1902,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{24}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchResult) GetId() uint64 {
@@ -1752,7 +2000,24 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x06Record\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x04R\ttimestamp\x12\x1c\n" +
 	"\ttombstone\x18\x02 \x01(\bR\ttombstone\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"5\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xd6\x01\n" +
+	"\tLinkStats\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
+	"\x05calls\x18\x02 \x01(\x04R\x05calls\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x04R\x06failed\x12\x12\n" +
+	"\x04late\x18\x04 \x01(\x04R\x04late\x12\x1f\n" +
+	"\vmean_micros\x18\x05 \x01(\x04R\n" +
+	"meanMicros\x12\x14\n" +
+	"\x05flaps\x18\x06 \x01(\rR\x05flaps\x12\x1a\n" +
+	"\bsegments\x18\a \x01(\x04R\bsegments\x12 \n" +
+	"\vretransmits\x18\b \x01(\x04R\vretransmits\"G\n" +
+	"\bLinkView\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
+	"\x05links\x18\x02 \x03(\v2\x11.ringkv.LinkStatsR\x05links\"4\n" +
+	"\fLinksRequest\x12$\n" +
+	"\x04view\x18\x01 \x01(\v2\x10.ringkv.LinkViewR\x04view\"5\n" +
+	"\rLinksResponse\x12$\n" +
+	"\x04view\x18\x01 \x01(\v2\x10.ringkv.LinkViewR\x04view\"5\n" +
 	"\vReadRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x81\x01\n" +
@@ -1852,7 +2117,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x02KV\x12.\n" +
 	"\x03Get\x12\x12.ringkv.GetRequest\x1a\x13.ringkv.GetResponse\x12.\n" +
 	"\x03Put\x12\x12.ringkv.PutRequest\x1a\x13.ringkv.PutResponse\x127\n" +
-	"\x06Delete\x12\x15.ringkv.DeleteRequest\x1a\x16.ringkv.DeleteResponse2\xbf\x03\n" +
+	"\x06Delete\x12\x15.ringkv.DeleteRequest\x1a\x16.ringkv.DeleteResponse2\xf5\x03\n" +
 	"\aReplica\x121\n" +
 	"\x04Read\x12\x13.ringkv.ReadRequest\x1a\x14.ringkv.ReadResponse\x124\n" +
 	"\x05Write\x12\x14.ringkv.WriteRequest\x1a\x15.ringkv.WriteResponse\x12?\n" +
@@ -1861,7 +2126,8 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\n" +
 	"PullRanges\x12\x19.ringkv.PullRangesRequest\x1a\x1a.ringkv.PullRangesResponse\x12I\n" +
 	"\fMarkRepaired\x12\x1b.ringkv.MarkRepairedRequest\x1a\x1c.ringkv.MarkRepairedResponse\x128\n" +
-	"\x05Batch\x12\x14.ringkv.BatchRequest\x1a\x15.ringkv.BatchResponse(\x010\x01B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\x05Batch\x12\x14.ringkv.BatchRequest\x1a\x15.ringkv.BatchResponse(\x010\x01\x124\n" +
+	"\x05Links\x12\x14.ringkv.LinksRequest\x1a\x15.ringkv.LinksResponseB\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_kv_proto_rawDescOnce sync.Once
@@ -1875,7 +2141,7 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kvpb_kv_proto_rawDescData
 }
 
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_kvpb_kv_proto_goTypes = []any{
 	(*GetRequest)(nil),           // 0: ringkv.GetRequest
 	(*GetResponse)(nil),          // 1: ringkv.GetResponse
@@ -1884,63 +2150,72 @@ var file_kvpb_kv_proto_goTypes = []any{
 	(*DeleteRequest)(nil),        // 4: ringkv.DeleteRequest
 	(*DeleteResponse)(nil),       // 5: ringkv.DeleteResponse
 	(*Record)(nil),               // 6: ringkv.Record
-	(*ReadRequest)(nil),          // 7: ringkv.ReadRequest
-	(*ReadResponse)(nil),         // 8: ringkv.ReadResponse
-	(*WriteRequest)(nil),         // 9: ringkv.WriteRequest
-	(*WriteResponse)(nil),        // 10: ringkv.WriteResponse
-	(*StreamRangeRequest)(nil),   // 11: ringkv.StreamRangeRequest
-	(*KeyRecord)(nil),            // 12: ringkv.KeyRecord
-	(*RangeChunk)(nil),           // 13: ringkv.RangeChunk
-	(*KeySpan)(nil),              // 14: ringkv.KeySpan
-	(*RangeTreeRequest)(nil),     // 15: ringkv.RangeTreeRequest
-	(*RangeTreeResponse)(nil),    // 16: ringkv.RangeTreeResponse
-	(*PullRangesRequest)(nil),    // 17: ringkv.PullRangesRequest
-	(*PullRangesResponse)(nil),   // 18: ringkv.PullRangesResponse
-	(*MarkRepairedRequest)(nil),  // 19: ringkv.MarkRepairedRequest
-	(*MarkRepairedResponse)(nil), // 20: ringkv.MarkRepairedResponse
-	(*BatchRequest)(nil),         // 21: ringkv.BatchRequest
-	(*BatchItem)(nil),            // 22: ringkv.BatchItem
-	(*BatchResponse)(nil),        // 23: ringkv.BatchResponse
-	(*BatchResult)(nil),          // 24: ringkv.BatchResult
+	(*LinkStats)(nil),            // 7: ringkv.LinkStats
+	(*LinkView)(nil),             // 8: ringkv.LinkView
+	(*LinksRequest)(nil),         // 9: ringkv.LinksRequest
+	(*LinksResponse)(nil),        // 10: ringkv.LinksResponse
+	(*ReadRequest)(nil),          // 11: ringkv.ReadRequest
+	(*ReadResponse)(nil),         // 12: ringkv.ReadResponse
+	(*WriteRequest)(nil),         // 13: ringkv.WriteRequest
+	(*WriteResponse)(nil),        // 14: ringkv.WriteResponse
+	(*StreamRangeRequest)(nil),   // 15: ringkv.StreamRangeRequest
+	(*KeyRecord)(nil),            // 16: ringkv.KeyRecord
+	(*RangeChunk)(nil),           // 17: ringkv.RangeChunk
+	(*KeySpan)(nil),              // 18: ringkv.KeySpan
+	(*RangeTreeRequest)(nil),     // 19: ringkv.RangeTreeRequest
+	(*RangeTreeResponse)(nil),    // 20: ringkv.RangeTreeResponse
+	(*PullRangesRequest)(nil),    // 21: ringkv.PullRangesRequest
+	(*PullRangesResponse)(nil),   // 22: ringkv.PullRangesResponse
+	(*MarkRepairedRequest)(nil),  // 23: ringkv.MarkRepairedRequest
+	(*MarkRepairedResponse)(nil), // 24: ringkv.MarkRepairedResponse
+	(*BatchRequest)(nil),         // 25: ringkv.BatchRequest
+	(*BatchItem)(nil),            // 26: ringkv.BatchItem
+	(*BatchResponse)(nil),        // 27: ringkv.BatchResponse
+	(*BatchResult)(nil),          // 28: ringkv.BatchResult
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
-	6,  // 0: ringkv.ReadResponse.record:type_name -> ringkv.Record
-	6,  // 1: ringkv.WriteRequest.record:type_name -> ringkv.Record
-	6,  // 2: ringkv.KeyRecord.record:type_name -> ringkv.Record
-	12, // 3: ringkv.RangeChunk.records:type_name -> ringkv.KeyRecord
-	14, // 4: ringkv.PullRangesRequest.spans:type_name -> ringkv.KeySpan
-	14, // 5: ringkv.MarkRepairedRequest.ranges:type_name -> ringkv.KeySpan
-	22, // 6: ringkv.BatchRequest.items:type_name -> ringkv.BatchItem
-	7,  // 7: ringkv.BatchItem.read:type_name -> ringkv.ReadRequest
-	9,  // 8: ringkv.BatchItem.write:type_name -> ringkv.WriteRequest
-	24, // 9: ringkv.BatchResponse.results:type_name -> ringkv.BatchResult
-	8,  // 10: ringkv.BatchResult.read:type_name -> ringkv.ReadResponse
-	10, // 11: ringkv.BatchResult.write:type_name -> ringkv.WriteResponse
-	0,  // 12: ringkv.KV.Get:input_type -> ringkv.GetRequest
-	2,  // 13: ringkv.KV.Put:input_type -> ringkv.PutRequest
-	4,  // 14: ringkv.KV.Delete:input_type -> ringkv.DeleteRequest
-	7,  // 15: ringkv.Replica.Read:input_type -> ringkv.ReadRequest
-	9,  // 16: ringkv.Replica.Write:input_type -> ringkv.WriteRequest
-	11, // 17: ringkv.Replica.StreamRange:input_type -> ringkv.StreamRangeRequest
-	15, // 18: ringkv.Replica.RangeTree:input_type -> ringkv.RangeTreeRequest
-	17, // 19: ringkv.Replica.PullRanges:input_type -> ringkv.PullRangesRequest
-	19, // 20: ringkv.Replica.MarkRepaired:input_type -> ringkv.MarkRepairedRequest
-	21, // 21: ringkv.Replica.Batch:input_type -> ringkv.BatchRequest
-	1,  // 22: ringkv.KV.Get:output_type -> ringkv.GetResponse
-	3,  // 23: ringkv.KV.Put:output_type -> ringkv.PutResponse
-	5,  // 24: ringkv.KV.Delete:output_type -> ringkv.DeleteResponse
-	8,  // 25: ringkv.Replica.Read:output_type -> ringkv.ReadResponse
-	10, // 26: ringkv.Replica.Write:output_type -> ringkv.WriteResponse
-	13, // 27: ringkv.Replica.StreamRange:output_type -> ringkv.RangeChunk
-	16, // 28: ringkv.Replica.RangeTree:output_type -> ringkv.RangeTreeResponse
-	18, // 29: ringkv.Replica.PullRanges:output_type -> ringkv.PullRangesResponse
-	20, // 30: ringkv.Replica.MarkRepaired:output_type -> ringkv.MarkRepairedResponse
-	23, // 31: ringkv.Replica.Batch:output_type -> ringkv.BatchResponse
-	22, // [22:32] is the sub-list for method output_type
-	12, // [12:22] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	7,  // 0: ringkv.LinkView.links:type_name -> ringkv.LinkStats
+	8,  // 1: ringkv.LinksRequest.view:type_name -> ringkv.LinkView
+	8,  // 2: ringkv.LinksResponse.view:type_name -> ringkv.LinkView
+	6,  // 3: ringkv.ReadResponse.record:type_name -> ringkv.Record
+	6,  // 4: ringkv.WriteRequest.record:type_name -> ringkv.Record
+	6,  // 5: ringkv.KeyRecord.record:type_name -> ringkv.Record
+	16, // 6: ringkv.RangeChunk.records:type_name -> ringkv.KeyRecord
+	18, // 7: ringkv.PullRangesRequest.spans:type_name -> ringkv.KeySpan
+	18, // 8: ringkv.MarkRepairedRequest.ranges:type_name -> ringkv.KeySpan
+	26, // 9: ringkv.BatchRequest.items:type_name -> ringkv.BatchItem
+	11, // 10: ringkv.BatchItem.read:type_name -> ringkv.ReadRequest
+	13, // 11: ringkv.BatchItem.write:type_name -> ringkv.WriteRequest
+	28, // 12: ringkv.BatchResponse.results:type_name -> ringkv.BatchResult
+	12, // 13: ringkv.BatchResult.read:type_name -> ringkv.ReadResponse
+	14, // 14: ringkv.BatchResult.write:type_name -> ringkv.WriteResponse
+	0,  // 15: ringkv.KV.Get:input_type -> ringkv.GetRequest
+	2,  // 16: ringkv.KV.Put:input_type -> ringkv.PutRequest
+	4,  // 17: ringkv.KV.Delete:input_type -> ringkv.DeleteRequest
+	11, // 18: ringkv.Replica.Read:input_type -> ringkv.ReadRequest
+	13, // 19: ringkv.Replica.Write:input_type -> ringkv.WriteRequest
+	15, // 20: ringkv.Replica.StreamRange:input_type -> ringkv.StreamRangeRequest
+	19, // 21: ringkv.Replica.RangeTree:input_type -> ringkv.RangeTreeRequest
+	21, // 22: ringkv.Replica.PullRanges:input_type -> ringkv.PullRangesRequest
+	23, // 23: ringkv.Replica.MarkRepaired:input_type -> ringkv.MarkRepairedRequest
+	25, // 24: ringkv.Replica.Batch:input_type -> ringkv.BatchRequest
+	9,  // 25: ringkv.Replica.Links:input_type -> ringkv.LinksRequest
+	1,  // 26: ringkv.KV.Get:output_type -> ringkv.GetResponse
+	3,  // 27: ringkv.KV.Put:output_type -> ringkv.PutResponse
+	5,  // 28: ringkv.KV.Delete:output_type -> ringkv.DeleteResponse
+	12, // 29: ringkv.Replica.Read:output_type -> ringkv.ReadResponse
+	14, // 30: ringkv.Replica.Write:output_type -> ringkv.WriteResponse
+	17, // 31: ringkv.Replica.StreamRange:output_type -> ringkv.RangeChunk
+	20, // 32: ringkv.Replica.RangeTree:output_type -> ringkv.RangeTreeResponse
+	22, // 33: ringkv.Replica.PullRanges:output_type -> ringkv.PullRangesResponse
+	24, // 34: ringkv.Replica.MarkRepaired:output_type -> ringkv.MarkRepairedResponse
+	27, // 35: ringkv.Replica.Batch:output_type -> ringkv.BatchResponse
+	10, // 36: ringkv.Replica.Links:output_type -> ringkv.LinksResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -1948,11 +2223,11 @@ func file_kvpb_kv_proto_init() {
 	if File_kvpb_kv_proto != nil {
 		return
 	}
-	file_kvpb_kv_proto_msgTypes[22].OneofWrappers = []any{
+	file_kvpb_kv_proto_msgTypes[26].OneofWrappers = []any{
 		(*BatchItem_Read)(nil),
 		(*BatchItem_Write)(nil),
 	}
-	file_kvpb_kv_proto_msgTypes[24].OneofWrappers = []any{
+	file_kvpb_kv_proto_msgTypes[28].OneofWrappers = []any{
 		(*BatchResult_Read)(nil),
 		(*BatchResult_Write)(nil),
 		(*BatchResult_Status)(nil),
@@ -1963,7 +2238,7 @@ func file_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -216,6 +216,7 @@ const (
 	Replica_PullRanges_FullMethodName   = "/ringkv.Replica/PullRanges"
 	Replica_MarkRepaired_FullMethodName = "/ringkv.Replica/MarkRepaired"
 	Replica_Batch_FullMethodName        = "/ringkv.Replica/Batch"
+	Replica_Links_FullMethodName        = "/ringkv.Replica/Links"
 )
 
 // ReplicaClient is the client API for Replica service.
@@ -254,6 +255,11 @@ type ReplicaClient interface {
 	// order. Each request keeps its own deadline and its own outcome. A node whose peer
 	// answers UNIMPLEMENTED uses Read and Write instead.
 	Batch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchRequest, BatchResponse], error)
+	// Links is sent by every node to every peer once a second, both ways: each side says how
+	// its calls to the others went lately (a peer's own view of the cluster, with which a
+	// node tells a peer it cannot reach from a node nobody can reach: gray failure
+	// detection, node/replica/gray.go). Its answer is also the liveness probe of the peer.
+	Links(ctx context.Context, in *LinksRequest, opts ...grpc.CallOption) (*LinksResponse, error)
 }
 
 type replicaClient struct {
@@ -346,6 +352,16 @@ func (c *replicaClient) Batch(ctx context.Context, opts ...grpc.CallOption) (grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replica_BatchClient = grpc.BidiStreamingClient[BatchRequest, BatchResponse]
 
+func (c *replicaClient) Links(ctx context.Context, in *LinksRequest, opts ...grpc.CallOption) (*LinksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LinksResponse)
+	err := c.cc.Invoke(ctx, Replica_Links_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaServer is the server API for Replica service.
 // All implementations must embed UnimplementedReplicaServer
 // for forward compatibility.
@@ -382,6 +398,11 @@ type ReplicaServer interface {
 	// order. Each request keeps its own deadline and its own outcome. A node whose peer
 	// answers UNIMPLEMENTED uses Read and Write instead.
 	Batch(grpc.BidiStreamingServer[BatchRequest, BatchResponse]) error
+	// Links is sent by every node to every peer once a second, both ways: each side says how
+	// its calls to the others went lately (a peer's own view of the cluster, with which a
+	// node tells a peer it cannot reach from a node nobody can reach: gray failure
+	// detection, node/replica/gray.go). Its answer is also the liveness probe of the peer.
+	Links(context.Context, *LinksRequest) (*LinksResponse, error)
 	mustEmbedUnimplementedReplicaServer()
 }
 
@@ -412,6 +433,9 @@ func (UnimplementedReplicaServer) MarkRepaired(context.Context, *MarkRepairedReq
 }
 func (UnimplementedReplicaServer) Batch(grpc.BidiStreamingServer[BatchRequest, BatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Batch not implemented")
+}
+func (UnimplementedReplicaServer) Links(context.Context, *LinksRequest) (*LinksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Links not implemented")
 }
 func (UnimplementedReplicaServer) mustEmbedUnimplementedReplicaServer() {}
 func (UnimplementedReplicaServer) testEmbeddedByValue()                 {}
@@ -542,6 +566,24 @@ func _Replica_Batch_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replica_BatchServer = grpc.BidiStreamingServer[BatchRequest, BatchResponse]
 
+func _Replica_Links_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LinksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServer).Links(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replica_Links_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServer).Links(ctx, req.(*LinksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Replica_ServiceDesc is the grpc.ServiceDesc for Replica service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -568,6 +610,10 @@ var Replica_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MarkRepaired",
 			Handler:    _Replica_MarkRepaired_Handler,
+		},
+		{
+			MethodName: "Links",
+			Handler:    _Replica_Links_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -88,3 +88,29 @@ func StalledMoves(n int, first *MoveStall) string {
 	}
 	return fmt.Sprintf("%d range moves stalled, the first: %s", n, StallWhy(first))
 }
+
+// GrayWord names what is wrong with a gray node: "lossy", "slow links", ...
+func GrayWord(k GrayNode_Kind) string {
+	switch k {
+	case GrayNode_LOSS:
+		return "lossy"
+	case GrayNode_LATENCY:
+		return "slow links"
+	case GrayNode_UNREACHABLE:
+		return "unreachable from its peers"
+	case GrayNode_CUT_OFF:
+		return "cut off from its peers"
+	case GrayNode_SLOW_DISK:
+		return "slow disk"
+	case GrayNode_FLAPPING:
+		return "flapping"
+	}
+	return "gray"
+}
+
+// GrayLine is the one line that names a gray node and what is wrong with it (a readiness
+// reason of the node itself, kvctl status's line): "gray: n3 lossy: 31% of 412 calls with
+// its peers failed or answered late (over 100ms), none between the others".
+func GrayLine(g *GrayNode) string {
+	return "gray: " + g.GetNode() + " " + GrayWord(g.GetKind()) + ": " + g.GetDetail()
+}

@@ -39,6 +39,8 @@ func NewCmdStatus(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `status asks one node (--addr) for the cluster: the ring epoch, a ring change in flight,
 and for every member its state, raft role, ops/s, p99 latency, keys, disk used and free, and
 its circuit breakers towards the other nodes ("ok", or the peers whose breaker is open).
+A "gray:" line names each node that answers but badly (lossy, slow links, cut one way, a
+slow disk, flapping), as the answering nodes judge it from their calls and their peers'.
 HINTS counts the durable hints each node holds for peers that missed writes (and those it
 dropped as too old or over its bound; a repair covers their writes), LAST-REPAIRED how long
 ago the node last completed a repair of the ranges it is the primary of ("never"), and a
@@ -111,6 +113,9 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 				fmt.Fprintln(ios.Out, "  "+l)
 			}
 		}
+	}
+	for _, g := range present.Gray(resp.GetNodes()) {
+		fmt.Fprintln(ios.Out, kvpb.GrayLine(g))
 	}
 	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "HINTS", "LAST-REPAIRED", "BREAKERS", "NOTE")
 	// The table lists the nodes as an operator counts them (n2 before n10); -o json keeps

@@ -1,0 +1,544 @@
+// Gray failures: how calls to each peer (and to this node's own store) went over the last
+// few seconds, the views of their peers that nodes swap once a second (Replica.Links), and
+// the verdict drawn from them: which node answers, but badly, while the others reach each
+// other fine (Gray).
+
+package replica
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"ringkv/proto/kvpb"
+)
+
+// The verdict's thresholds. A link is judged on the calls of the last linkWindow seconds,
+// when there were at least minLinkCalls of them (the Links exchange alone makes one a second).
+const (
+	linkWindow   = 5 // seconds
+	minLinkCalls = 3
+	// lateAfter: a call that took longer answered late. A lost packet costs TCP a
+	// retransmission timeout of 200 ms or more; a loaded machine rarely stalls a call that
+	// long, and never on most links at once.
+	lateAfter = 100 * time.Millisecond
+	// badShare of a link's calls failed or late make it lossy.
+	badShare = 0.05
+	// A node's link whose mean latency (both ways) is at least slowFloor and slowFactor times
+	// the median of the links between the other nodes is slow: lost packets that TCP recovers
+	// fast, or a slow link. Measured on a loaded machine (load average 25), healthy links
+	// differed by up to 3.3x at 3 ms; 5% loss made 11-18 ms of 1-2.5 ms.
+	slowFloor  = 8 * time.Millisecond
+	slowFactor = 3
+	// grayHold is how long a verdict holds after it was last drawn.
+	grayHold = 15 * time.Second
+	// A link on which at least retransShare of minSegments or more TCP segments were sent
+	// again loses packets (a healthy link retransmits next to none).
+	retransShare = 0.01
+	minSegments  = 50
+	minRetrans   = 3
+	// A store whose mean write is at least slowDiskFloor and slowFactor times the median of
+	// the other nodes' is slow.
+	slowDiskFloor = 10 * time.Millisecond
+	// A node that came back flapAfter times within flapWindow flaps.
+	flapAfter  = 3
+	flapWindow = time.Minute
+	// viewTTL: a peer's view older than this is not used; a node heard from within aliveTTL
+	// answers (the views are swapped once a second, both ways).
+	viewTTL  = 5 * time.Second
+	aliveTTL = 2500 * time.Millisecond
+)
+
+// linkBucket is one second of calls on one link.
+type linkBucket struct {
+	sec                       int64
+	calls, failed, late, okes uint64
+	sumMicros                 uint64
+	segs, retrans             uint64
+}
+
+// link is the recent record of the calls to one peer (or to this node's store). Safe for
+// concurrent use.
+type link struct {
+	mu      sync.Mutex
+	buckets [linkWindow]linkBucket
+	backs   []time.Time // when the peer became reachable again, within flapWindow
+	// The TCP counts last sampled (since start), and whether there was a sample.
+	segs, retrans uint64
+	sampled       bool
+}
+
+// tcp records the TCP counts of the link since start (LinkCounts): what grew since the last
+// sample goes to this second.
+func (l *link) tcp(now time.Time, segs, retrans uint64) {
+	sec := now.Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sampled && segs >= l.segs && retrans >= l.retrans {
+		b := &l.buckets[sec%linkWindow]
+		if b.sec != sec {
+			*b = linkBucket{sec: sec}
+		}
+		b.segs += segs - l.segs
+		b.retrans += retrans - l.retrans
+	}
+	l.segs, l.retrans, l.sampled = segs, retrans, true
+}
+
+// observe records one call that took d; failed when it did not answer (timed out,
+// refused, reset).
+func (l *link) observe(now time.Time, d time.Duration, failed bool) {
+	sec := now.Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := &l.buckets[sec%linkWindow]
+	if b.sec != sec {
+		*b = linkBucket{sec: sec}
+	}
+	b.calls++
+	switch {
+	case failed:
+		b.failed++
+	default:
+		b.okes++
+		b.sumMicros += uint64(d.Microseconds())
+		if d >= lateAfter {
+			b.late++
+		}
+	}
+}
+
+// back records that the peer became reachable again after being unreachable.
+func (l *link) back(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.backs = append(l.backs, now)
+	l.trimBacks(now)
+}
+
+func (l *link) trimBacks(now time.Time) {
+	i := 0
+	for i < len(l.backs) && now.Sub(l.backs[i]) > flapWindow {
+		i++
+	}
+	l.backs = l.backs[i:]
+}
+
+// stats sums the last linkWindow seconds as the LinkStats of peer.
+func (l *link) stats(now time.Time, peer string) *kvpb.LinkStats {
+	sec := now.Unix()
+	s := &kvpb.LinkStats{Peer: peer}
+	var okes, sum uint64
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.buckets {
+		if b.sec <= sec-linkWindow || b.sec > sec {
+			continue
+		}
+		s.Calls += b.calls
+		s.Failed += b.failed
+		s.Late += b.late
+		okes += b.okes
+		sum += b.sumMicros
+		s.Segments += b.segs
+		s.Retransmits += b.retrans
+	}
+	if okes > 0 {
+		s.MeanMicros = sum / okes
+	}
+	l.trimBacks(now)
+	s.Flaps = uint32(len(l.backs))
+	return s
+}
+
+// linker is implemented by replicas that swap link views with their peer (Remote).
+type linker interface {
+	// Links sends this node's view and returns the peer's. It waits for the connection
+	// within ctx.
+	Links(ctx context.Context, mine *kvpb.LinkView) (*kvpb.LinkView, error)
+}
+
+// heardView is a peer's view as this node last received it.
+type heardView struct {
+	at    time.Time
+	links map[string]*kvpb.LinkStats
+}
+
+// LinkView returns this node's view: its recent calls to every peer of the current ring,
+// and to its own store.
+//
+// Its own entry counts the TCP segments this node sent to its clients, and their
+// retransmits (Config.ClientCounts).
+func (c *Coordinator) LinkView() *kvpb.LinkView {
+	now := c.cfg.Now()
+	if c.cfg.ClientCounts != nil {
+		segs, re := c.cfg.ClientCounts()
+		c.selfLink.tcp(now, segs, re)
+	}
+	v := &kvpb.LinkView{Node: c.self, Links: []*kvpb.LinkStats{c.selfLink.stats(now, c.self)}}
+	if rv := c.view(); rv != nil && rv.Current != nil {
+		for _, m := range rv.Current.Members() {
+			if m.ID == c.self {
+				continue
+			}
+			v.Links = append(v.Links, c.peerState(m.ID).link.stats(now, m.ID))
+		}
+	}
+	return v
+}
+
+// SawLinks records a peer's view, received in a Links call it made or answered.
+func (c *Coordinator) SawLinks(v *kvpb.LinkView) {
+	if v == nil || v.GetNode() == "" || v.GetNode() == c.self {
+		return
+	}
+	h := heardView{at: c.cfg.Now(), links: make(map[string]*kvpb.LinkStats, len(v.GetLinks()))}
+	for _, l := range v.GetLinks() {
+		h.links[l.GetPeer()] = l
+	}
+	c.viewsMu.Lock()
+	c.views[v.GetNode()] = h
+	c.viewsMu.Unlock()
+}
+
+// exchange swaps views with a peer, as the probe of watchPeer; errNoLinks when the peer
+// does not serve Links.
+func (c *Coordinator) exchange(ctx context.Context, l linker) error {
+	theirs, err := l.Links(ctx, c.LinkView())
+	if err != nil {
+		return err
+	}
+	c.SawLinks(theirs)
+	return nil
+}
+
+// linkJudgement is what one node's calls to another say of the link between them.
+type linkJudgement struct {
+	known  bool // enough calls to judge
+	bad    bool // cut, lossy or late beyond doubt, whatever the other links do
+	cut    bool // most calls failed: the peer cannot be reached at all
+	lossy  bool // TCP retransmitted a share of its segments
+	st     *kvpb.LinkStats
+	meanMs float64
+}
+
+// judge judges one direction of a link by its own figures.
+func judge(s *kvpb.LinkStats) linkJudgement {
+	if s == nil || s.GetCalls() < minLinkCalls {
+		return linkJudgement{}
+	}
+	j := linkJudgement{known: true, st: s, meanMs: float64(s.GetMeanMicros()) / 1000}
+	calls := float64(s.GetCalls())
+	j.cut = float64(s.GetFailed()) >= calls/2
+	j.lossy = lossy(s)
+	j.bad = j.cut || j.lossy || float64(s.GetFailed()+s.GetLate()) >= badShare*calls
+	return j
+}
+
+// matrix is the views at hand: views[a][b] is how a's calls to b went.
+type matrix map[string]map[string]*kvpb.LinkStats
+
+func (m matrix) judge(from, to string) linkJudgement { return judge(m[from][to]) }
+
+// bad tells whether the link between a and b goes badly by either side's figures; known
+// whether either side can tell.
+func (m matrix) bad(a, b string) (bad, known bool) {
+	x, y := m.judge(a, b), m.judge(b, a)
+	return x.bad || y.bad, x.known || y.known
+}
+
+// meanMs is the mean latency of the link between a and b over the directions that answered
+// calls; ok false when neither did.
+func (m matrix) meanMs(a, b string) (float64, bool) {
+	sum, k := 0.0, 0
+	for _, j := range []linkJudgement{m.judge(a, b), m.judge(b, a)} {
+		if j.known && ok(j.st) > 0 {
+			sum += j.meanMs
+			k++
+		}
+	}
+	if k == 0 {
+		return 0, false
+	}
+	return sum / float64(k), true
+}
+
+// Gray returns the nodes of the current ring that answer but badly, judged from this node's
+// own calls and the views its peers sent: a node whose links to a majority of its peers go
+// badly while those peers reach each other fine (lossy, slow, cut one way), a node whose own
+// store is much slower than the others', a node that keeps going away and coming back. A
+// node that loses one peer is not gray, and neither is one that is simply down. A verdict
+// holds for grayHold after it was last drawn, so that a node taken out of a balancer's
+// rotation (and so called less) does not flap back in while its fault lasts. Needs three
+// nodes or more; sorted by node.
+func (c *Coordinator) Gray() []*kvpb.GrayNode {
+	rv := c.view()
+	if rv == nil || rv.Current == nil {
+		return nil
+	}
+	var ids []string
+	for _, m := range rv.Current.Members() {
+		ids = append(ids, m.ID)
+	}
+	if len(ids) < 3 {
+		return nil
+	}
+	now := c.cfg.Now()
+	views := matrix{}
+	own := map[string]*kvpb.LinkStats{}
+	for _, l := range c.LinkView().GetLinks() {
+		own[l.GetPeer()] = l
+	}
+	views[c.self] = own
+	heard := map[string]bool{c.self: true}
+	c.viewsMu.Lock()
+	defer c.viewsMu.Unlock()
+	for id, h := range c.views {
+		if now.Sub(h.at) <= viewTTL && id != c.self {
+			views[id] = h.links
+			heard[id] = now.Sub(h.at) <= aliveTTL
+		}
+	}
+	var out []*kvpb.GrayNode
+	for _, x := range ids {
+		g := grayLinks(x, ids, views, heard[x])
+		if g == nil {
+			g = clientLoss(x, ids, views)
+		}
+		if g == nil {
+			g = slowDisk(x, ids, views)
+		}
+		if g == nil {
+			g = flapping(x, ids, views)
+		}
+		if g != nil {
+			c.grayHeld[x] = heldVerdict{g: g, at: now}
+		}
+		if h, ok := c.grayHeld[x]; ok && now.Sub(h.at) <= grayHold {
+			out = append(out, h.g)
+		}
+	}
+	for x, h := range c.grayHeld {
+		if now.Sub(h.at) > grayHold || !slices.Contains(ids, x) {
+			delete(c.grayHeld, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetNode() < out[j].GetNode() })
+	return out
+}
+
+// heldVerdict is a gray verdict and when it was last drawn.
+type heldVerdict struct {
+	g  *kvpb.GrayNode
+	at time.Time
+}
+
+func ok(s *kvpb.LinkStats) uint64 { return s.GetCalls() - s.GetFailed() }
+
+// lossy reports whether the link's TCP retransmits show lost packets.
+func lossy(s *kvpb.LinkStats) bool {
+	segs, re := s.GetSegments(), s.GetRetransmits()
+	return segs >= minSegments && re >= minRetrans && float64(re) >= retransShare*float64(segs)
+}
+
+// grayLinks judges node x by its links: gray when the links to a majority of its peers go
+// badly (by their own figures, or slower than slowFactor times the links between the
+// others) while every other node reaches most of the others fine, and x answers (its view
+// arrived lately: heard): a node that is down is not gray.
+func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode {
+	if !heard {
+		return nil
+	}
+	n := len(ids)
+	// The others' links: the yardstick of latency, and they must go fine.
+	var others []float64
+	sawGood := false
+	for _, y := range ids {
+		if y == x {
+			continue
+		}
+		bad := 0
+		for _, z := range ids {
+			if z == x || z == y {
+				continue
+			}
+			b, known := views.bad(y, z)
+			if b {
+				bad++
+			} else if known {
+				sawGood = true
+			}
+			if m, ok := views.meanMs(y, z); ok && y < z {
+				others = append(others, m)
+			}
+		}
+		if bad > 0 && 2*bad >= n-2 {
+			return nil // the others do not reach each other fine either: not one odd node
+		}
+	}
+	if !sawGood {
+		return nil
+	}
+	yardstick := 0.0
+	if len(others) > 0 {
+		slices.Sort(others)
+		yardstick = others[len(others)/2]
+	}
+	slowMs := max(float64(slowFloor.Microseconds())/1000, slowFactor*yardstick)
+	var badTo []string
+	for _, y := range ids {
+		if y == x {
+			continue
+		}
+		b, _ := views.bad(x, y)
+		if m, ok := views.meanMs(x, y); ok && m >= slowMs && yardstick > 0 {
+			b = true
+		}
+		if b {
+			badTo = append(badTo, y)
+		}
+	}
+	if 2*len(badTo) <= n-1 {
+		return nil
+	}
+	// What is wrong, by direction: x's own calls (out) and its peers' calls to it (in).
+	var outCut, inCut, outFine, inFine int
+	var calls, failed, late, segs, retrans uint64
+	var sumMs float64
+	var nMs int
+	for _, y := range badTo {
+		o, i := views.judge(x, y), views.judge(y, x)
+		for _, j := range []linkJudgement{o, i} {
+			if j.known {
+				calls += j.st.GetCalls()
+				failed += j.st.GetFailed()
+				late += j.st.GetLate()
+				segs += j.st.GetSegments()
+				retrans += j.st.GetRetransmits()
+			}
+		}
+		if m, ok := views.meanMs(x, y); ok {
+			sumMs += m
+			nMs++
+		}
+		switch {
+		case o.cut:
+			outCut++
+		case o.known && !o.bad:
+			outFine++
+		}
+		switch {
+		case i.cut:
+			inCut++
+		case i.known && !i.bad:
+			inFine++
+		}
+	}
+	g := &kvpb.GrayNode{Node: x}
+	k := len(badTo)
+	lateShare := float64(failed+late) / float64(max(calls, 1))
+	switch {
+	case inCut == k && outFine == k:
+		g.Kind = kvpb.GrayNode_UNREACHABLE
+		g.Detail = fmt.Sprintf("its peers cannot reach it (%s), it reaches them", strings.Join(badTo, ", "))
+	case outCut == k && inFine == k:
+		g.Kind = kvpb.GrayNode_CUT_OFF
+		g.Detail = fmt.Sprintf("it cannot reach its peers (%s), they reach it", strings.Join(badTo, ", "))
+	// Lost packets make a minority of calls late (a retransmission each) and TCP send
+	// segments again; a slow link makes every call slow alike.
+	case lateShare < 0.5 && (retrans*100 >= segs && retrans > 0 || lateShare >= 0.01):
+		g.Kind = kvpb.GrayNode_LOSS
+		g.Detail = fmt.Sprintf("%.1f%% of %d TCP segments to and from its peers sent again, %.0f%% of %d calls failed or took over %v; the others reach each other fine",
+			100*float64(retrans)/float64(max(segs, 1)), segs, 100*lateShare, calls, lateAfter)
+	default:
+		g.Kind = kvpb.GrayNode_LATENCY
+		g.Detail = fmt.Sprintf("calls with its peers take %.1fms on average, %.1fms between the others", sumMs/float64(max(nMs, 1)), yardstick)
+	}
+	return g
+}
+
+// clientLoss judges node x by the TCP segments it sent to its clients: gray when it had to
+// send a share of them again while the other nodes (at least one with as many segments) had
+// to send slowFactor times less.
+func clientLoss(x string, ids []string, views matrix) *kvpb.GrayNode {
+	mine := views[x][x]
+	if mine == nil || !lossy(mine) {
+		return nil
+	}
+	share := func(s *kvpb.LinkStats) float64 { return float64(s.GetRetransmits()) / float64(s.GetSegments()) }
+	compared := 0
+	worst := 0.0
+	for _, y := range ids {
+		s := views[y][y]
+		if y == x || s == nil || s.GetSegments() < minSegments {
+			continue
+		}
+		if share(s)*slowFactor > share(mine) {
+			return nil
+		}
+		compared++
+		worst = max(worst, share(s))
+	}
+	if compared == 0 {
+		return nil
+	}
+	return &kvpb.GrayNode{Node: x, Kind: kvpb.GrayNode_LOSS,
+		Detail: fmt.Sprintf("%.1f%% of %d TCP segments to its clients sent again, at most %.1f%% at the others",
+			100*share(mine), mine.GetSegments(), 100*worst)}
+}
+
+// slowDisk judges node x by its own store's writes against the other nodes' stores.
+func slowDisk(x string, ids []string, views map[string]map[string]*kvpb.LinkStats) *kvpb.GrayNode {
+	mine := views[x][x]
+	if mine == nil || ok(mine) < minLinkCalls {
+		return nil
+	}
+	var others []float64
+	for _, y := range ids {
+		if s := views[y][y]; y != x && s != nil && ok(s) >= minLinkCalls {
+			others = append(others, float64(s.GetMeanMicros())/1000)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	slices.Sort(others)
+	median := others[len(others)/2]
+	m := float64(mine.GetMeanMicros()) / 1000
+	if m < float64(slowDiskFloor.Milliseconds()) || m < slowFactor*median {
+		return nil
+	}
+	return &kvpb.GrayNode{Node: x, Kind: kvpb.GrayNode_SLOW_DISK,
+		Detail: fmt.Sprintf("its own store answers in %.1fms on average, the others' in %.1fms", m, median)}
+}
+
+// flapping judges node x by how often its peers saw it come back: most of them at least
+// flapAfter times within flapWindow.
+func flapping(x string, ids []string, views map[string]map[string]*kvpb.LinkStats) *kvpb.GrayNode {
+	saw, most := 0, uint32(0)
+	for _, y := range ids {
+		if s := views[y][x]; y != x && s != nil && s.GetFlaps() >= flapAfter {
+			saw++
+			most = max(most, s.GetFlaps())
+		}
+	}
+	if 2*saw <= len(ids)-1 {
+		return nil
+	}
+	return &kvpb.GrayNode{Node: x, Kind: kvpb.GrayNode_FLAPPING,
+		Detail: fmt.Sprintf("came back %d times in the last %v", most, flapWindow)}
+}
+
+// GrayOf returns the verdict on this node itself, nil when it is not gray.
+func (c *Coordinator) GrayOf() *kvpb.GrayNode {
+	for _, g := range c.Gray() {
+		if g.GetNode() == c.self {
+			return g
+		}
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package replica
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/proto/kvpb"
+)
+
+// linkSpec is how one node's calls to another went: calls made, of them failed and late, and
+// the latency of the others.
+type linkSpec struct {
+	calls, failed, late int
+	d                   time.Duration
+	flaps               int
+	segs, retrans       uint64 // TCP segments sent, and retransmitted
+}
+
+func (s linkSpec) stats(peer string) *kvpb.LinkStats {
+	okes := s.calls - s.failed
+	mean := uint64(0)
+	if okes > 0 {
+		mean = uint64(((time.Duration(okes-s.late)*s.d + time.Duration(s.late)*150*time.Millisecond) / time.Duration(okes)).Microseconds())
+	}
+	return &kvpb.LinkStats{Peer: peer, Calls: uint64(s.calls), Failed: uint64(s.failed), Late: uint64(s.late), MeanMicros: mean, Flaps: uint32(s.flaps),
+		Segments: s.segs, Retransmits: s.retrans}
+}
+
+// feed replays s on l.
+func (s linkSpec) feed(l *link, now time.Time) {
+	for i := range s.calls {
+		switch {
+		case i < s.failed:
+			l.observe(now, 0, true)
+		case i < s.failed+s.late:
+			l.observe(now, 150*time.Millisecond, false)
+		default:
+			l.observe(now, s.d, false)
+		}
+	}
+	for range s.flaps {
+		l.back(now)
+	}
+	l.tcp(now.Add(-time.Second), 1000, 7)
+	l.tcp(now, 1000+s.segs, 7+s.retrans)
+}
+
+// TestGrayVerdict: the verdict on every node from three nodes' views, each as seen from
+// every node (its own calls measured, the others' views heard), and the reason a node that
+// loses one peer, a node that is down and a cluster that is slow everywhere name nobody.
+func TestGrayVerdict(t *testing.T) {
+	good := linkSpec{calls: 40, d: time.Millisecond}
+	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
+	dead := linkSpec{calls: 5, failed: 5}
+	retransmitting := linkSpec{calls: 40, d: time.Millisecond, segs: 800, retrans: 30}
+	slow := linkSpec{calls: 40, d: 60 * time.Millisecond}
+	flappy := linkSpec{calls: 40, d: time.Millisecond, flaps: 4}
+	disk := func(d time.Duration) linkSpec { return linkSpec{calls: 40, d: d} }
+	names := []string{"n1", "n2", "n3"}
+	// links[from][to]; links[x][x] is x's own store. A node missing from heard sent no view.
+	type matrix map[string]map[string]linkSpec
+	uniform := func(except func(from, to string) (linkSpec, bool)) matrix {
+		m := matrix{}
+		for _, a := range names {
+			m[a] = map[string]linkSpec{}
+			for _, b := range names {
+				s := good
+				if x, ok := except(a, b); ok {
+					s = x
+				}
+				m[a][b] = s
+			}
+		}
+		return m
+	}
+	touches := func(x string, s linkSpec) func(from, to string) (linkSpec, bool) {
+		return func(from, to string) (linkSpec, bool) { return s, from != to && (from == x || to == x) }
+	}
+	cases := []struct {
+		name   string
+		links  matrix
+		silent string // a node whose view nobody hears (down)
+		want   string // "n3 LOSS", or "" for nobody
+	}{
+		{"healthy", uniform(func(string, string) (linkSpec, bool) { return linkSpec{}, false }), "", ""},
+		{"lossy node", uniform(touches("n3", lossy)), "", "n3 LOSS"},
+		{"retransmitting node", uniform(touches("n2", retransmitting)), "", "n2 LOSS"},
+		{"one lossy link is not gray", uniform(func(f, to string) (linkSpec, bool) {
+			return lossy, (f == "n1" && to == "n3") || (f == "n3" && to == "n1")
+		}), "", ""},
+		{"lossy everywhere names nobody", uniform(func(f, to string) (linkSpec, bool) { return lossy, f != to }), "", ""},
+		{"down is not gray", uniform(touches("n3", dead)), "n3", ""},
+		{"inbound cut", uniform(func(f, to string) (linkSpec, bool) { return dead, to == "n3" && f != to }), "", "n3 UNREACHABLE"},
+		{"outbound cut", uniform(func(f, to string) (linkSpec, bool) { return dead, f == "n3" && f != to }), "", "n3 CUT_OFF"},
+		{"slow links", uniform(func(f, to string) (linkSpec, bool) { return slow, to == "n3" && f != to }), "", "n3 LATENCY"},
+		{"a few late calls and slower: lossy", uniform(touches("n3", linkSpec{calls: 180, late: 8, d: 9 * time.Millisecond})), "", "n3 LOSS"},
+		{"3x slower at 3ms is not gray", uniform(func(f, to string) (linkSpec, bool) {
+			return linkSpec{calls: 40, d: 3 * time.Millisecond}, f != to && (f == "n3" || to == "n3")
+		}), "", ""},
+		{"slow disk", uniform(func(f, to string) (linkSpec, bool) {
+			if f == to && f == "n2" {
+				return disk(40 * time.Millisecond), true
+			}
+			return disk(2 * time.Millisecond), f == to
+		}), "", "n2 SLOW_DISK"},
+		{"flapping", uniform(func(f, to string) (linkSpec, bool) { return flappy, to == "n1" && f != to }), "", "n1 FLAPPING"},
+	}
+	now := time.Unix(1_800_000_000, 0)
+	for _, tc := range cases {
+		for _, self := range names {
+			if self == tc.silent {
+				continue
+			}
+			t.Run(tc.name+"/from "+self, func(t *testing.T) {
+				view := &ring.View{Current: newRing(t, 1, 3, names)}
+				c := New(Config{Now: func() time.Time { return now }}, self, func() *ring.View { return view }, nil, nil, nil, nil)
+				t.Cleanup(func() { c.Close() })
+				for to, s := range tc.links[self] {
+					if to == self {
+						s.feed(&c.selfLink, now)
+					} else {
+						s.feed(&c.peerState(to).link, now)
+					}
+				}
+				for _, from := range names {
+					if from == self || from == tc.silent {
+						continue
+					}
+					v := &kvpb.LinkView{Node: from}
+					for _, to := range names {
+						v.Links = append(v.Links, tc.links[from][to].stats(to))
+					}
+					c.SawLinks(v)
+				}
+				var got []string
+				for _, g := range c.Gray() {
+					got = append(got, fmt.Sprintf("%s %s", g.GetNode(), g.GetKind()))
+					if g.GetDetail() == "" {
+						t.Errorf("%s: no detail", g.GetNode())
+					}
+				}
+				if s := strings.Join(got, ", "); s != tc.want {
+					t.Errorf("gray = %q, want %q", s, tc.want)
+				}
+				if self := c.GrayOf(); (self != nil) != strings.HasPrefix(tc.want, c.self+" ") {
+					t.Errorf("GrayOf = %v on %s, want it gray only when it is named", self, c.self)
+				}
+			})
+		}
+	}
+}
