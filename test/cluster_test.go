@@ -97,7 +97,8 @@ func startClusterDirs(t *testing.T, founders, extra int, flags []string, dirs ma
 }
 
 // startClusterSetup is startClusterDirs with setup, when set, called on every node before
-// it starts (to run one as another user, say).
+// the founders' --peers is made and the nodes start (to run one as another user, or behind a
+// proxy by its advertise address, say).
 func startClusterSetup(t *testing.T, founders, extra int, flags []string, dirs map[string]string, setup func(*proc)) *tcluster {
 	t.Helper()
 	c := &tcluster{t: t, bins: buildBins(t), founders: founders, replicas: 3, alive: map[*proc]bool{}, conns: map[string]*grpc.ClientConn{}}
@@ -113,16 +114,20 @@ func startClusterSetup(t *testing.T, founders, extra int, flags []string, dirs m
 			p.dir = d
 		}
 		c.nodes = append(c.nodes, p)
+		if setup != nil {
+			setup(p)
+		}
 		if i < founders {
-			peers = append(peers, p.id+"="+p.grpc)
+			addr := p.grpc
+			if p.advertise != "" {
+				addr = p.advertise
+			}
+			peers = append(peers, p.id+"="+addr)
 		}
 	}
 	c.peers = strings.Join(peers, ",")
 	t.Cleanup(func() { c.stopAll(t) })
 	for i, p := range c.nodes {
-		if setup != nil {
-			setup(p)
-		}
 		c.start(p, i < founders)
 	}
 	for _, p := range c.nodes[:founders] {

@@ -24,6 +24,7 @@ type proc struct {
 	id, grpc, http, admin, dir string
 	flags                      []string            // extra kvnode flags
 	cred                       *syscall.Credential // run as this user; nil: as the test
+	advertise                  string              // the gRPC address peers reach it at (a proxy); "": grpc
 	cmd                        *exec.Cmd
 	log                        *logBuf
 	done                       chan error
@@ -90,6 +91,9 @@ func (p *proc) start(t *testing.T, bin, peers string) {
 	p.log = &logBuf{}
 	args := []string{"--id", p.id, "--data", p.dir, "--grpc", p.grpc, "--http", p.http, "--admin", p.admin,
 		"--peers", peers, "--replicas", "3", "--vnodes", "32", "--replica-timeout", "500ms"}
+	if p.advertise != "" {
+		args = append(args, "--advertise", p.advertise)
+	}
 	p.cmd = exec.Command(bin, append(args, p.flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if p.cred != nil {

@@ -31,10 +31,11 @@ type Coordinator struct {
 
 	// selfLink is the record of calls to this node's own store; views the peers' link views
 	// as last heard (gray.go).
-	selfLink link
-	viewsMu  sync.Mutex
-	views    map[string]heardView
-	grayHeld map[string]heldVerdict // guarded by viewsMu
+	selfLink  link
+	viewsMu   sync.Mutex
+	views     map[string]heardView
+	grayHeld  map[string]heldVerdict // guarded by viewsMu
+	grayFirst map[string]firstDrawn  // guarded by viewsMu
 
 	reconciles chan reconcileJob
 	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext
@@ -97,6 +98,7 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		peerSt:     make(map[string]*peer),
 		views:      make(map[string]heardView),
 		grayHeld:   make(map[string]heldVerdict),
+		grayFirst:  make(map[string]firstDrawn),
 		reconciles: make(chan reconcileJob, cfg.ReconcileQueue),
 		hintKick:   make(chan struct{}, 1),
 	}

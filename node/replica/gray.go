@@ -32,10 +32,14 @@ const (
 	// the median of the links between the other nodes is slow: lost packets that TCP recovers
 	// fast, or a slow link. Measured on a loaded machine (load average 25), healthy links
 	// differed by up to 3.3x at 3 ms; 5% loss made 11-18 ms of 1-2.5 ms.
-	slowFloor  = 8 * time.Millisecond
-	slowFactor = 3
-	// grayHold is how long a verdict holds after it was last drawn.
-	grayHold = 15 * time.Second
+	slowFloor    = 8 * time.Millisecond
+	slowFactor   = 3
+	clientFactor = 5
+	// grayConfirm is how long a verdict must be drawn at every look before it counts (a
+	// loaded machine stalls a node for a second or two); grayHold how long it holds after
+	// it was last drawn.
+	grayConfirm = 2 * time.Second
+	grayHold    = 15 * time.Second
 	// A link on which at least retransShare of minSegments or more TCP segments were sent
 	// again loses packets (a healthy link retransmits next to none).
 	retransShare = 0.01
@@ -303,20 +307,41 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 			heard[id] = now.Sub(h.at) <= aliveTTL
 		}
 	}
+	// Draw the verdicts. The rules on a node's own figures (its clients' retransmits, its
+	// disk) compare it with the others alone: when they name more than one node, or a node
+	// besides one named by its links, they name none (one odd node, or none).
+	drawn := map[string]*kvpb.GrayNode{}
+	var alone []*kvpb.GrayNode
+	for _, x := range ids {
+		if g := grayLinks(x, ids, views, heard[x]); g != nil {
+			drawn[x] = g
+		} else if g := flapping(x, ids, views); g != nil {
+			drawn[x] = g
+		} else if g := clientLoss(x, ids, views); g != nil {
+			alone = append(alone, g)
+		} else if g := slowDisk(x, ids, views); g != nil {
+			alone = append(alone, g)
+		}
+	}
+	if len(alone) == 1 && len(drawn) == 0 {
+		drawn[alone[0].GetNode()] = alone[0]
+	}
 	var out []*kvpb.GrayNode
 	for _, x := range ids {
-		g := grayLinks(x, ids, views, heard[x])
-		if g == nil {
-			g = clientLoss(x, ids, views)
-		}
-		if g == nil {
-			g = slowDisk(x, ids, views)
-		}
-		if g == nil {
-			g = flapping(x, ids, views)
-		}
-		if g != nil {
-			c.grayHeld[x] = heldVerdict{g: g, at: now}
+		// A verdict counts once it was drawn at every look for grayConfirm (a look more than
+		// 2 s after the last starts over), and holds grayHold after the last.
+		if g := drawn[x]; g != nil {
+			f, ok := c.grayFirst[x]
+			if !ok || now.Sub(f.last) > 2*time.Second {
+				f.first = now
+			}
+			f.last = now
+			c.grayFirst[x] = f
+			if now.Sub(f.first) >= grayConfirm {
+				c.grayHeld[x] = heldVerdict{g: g, at: now}
+			}
+		} else {
+			delete(c.grayFirst, x)
 		}
 		if h, ok := c.grayHeld[x]; ok && now.Sub(h.at) <= grayHold {
 			out = append(out, h.g)
@@ -331,6 +356,9 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	return out
 }
 
+// firstDrawn is when a verdict on a node was first drawn in a row of looks, and last.
+type firstDrawn struct{ first, last time.Time }
+
 // heldVerdict is a gray verdict and when it was last drawn.
 type heldVerdict struct {
 	g  *kvpb.GrayNode
@@ -338,6 +366,16 @@ type heldVerdict struct {
 }
 
 func ok(s *kvpb.LinkStats) uint64 { return s.GetCalls() - s.GetFailed() }
+
+// lateShare is the share of the link's calls that failed or answered late.
+func lateShare(s *kvpb.LinkStats) float64 {
+	return float64(s.GetFailed()+s.GetLate()) / float64(max(s.GetCalls(), 1))
+}
+
+// reShare is the share of the link's TCP segments sent again.
+func reShare(s *kvpb.LinkStats) float64 {
+	return float64(s.GetRetransmits()) / float64(max(s.GetSegments(), 1))
+}
 
 // lossy reports whether the link's TCP retransmits show lost packets.
 func lossy(s *kvpb.LinkStats) bool {
@@ -389,12 +427,37 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		yardstick = others[len(others)/2]
 	}
 	slowMs := max(float64(slowFloor.Microseconds())/1000, slowFactor*yardstick)
+	// The others' worst shares of late calls and of retransmits: x's links must be worse by
+	// slowFactor (on a loaded machine every link has some).
+	var lateYard, reYard float64
+	for _, y := range ids {
+		for _, z := range ids {
+			if y == x || z == x || y == z {
+				continue
+			}
+			if j := views.judge(y, z); j.known {
+				lateYard = max(lateYard, lateShare(j.st))
+				reYard = max(reYard, reShare(j.st))
+			}
+		}
+	}
+	worse := func(j linkJudgement) bool {
+		switch {
+		case !j.known:
+			return false
+		case j.cut:
+			return true
+		case j.lossy && reShare(j.st) >= slowFactor*reYard:
+			return true
+		}
+		return lateShare(j.st) >= max(badShare, slowFactor*lateYard)
+	}
 	var badTo []string
 	for _, y := range ids {
 		if y == x {
 			continue
 		}
-		b, _ := views.bad(x, y)
+		b := worse(views.judge(x, y)) || worse(views.judge(y, x))
 		if m, ok := views.meanMs(x, y); ok && m >= slowMs && yardstick > 0 {
 			b = true
 		}
@@ -462,29 +525,28 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 }
 
 // clientLoss judges node x by the TCP segments it sent to its clients: gray when it had to
-// send a share of them again while the other nodes (at least one with as many segments) had
-// to send slowFactor times less.
+// send a share of them again while every other node, with clients too, had to send
+// clientFactor times less. (A loaded machine retransmits on loopback too, when a receiver
+// is not scheduled in time: up to 1% of segments seen at a load average of 40.)
 func clientLoss(x string, ids []string, views matrix) *kvpb.GrayNode {
 	mine := views[x][x]
 	if mine == nil || !lossy(mine) {
 		return nil
 	}
 	share := func(s *kvpb.LinkStats) float64 { return float64(s.GetRetransmits()) / float64(s.GetSegments()) }
-	compared := 0
 	worst := 0.0
 	for _, y := range ids {
-		s := views[y][y]
-		if y == x || s == nil || s.GetSegments() < minSegments {
+		if y == x {
 			continue
 		}
-		if share(s)*slowFactor > share(mine) {
+		s := views[y][y]
+		if s == nil || s.GetSegments() < minSegments {
+			return nil // not every other node has clients to compare with
+		}
+		if share(s)*clientFactor > share(mine) {
 			return nil
 		}
-		compared++
 		worst = max(worst, share(s))
-	}
-	if compared == 0 {
-		return nil
 	}
 	return &kvpb.GrayNode{Node: x, Kind: kvpb.GrayNode_LOSS,
 		Detail: fmt.Sprintf("%.1f%% of %d TCP segments to its clients sent again, at most %.1f%% at the others",

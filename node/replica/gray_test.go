@@ -116,7 +116,8 @@ func TestGrayVerdict(t *testing.T) {
 			}
 			t.Run(tc.name+"/from "+self, func(t *testing.T) {
 				view := &ring.View{Current: newRing(t, 1, 3, names)}
-				c := New(Config{Now: func() time.Time { return now }}, self, func() *ring.View { return view }, nil, nil, nil, nil)
+				clock := now
+				c := New(Config{Now: func() time.Time { return clock }}, self, func() *ring.View { return view }, nil, nil, nil, nil)
 				t.Cleanup(func() { c.Close() })
 				for to, s := range tc.links[self] {
 					if to == self {
@@ -135,6 +136,12 @@ func TestGrayVerdict(t *testing.T) {
 					}
 					c.SawLinks(v)
 				}
+				if first := c.Gray(); len(first) > 0 {
+					t.Errorf("gray at the first look = %v, want none before %v", first, grayConfirm)
+				}
+				clock = now.Add(time.Second)
+				c.Gray()
+				clock = now.Add(grayConfirm)
 				var got []string
 				for _, g := range c.Gray() {
 					got = append(got, fmt.Sprintf("%s %s", g.GetNode(), g.GetKind()))
