@@ -27,7 +27,9 @@ func TestFaults(t *testing.T) {
 // TestGray: the nodes' verdicts merge to one per gray node, the kind most nodes name, in the
 // order an operator counts nodes.
 func TestGray(t *testing.T) {
-	g := func(node string, k kvpb.GrayNode_Kind) *kvpb.GrayNode { return &kvpb.GrayNode{Node: node, Kind: k, Detail: "d"} }
+	g := func(node string, k kvpb.GrayNode_Kind) *kvpb.GrayNode {
+		return &kvpb.GrayNode{Node: node, Kind: k, Detail: "d"}
+	}
 	nodes := []*kvpb.NodeStatus{
 		{Id: "n1", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n10", kvpb.GrayNode_LATENCY), g("n3", kvpb.GrayNode_LOSS)}}},
 		{Id: "n2", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LATENCY), g("n10", kvpb.GrayNode_LATENCY)}}},
