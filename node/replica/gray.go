@@ -326,6 +326,19 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	if len(alone) == 1 && len(drawn) == 0 {
 		drawn[alone[0].GetNode()] = alone[0]
 	}
+	// One gray node at a time: while a verdict on one holds, the others' links look worse
+	// by comparison (it is called less once out of rotation), and two nodes out of three
+	// out of rotation would be worse than one gray node in it. Two drawn at once name none.
+	for x := range drawn {
+		for y, h := range c.grayHeld {
+			if y != x && now.Sub(h.at) <= grayHold {
+				delete(drawn, x)
+			}
+		}
+	}
+	if len(drawn) > 1 {
+		clear(drawn)
+	}
 	var out []*kvpb.GrayNode
 	for _, x := range ids {
 		// A verdict counts once it was drawn at every look for grayConfirm (a look more than

@@ -159,3 +159,32 @@ func TestGrayVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestGrayOneAtATime: while the verdict on one node holds, another that now looks as bad is
+// not named.
+func TestGrayOneAtATime(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := now
+	names := []string{"n1", "n2", "n3"}
+	view := &ring.View{Current: newRing(t, 1, 3, names)}
+	c := New(Config{Now: func() time.Time { return clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
+	t.Cleanup(func() { c.Close() })
+	c.grayHeld["n3"] = heldVerdict{g: &kvpb.GrayNode{Node: "n3", Kind: kvpb.GrayNode_LOSS}, at: now}
+	lossy := linkSpec{calls: 60, late: 6, d: time.Millisecond}
+	good := linkSpec{calls: 60, d: time.Millisecond}
+	lossy.feed(&c.peerState("n2").link, now)
+	good.feed(&c.peerState("n3").link, now)
+	c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), lossy.stats("n1"), lossy.stats("n3")}})
+	c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), good.stats("n1"), lossy.stats("n2")}})
+	for _, at := range []time.Duration{0, time.Second, grayConfirm} {
+		clock = now.Add(at)
+		c.Gray()
+	}
+	var got []string
+	for _, g := range c.Gray() {
+		got = append(got, g.GetNode())
+	}
+	if s := strings.Join(got, ","); s != "n3" {
+		t.Errorf("gray = %q, want only the held n3", s)
+	}
+}
