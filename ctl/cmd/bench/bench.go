@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,6 +74,9 @@ type Options struct {
 	Factory *cli.Factory
 
 	slo loadgen.SLO
+	// liveMu orders the live line (the run's ticker) and the event lines (the follower) on
+	// stderr, which are written from two goroutines.
+	liveMu sync.Mutex
 }
 
 // NewCmdBench returns `kvctl bench` with its subcommands fill and diff. runF replaces the run
@@ -361,6 +365,8 @@ func (o *Options) liveLine() func(loadgen.Interval) {
 		}
 		line := fmt.Sprintf("[%5.1fs] %9.1f req/s  p50 %9s  p99 %9s  errors %d  lag %s%s",
 			iv.End.Seconds(), iv.Rate, fmtMs(iv.P50), fmtMs(iv.P99), iv.Errors, fmtMs(iv.SendLag), note)
+		o.liveMu.Lock()
+		defer o.liveMu.Unlock()
 		if o.IO.ErrTTY {
 			fmt.Fprintf(w, "\r\033[K%s", line)
 		} else {
@@ -398,12 +404,16 @@ func (o *Options) eventLine() func(loadgen.Event) {
 		if o.IO.ErrTTY {
 			prefix = "\r\033[K"
 		}
+		o.liveMu.Lock()
+		defer o.liveMu.Unlock()
 		fmt.Fprintf(o.IO.ErrOut, "%s[%s] %s: %s\n", prefix, e.At.Format("15:04:05.0"), e.Kind, e.Text)
 	}
 }
 
 func (o *Options) endLive() {
 	if !o.Quiet && o.IO.ErrTTY {
+		o.liveMu.Lock()
+		defer o.liveMu.Unlock()
 		fmt.Fprint(o.IO.ErrOut, "\r\033[K")
 	}
 }
