@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"ringkv/ctl/cli"
 	"ringkv/internal/clustertest"
 	"ringkv/internal/testclock"
@@ -44,18 +46,11 @@ func TestFlags(t *testing.T) {
 
 func execute(t *testing.T, addr string, json bool, args ...string) (string, error) {
 	t.Helper()
-	ios, _, out, _ := cli.Test()
-	f := cli.NewFactory(ios)
-	defer f.Close()
-	f.Addr = addr
 	if json {
-		f.Output = "json"
+		args = append([]string{"-o", "json"}, args...)
 	}
-	cmd := NewCmdHeat(f, nil)
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
+	out, _, err := cli.RunAt(context.Background(), addr, func(f *cli.Factory) *cobra.Command { return NewCmdHeat(f, nil) }, args...)
+	return out, err
 }
 
 // TestHeatOfCluster: a real 3-node cluster's writes and reads show in the merged heat, with

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"ringkv/ctl/cli"
 	"ringkv/internal/clustertest"
 	"ringkv/internal/testclock"
@@ -41,22 +43,7 @@ func TestFlags(t *testing.T) {
 
 func execute(t *testing.T, addr string, args ...string) (string, string, error) {
 	t.Helper()
-	ios, _, out, errOut := cli.Test()
-	f := cli.NewFactory(ios)
-	defer f.Close()
-	f.Addr = addr
-	for i, a := range args {
-		if a == "-o" {
-			f.Output = args[i+1]
-			args = append(args[:i:i], args[i+2:]...)
-			break
-		}
-	}
-	cmd := NewCmdHotKeys(f, nil)
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return cli.RunAt(context.Background(), addr, func(f *cli.Factory) *cobra.Command { return NewCmdHotKeys(f, nil) }, args...)
 }
 
 // TestHotKeysOfCluster: keys coordinated by two nodes of a real 3-node cluster are merged;

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"ringkv/ctl/cli"
 	"ringkv/ctl/oncall"
 	"ringkv/internal/clustertest"
@@ -44,22 +46,7 @@ func TestFlags(t *testing.T) {
 
 func execute(t *testing.T, addr string, args ...string) (string, string, error) {
 	t.Helper()
-	ios, _, out, errOut := cli.Test()
-	f := cli.NewFactory(ios)
-	defer f.Close()
-	f.Addr = addr
-	for i, a := range args {
-		if a == "-o" {
-			f.Output = args[i+1]
-			args = append(args[:i:i], args[i+2:]...)
-			break
-		}
-	}
-	cmd := NewCmdVnodes(f, nil)
-	cmd.SetArgs(args)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return cli.RunAt(context.Background(), addr, func(f *cli.Factory) *cobra.Command { return NewCmdVnodes(f, nil) }, args...)
 }
 
 // TestVnodesOfCluster: writes coordinated by two nodes of a real 3-node cluster are merged
