@@ -95,6 +95,26 @@ func startMoverConfig(t *testing.T, n *testNode, src RangeSource, sink RangeSink
 	return m, stop
 }
 
+// seededStores opens a store for each of ids and writes keys "key-00000"… ("v-"+key, the
+// values checkPlacement expects) to their replicas in r.
+func seededStores(t *testing.T, r *ring.Ring, ids []string, keys int) storeSource {
+	t.Helper()
+	stores := storeSource{}
+	for _, id := range ids {
+		stores[id] = openStore(t, filepath.Join(t.TempDir(), "store-"+id))
+	}
+	for i := range keys {
+		key := fmt.Appendf(nil, "key-%05d", i)
+		tok := ring.Token(key)
+		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
+			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
+				t.Fatalf("seed: %v", err)
+			}
+		}
+	}
+	return stores
+}
+
 // checkPlacement checks that every key is stored on exactly its replicas in r.
 func checkPlacement(t *testing.T, r *ring.Ring, stores storeSource, keys int) {
 	t.Helper()
@@ -131,21 +151,9 @@ func TestMoverAddThenDrain(t *testing.T) {
 	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
 	all := append(nodes, newcomer)
 
-	stores := storeSource{}
-	for _, n := range all {
-		stores[n.id] = openStore(t, filepath.Join(t.TempDir(), "store-"+n.id))
-	}
 	const keys = 3000
 	r := nodes[0].c.View().Current
-	for i := range keys {
-		key := fmt.Appendf(nil, "key-%05d", i)
-		tok := ring.Token(key)
-		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
-			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
-				t.Fatalf("seed: %v", err)
-			}
-		}
-	}
+	stores := seededStores(t, r, []string{"n1", "n2", "n3", "n4"}, keys)
 	movers := map[string]*Mover{}
 	counting := &countingSource{src: stores, calls: map[[2]uint64]int{}}
 	for _, n := range all {
@@ -241,21 +249,9 @@ func TestMoverReceiverRestartsMidStream(t *testing.T) {
 	defer cancel()
 	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
 
-	stores := storeSource{}
-	for _, id := range []string{"n1", "n2", "n3", "n4"} {
-		stores[id] = openStore(t, filepath.Join(t.TempDir(), "store-"+id))
-	}
 	const keys = 2000
 	r := nodes[0].c.View().Current
-	for i := range keys {
-		key := fmt.Appendf(nil, "key-%05d", i)
-		tok := ring.Token(key)
-		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
-			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
-				t.Fatalf("seed: %v", err)
-			}
-		}
-	}
+	stores := seededStores(t, r, []string{"n1", "n2", "n3", "n4"}, keys)
 	for _, n := range nodes {
 		startMover(t, n, stores, stores[n.id])
 	}
@@ -308,21 +304,9 @@ func TestMoverResumesFromSavedPoint(t *testing.T) {
 	defer cancel()
 	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
 
-	stores := storeSource{}
-	for _, id := range []string{"n1", "n2", "n3", "n4"} {
-		stores[id] = openStore(t, filepath.Join(t.TempDir(), "store-"+id))
-	}
 	const keys = 2000
 	r := nodes[0].c.View().Current
-	for i := range keys {
-		key := fmt.Appendf(nil, "key-%05d", i)
-		tok := ring.Token(key)
-		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
-			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
-				t.Fatalf("seed: %v", err)
-			}
-		}
-	}
+	stores := seededStores(t, r, []string{"n1", "n2", "n3", "n4"}, keys)
 	for _, n := range nodes {
 		startMover(t, n, stores, stores[n.id])
 	}
@@ -576,21 +560,9 @@ func TestMoverPauseStopsPulls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	newcomer := startNode(t, "n4", listen(t, ""), filepath.Join(t.TempDir(), "n4"), nil)
-	stores := storeSource{}
-	for _, id := range []string{"n1", "n2", "n3", "n4"} {
-		stores[id] = openStore(t, filepath.Join(t.TempDir(), "store-"+id))
-	}
 	const keys = 2000
 	r := nodes[0].c.View().Current
-	for i := range keys {
-		key := fmt.Appendf(nil, "key-%05d", i)
-		tok := ring.Token(key)
-		for _, m := range r.Lookup(tok, r.ReplicationFactor()) {
-			if _, err := stores[m.ID].Apply(tok, key, store.Record{TS: uint64(i + 1), Value: []byte("v-" + string(key))}); err != nil {
-				t.Fatalf("seed: %v", err)
-			}
-		}
-	}
+	stores := seededStores(t, r, []string{"n1", "n2", "n3", "n4"}, keys)
 	for _, n := range nodes {
 		startMover(t, n, stores, stores[n.id])
 	}
