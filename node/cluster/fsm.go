@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"ringkv/node/ring"
+	"ringkv/node/store"
 )
 
 // RingState is the serialisable form of a ring: what raft journals.
@@ -492,27 +492,7 @@ func (f *fsm) persistLocked() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(f.path, b)
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return store.WriteFileAtomic(f.path, b)
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"ringkv/node/store"
 )
 
 // StateFile is the sidecar in a node's data directory where State persists (JSON, replaced
@@ -93,7 +95,10 @@ func (s *State) Record(marks []Mark) error {
 	if err != nil {
 		return fmt.Errorf("repair state: %w", err)
 	}
-	return writeFileAtomic(s.path, b)
+	if err := store.WriteFileAtomic(s.path, b); err != nil {
+		return fmt.Errorf("repair state: %w", err)
+	}
+	return nil
 }
 
 // LastRepaired is the oldest Finished among the ranges (zero time when one was never
@@ -115,32 +120,4 @@ func (s *State) LastRepaired(ranges []Span) time.Time {
 		}
 	}
 	return time.Unix(0, oldest)
-}
-
-// writeFileAtomic writes b to path through a synced temporary file renamed over it.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("repair state: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("repair state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("repair state: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("repair state: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("repair state: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -79,12 +79,12 @@ func writeMarks(dir string, m marks) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, marksFile), append(b, '\n'))
+	return WriteFileAtomic(filepath.Join(dir, marksFile), append(b, '\n'))
 }
 
-// writeFileAtomic replaces path with b: written to path.tmp, fsynced, renamed over path, and
+// WriteFileAtomic replaces path with b: written to path.tmp, fsynced, renamed over path, and
 // the directory fsynced, so that after a crash path holds either the old or the new content.
-func writeFileAtomic(path string, b []byte) error {
+func WriteFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {

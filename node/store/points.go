@@ -97,7 +97,7 @@ func (p *movePoints) write() error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(p.path, b); err != nil {
+	if err := WriteFileAtomic(p.path, b); err != nil {
 		return fmt.Errorf("write %s: %w", pointsFile, err)
 	}
 	return nil
