@@ -15,6 +15,7 @@ import (
 // kvctl ring add runs records the change's begin and commit and cuts its report into at least
 // three phases (before, streaming, after), each with its own percentiles.
 func TestBenchFollowsRingAdd(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, 1)
 	founders, n4 := c.nodes[:3], c.nodes[3]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -681,7 +682,18 @@ func long(t *testing.T) {
 
 func mkdirTemp() (string, error) { return os.MkdirTemp("", "ringkv-test-bins-") }
 
+// parallel is how many cases run side by side when -test.parallel is not given (its default,
+// GOMAXPROCS, is 2 on a 2-core machine): the cases mostly wait (on fault windows, paced
+// streams, constant-rate loads), so more of them than cores keeps the cores busy.
+const parallel = 6
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	code := m.Run()
 	if binsVal.kvnode != "" {
 		os.RemoveAll(filepath.Dir(binsVal.kvnode))

@@ -30,9 +30,27 @@ import (
 // fault, checks with kvctl bench check that no acknowledged write is lost, and checks that
 // kvctl status names the node and what is wrong within 10 s.
 
-// grayUID is the user the gray node runs as, so that iptables can tell its packets
-// (-m owner): one per test process.
-func grayUID() uint32 { return uint32(61000 + os.Getpid()%4000) }
+// grayUID is the user t's gray node runs as, so that iptables can tell its packets
+// (-m owner): one per test, so that drills side by side (t.Parallel) each hurt their own node
+// (four per test process: 61000 + 4 × (pid mod 1000) + the test's number).
+func grayUID(t *testing.T) uint32 {
+	grayUIDs.Lock()
+	defer grayUIDs.Unlock()
+	if grayUIDs.of == nil {
+		grayUIDs.of = map[string]uint32{}
+	}
+	uid, ok := grayUIDs.of[t.Name()]
+	if !ok {
+		uid = uint32(61000 + 4*(os.Getpid()%1000) + len(grayUIDs.of)%4)
+		grayUIDs.of[t.Name()] = uid
+	}
+	return uid
+}
+
+var grayUIDs struct {
+	sync.Mutex
+	of map[string]uint32 // test name -> uid
+}
 
 // grayDir is a data directory the gray node's user owns, outside the test's private
 // temporary directory (which only root can enter).
@@ -44,7 +62,7 @@ func grayDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	must(t, os.Chmod(dir, 0o755))
-	must(t, os.Chown(dir, int(grayUID()), int(grayUID())))
+	must(t, os.Chown(dir, int(grayUID(t)), int(grayUID(t))))
 	return filepath.Join(dir, "data")
 }
 
@@ -64,7 +82,7 @@ func grayCluster(t *testing.T, setup func(*proc)) *tcluster {
 	dir := grayDir(t)
 	return startClusterSetup(t, 3, 0, nil, map[string]string{"n3": dir}, func(p *proc) {
 		if p.id == "n3" {
-			p.cred = &syscall.Credential{Uid: grayUID(), Gid: grayUID()}
+			p.cred = &syscall.Credential{Uid: grayUID(t), Gid: grayUID(t)}
 		}
 		if setup != nil {
 			setup(p)
@@ -83,7 +101,7 @@ type packetLoss struct {
 
 func newPacketLoss(t *testing.T) *packetLoss {
 	t.Helper()
-	l := &packetLoss{t: t, chain: fmt.Sprintf("RINGKV-GRAY-%d", os.Getpid())}
+	l := &packetLoss{t: t, chain: fmt.Sprintf("RINGKV-GRAY-%d", grayUID(t))}
 	l.ipt("-N", l.chain)
 	l.ipt("-I", "OUTPUT", "-j", l.chain)
 	t.Cleanup(func() {
@@ -96,14 +114,15 @@ func newPacketLoss(t *testing.T) *packetLoss {
 
 func (l *packetLoss) ipt(args ...string) {
 	l.t.Helper()
-	if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+	// -w: wait for the xtables lock that a drill beside this one may hold.
+	if out, err := exec.Command("iptables", append([]string{"-w"}, args...)...).CombinedOutput(); err != nil {
 		l.t.Fatalf("iptables %s: %v %s", strings.Join(args, " "), err, out)
 	}
 }
 
 // dropped is how many packets the rule dropped since it was set.
 func (l *packetLoss) dropped() string {
-	out, err := exec.Command("iptables", "-L", l.chain, "-v", "-n", "-x").CombinedOutput()
+	out, err := exec.Command("iptables", "-w", "-L", l.chain, "-v", "-n", "-x").CombinedOutput()
 	if err != nil {
 		return err.Error()
 	}
@@ -130,8 +149,9 @@ func (l *packetLoss) set(share float64) {
 	if share == 0 {
 		return
 	}
-	mark := fmt.Sprintf("0x%x", 0x2700+os.Getpid()%256)
-	l.ipt("-A", l.chain, "-m", "owner", "--uid-owner", fmt.Sprint(grayUID()), "-j", "CONNMARK", "--set-mark", mark)
+	uid := grayUID(l.t)
+	mark := fmt.Sprintf("0x%x", 0x27000000+uid)
+	l.ipt("-A", l.chain, "-m", "owner", "--uid-owner", fmt.Sprint(uid), "-j", "CONNMARK", "--set-mark", mark)
 	l.ipt("-A", l.chain, "-p", "tcp", "-m", "connmark", "--mark", mark, "-m", "statistic", "--mode", "random",
 		"--probability", fmt.Sprint(share), "-j", "DROP")
 }
@@ -531,6 +551,7 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 // out and leave readiness within 10 s while n1 and n2 stay ready, kvctl status must name it
 // lossy, and no acknowledged write may be lost.
 func TestGrayLossyNode(t *testing.T) {
+	t.Parallel()
 	c := grayCluster(t, nil)
 	loss := newPacketLoss(t)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
@@ -635,6 +656,7 @@ func (p *delayProxy) close() {
 // time kvctl status must name n3 and the fault within 10 s, n3's readiness must say which
 // side is cut, n1 and n2 must stay ready, and no acknowledged write may be lost.
 func TestGrayLinksAndCuts(t *testing.T) {
+	t.Parallel()
 	var proxy *delayProxy
 	c := grayCluster(t, func(p *proc) {
 		if p.id == "n3" {
@@ -662,7 +684,7 @@ func TestGrayLinksAndCuts(t *testing.T) {
 			off: func() { cut.rules() }},
 		grayFault{name: "n3 outbound cut", want: "cut off from its peers",
 			on: func() {
-				uid := fmt.Sprint(grayUID())
+				uid := fmt.Sprint(grayUID(t))
 				cut.rules(
 					[]string{"-m", "owner", "--uid-owner", uid, "-p", "tcp", "--dport", port(n1.grpc), "-j", "DROP"},
 					[]string{"-m", "owner", "--uid-owner", uid, "-p", "tcp", "--dport", port(n2.grpc), "-j", "DROP"})
@@ -686,6 +708,7 @@ func TestGrayLinksAndCuts(t *testing.T) {
 // acknowledged lost.
 func TestGrayFlappingNode(t *testing.T) {
 	long(t)
+	t.Parallel()
 	c := startCluster(t, 3, 0)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	lb := newBalancer([]*proc{n1, n2}, 32)

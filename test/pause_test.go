@@ -22,6 +22,7 @@ const pausedFlat = 10 * time.Second
 // every recorded write back at quorum: none lost. The refusals say one line each.
 func TestRingPauseSurvivesLeaderKill(t *testing.T) {
 	long(t)
+	t.Parallel()
 	c := startCluster(t, 3, 1)
 	founders, n4 := c.nodes[:3], c.nodes[3]
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
