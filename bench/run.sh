@@ -123,6 +123,9 @@ start_cluster() {
 	printf -v "${name}_pids" '%s' "${pids[*]: -$n}"
 	printf -v "${name}_grpc" '%s' "127.0.0.1:$((b + 11))"
 	printf -v "${name}_http" '%s' "127.0.0.1:$((b + 21))"
+	local admins=""
+	for i in $(seq 1 "$n"); do admins+="${admins:+ }127.0.0.1:$((b + 30 + i))"; done
+	printf -v "${name}_admins" '%s' "$admins"
 	local deadline=$((SECONDS + 30)) p
 	until curl -fs -o /dev/null -X PUT --data x "http://127.0.0.1:$((b + 21))/v0/entity?id=settle&ack=$n&from=$n"; do
 		if ((SECONDS > deadline)); then
@@ -197,6 +200,34 @@ fill() { # [grpc-addr]
 
 # cpu_ticks PID...: user + system CPU ticks of the processes so far
 cpu_ticks() { local p sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$sum"; }
+
+# nodesnap SETUP: one line per node of SETUP (a start_cluster name): CPU ticks, write syscalls
+# (/proc/PID/io syscw), goroutines created (runtime/metrics via /metrics), batch messages and
+# items it sent to peers (na when the node does not export them).
+nodesnap() {
+	local pv=${1}_pids av=${1}_admins p a i=0
+	local -a ps=(${!pv}) as=(${!av})
+	for p in "${ps[@]}"; do
+		a=${as[$i]} i=$((i + 1))
+		curl -fs "http://$a/metrics" 2>/dev/null | awk -v t="$(awk '{print $14 + $15}' "/proc/$p/stat")" \
+			-v w="$(awk '/^syscw/ {print $2}' "/proc/$p/io")" '
+			/^go_sched_goroutines_created_goroutines_total / {g = $2}
+			/^ringkv_replica_batch_messages_total / {m = $2}
+			/^ringkv_replica_batch_items_total / {it = $2}
+			END {printf "%s %s %s %s %s\n", t, w, (g == "" ? "na" : g), (m == "" ? "na" : m), (it == "" ? "na" : it)}'
+	done
+}
+
+# nodediff BEFORE AFTER REQUESTS: per node, from two nodesnap outputs: n<i>_cpu_us, n<i>_syscw
+# and n<i>_gor per request; and, summed over nodes, items per batch message.
+nodediff() {
+	paste -d' ' <(echo "$1") <(echo "$2") | awk -v n="$3" -v hz="$(getconf CLK_TCK)" '
+		function d(a, b) { return (a == "na" || b == "na") ? "na" : b - a }
+		{ i++; c = d($1, $6); w = d($2, $7); g = d($3, $8); m = d($4, $9); it = d($5, $10)
+		  printf " n%d_cpu_us=%.0f n%d_syscw=%.2f n%d_gor=%s", i, c / hz * 1e6 / n, i, w / n, i, (g == "na" ? "na" : sprintf("%.2f", g / n))
+		  if (m != "na") { M += m; I += it } }
+		END { printf " items_per_batch=%s batches_per_req=%s\n", (M > 0 ? sprintf("%.2f", I / M) : "na"), (M > 0 ? sprintf("%.3f", M / n) : "na") }'
+}
 
 # median of the numbers on stdin
 median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
@@ -323,15 +354,18 @@ compare)
 		OP=$op run_wrk "$tmp/warm" "$script" 2s "${!a}" "$n"
 		if [[ -n ${PROFILE:-} && $r == 1 && $c == three && $op == put && $n == 64 ]]; then
 			mkdir -p "$PROFILE"
-			"$kvctl" --addr "${three_grpc}" pprof cpu --all --seconds 3 --top 20 -d "$PROFILE" >"$tmp/pprof.txt" 2>&1 &
+			"$kvctl" --addr "${three_grpc}" pprof cpu --all --seconds "${PROFILE_SECONDS:-3}" --top 25 -d "$PROFILE" >"$tmp/pprof.txt" 2>&1 &
 			prof=$!
 		fi
+		[[ $c == etcd ]] || s0=$(nodesnap "$c")
 		t0=$(ticks ${!pv}) q0=$(runq ${!pv})
 		OP=$op run_wrk "$f" "$script" "$duration" "${!a}" "$n"
 		t1=$(ticks ${!pv}) q1=$(runq ${!pv})
+		[[ $c == etcd ]] || s1=$(nodesnap "$c")
 		[[ -z $prof ]] || wait "$prof" || true
 		line="$(grep '^RESULT' "$f") server_cpu_us_per_req=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$(field requests "$f")" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}')"
 		line+=" server_runq_us_per_req=$(awk -v q=$((q1 - q0)) -v n="$(field requests "$f")" 'BEGIN {printf "%.0f", q / 1e3 / n}')"
+		[[ $c == etcd ]] || line+="$(nodediff "$s0" "$s1" "$(field requests "$f")")"
 		echo "$line" >"$f"
 		echo "$line" >>"$tmp/closed.$c.$op.c$n"
 		echo "round $r $c $op -c$n $line"
@@ -405,6 +439,20 @@ EOF2
 		done
 	done
 
+	# The 3-node cluster at 1000 PUT/s (open model, kvctl bench): the batches and syscalls of a
+	# light load, beside those at the closed-loop max.
+	for r in $(seq 1 "$rounds"); do
+		f="$tmp/open.kvctl.put1k.$r"
+		s0=$(nodesnap three)
+		onload "$kvctl" --addr "$three_grpc" bench --target http --http "$three_http" --rate 1000 -c 64 \
+			--workload put --keys "$keys" --key-prefix key --duration "$duration" --warmup 0s --quiet --json \
+			--max-errors 100 --hist "$f.hist" >"$f" || true
+		s1=$(nodesnap three)
+		line="$(kvctl_result "$f")$(nodediff "$s0" "$s1" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$f")")"
+		echo "$line" >>"$tmp/open.kvctl.put1k"
+		echo "round $r open put kvctl rate=1000 $line"
+	done
+
 	# per_round A B FIELD: median over rounds of A's FIELD / B's FIELD, each pair from one round.
 	per_round() {
 		local r
@@ -445,6 +493,17 @@ EOF2
 		done
 	done
 	for f in "$tmp"/open.*.put "$tmp"/open.*.get; do summary "$(basename "$f")" "$f"; done
+	echo
+	echo "## per node, medians over rounds: CPU µs, write syscalls and goroutines created per request; items per batch message (n1 coordinates)"
+	for f in "$tmp"/closed.three.*.c16 "$tmp"/closed.three.*.c64 "$tmp"/closed.one.*.c64 "$tmp"/closed.sync.put.c64 "$tmp"/open.kvctl.put1k; do
+		[[ -f $f ]] || continue
+		printf '%-16s' "$(basename "$f" | sed 's/^closed\.//; s/^open\.kvctl\./three.open./')"
+		for k in rps n1_cpu_us n2_cpu_us n3_cpu_us n1_syscw n2_syscw n3_syscw n1_gor n2_gor n3_gor items_per_batch batches_per_req; do
+			v=$(grep '^RESULT' "$f" | grep -o " $k=[^ ]*" | sed 's/.*=//' | grep -v na | median 2>/dev/null || true)
+			[[ -n $v ]] && printf ' %s=%s' "$k" "$v"
+		done
+		echo
+	done
 	for f in "$tmp"/closed.*.c16 "$tmp"/closed.*.c64; do
 		e=$(grep '^RESULT' "$f" | sed -E 's/.* non2xx=([0-9]+) connect=([0-9]+) read=([0-9]+) write=([0-9]+) timeout=([0-9]+).*/\1 \2 \3 \4 \5/' | awk '{s += $1 + $2 + $3 + $4 + $5} END {print s + 0}')
 		((e == 0)) || echo "errors in $(basename "$f"): $e (non-2xx + socket errors, all rounds)"

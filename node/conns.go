@@ -75,7 +75,7 @@ func (n *Node) peer(m ring.Member) replica.Replica {
 	if r, ok := n.remotes[m.Addr]; ok {
 		return r
 	}
-	r = replica.NewRemote(c, n.epoch, replica.OnEpoch(n.sawEpoch), replica.OnClock(func(sent, received, remote time.Time) {
+	r = replica.NewRemote(c, n.epoch, replica.OnEpoch(n.sawEpoch), replica.CountBatches(&n.batches), replica.OnClock(func(sent, received, remote time.Time) {
 		n.sawClock(m.ID, sent, received, remote)
 	}))
 	n.remotes[m.Addr] = r

@@ -102,6 +102,7 @@ type Node struct {
 	connsMu sync.Mutex
 	conns   map[string]*grpc.ClientConn
 	remotes map[string]*replica.Remote
+	batches replica.BatchCounts // of every Remote in remotes
 
 	grpcSrv  *grpc.Server
 	health   *health.Server
@@ -232,6 +233,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	mcfg := metrics.DefaultConfig()
 	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
 	mcfg.ClockRejected = n.clock.Rejected
+	mcfg.Batches = n.batches.Load
 	mcfg.Hints = n.hints.Queues
 	mcfg.ClockOffsets = func() map[string]time.Duration {
 		out := map[string]time.Duration{}

@@ -37,6 +37,9 @@ type Config struct {
 	// measured lately (hlc.Monitor). Either may be nil.
 	ClockRejected func() uint64
 	ClockOffsets  func() map[string]time.Duration
+	// Batches returns how many batch messages this node sent to its peers' Replica service
+	// and how many reads and writes they carried (replica.BatchCounts.Load).
+	Batches func() (messages, items uint64)
 	// ErrorKind classifies an operation error into one of ErrorKinds; nil = DefaultErrorKind.
 	ErrorKind func(error) string
 	// Tick is how often Run decays the rates. Default 1s.

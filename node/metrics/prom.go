@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
 
@@ -46,6 +47,10 @@ var (
 		"Bytes badger uses on disk, by part (lsm, vlog).", []string{"part"}, nil)
 	descClockRejected = prometheus.NewDesc("ringkv_clock_offset_rejected_total",
 		"Records refused for a timestamp further ahead of this node's clock than --max-clock-offset.", nil, nil)
+	descBatchMessages = prometheus.NewDesc("ringkv_replica_batch_messages_total",
+		"Batch messages this node sent to its peers' Replica service.", nil, nil)
+	descBatchItems = prometheus.NewDesc("ringkv_replica_batch_items_total",
+		"Reads and writes this node sent to its peers in batch messages (items per message: this over ringkv_replica_batch_messages_total).", nil, nil)
 	descClockOffset = prometheus.NewDesc("ringkv_clock_offset_seconds",
 		"This node's clock offset to a peer (the peer's clock minus this one's), measured on replica calls.", []string{"peer"}, nil)
 	descEpoch = prometheus.NewDesc("ringkv_ring_epoch",
@@ -74,7 +79,9 @@ type collector struct{ s *Stats }
 func newPromRegistry(s *Stats) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s},
-		collectors.NewGoCollector(),
+		// goroutines created: what the write path's goroutine per call or item cost shows as.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/goroutines-created:goroutines$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
@@ -83,7 +90,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descOps, descOpErrors, descOpDuration, descReconciled, descHints,
 		descHintsQueued, descHintsQueuedBytes, descHintsDelivered, descHintsDropped,
 		descBreaker, descBreakerFailures, descKeys, descDisk, descEpoch, descVnodeLoad, descVnodeKeysDist,
-		descClockRejected, descClockOffset} {
+		descClockRejected, descClockOffset, descBatchMessages, descBatchItems} {
 		ch <- d
 	}
 	if c.s.reg.cfg.VnodeMetrics {
@@ -135,6 +142,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(vlog), "vlog")
 	}
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(ns.Epoch))
+	if f := r.cfg.Batches; f != nil {
+		msgs, items := f()
+		ch <- prometheus.MustNewConstMetric(descBatchMessages, prometheus.CounterValue, float64(msgs))
+		ch <- prometheus.MustNewConstMetric(descBatchItems, prometheus.CounterValue, float64(items))
+	}
 	if f := r.cfg.ClockRejected; f != nil {
 		ch <- prometheus.MustNewConstMetric(descClockRejected, prometheus.CounterValue, float64(f()))
 	}

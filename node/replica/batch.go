@@ -40,7 +40,8 @@ var errNoBatch = errors.New("peer does not serve batch")
 // queued; Close ends both goroutines and waits for them.
 type batcher struct {
 	client kvpb.ReplicaClient
-	pool   sync.Pool // *call
+	counts *BatchCounts // nil: not counted
+	pool   sync.Pool    // *call
 
 	base   context.Context // parent of every stream; cancelled by close
 	cancel context.CancelFunc
@@ -90,8 +91,8 @@ type call struct {
 	abandoned bool // guarded by batcher.mu: its caller has gone
 }
 
-func newBatcher(client kvpb.ReplicaClient) *batcher {
-	b := &batcher{client: client, wake: make(chan struct{}, 1)}
+func newBatcher(client kvpb.ReplicaClient, counts *BatchCounts) *batcher {
+	b := &batcher{client: client, counts: counts, wake: make(chan struct{}, 1)}
 	b.pool.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	b.base, b.cancel = context.WithCancel(context.Background())
 	return b
@@ -241,6 +242,7 @@ func (b *batcher) send(st *bstream) {
 	}
 	b.sending = true
 	b.req.Items = b.items
+	b.counts.add(len(b.items))
 	b.mu.Unlock()
 	if err := st.cs.Send(&b.req); err != nil {
 		// The stream is broken; its receiver fails the calls in flight on it.

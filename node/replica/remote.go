@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,6 +28,7 @@ type Remote struct {
 	onClock func(sent, received, remote time.Time)
 	batch   *batcher // nil: unary calls only (Unary)
 	unary   bool
+	counts  *BatchCounts // nil: not counted
 }
 
 var _ Replica = (*Remote)(nil)
@@ -49,6 +51,29 @@ func OnEpoch(fn func(uint64)) RemoteOption {
 	return func(r *Remote) { r.onEpoch = fn }
 }
 
+// BatchCounts counts the batch messages Remotes sent and the reads and writes they carried.
+// Safe for concurrent use; the zero value is ready.
+type BatchCounts struct {
+	messages, items atomic.Uint64
+}
+
+// Load returns the messages sent and the items they carried so far.
+func (b *BatchCounts) Load() (messages, items uint64) {
+	return b.messages.Load(), b.items.Load()
+}
+
+func (b *BatchCounts) add(items int) {
+	if b != nil {
+		b.messages.Add(1)
+		b.items.Add(uint64(items))
+	}
+}
+
+// CountBatches makes a Remote count its batch messages in b (shared by a node's Remotes).
+func CountBatches(b *BatchCounts) RemoteOption {
+	return func(r *Remote) { r.counts = b }
+}
+
 // Unary makes a Remote send every request by its own unary call instead of a batch stream.
 func Unary() RemoteOption {
 	return func(r *Remote) { r.unary = true }
@@ -65,7 +90,7 @@ func NewRemote(conn grpc.ClientConnInterface, epoch func() uint64, opts ...Remot
 		o(r)
 	}
 	if !r.unary {
-		r.batch = newBatcher(r.client)
+		r.batch = newBatcher(r.client, r.counts)
 	}
 	return r
 }
