@@ -273,10 +273,11 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	c := callPool.Get().(*applyCall)
-	c.w = write{sk: sk, val: val, rec: rec}
+	c.one[0] = write{sk: sk, val: val, rec: rec}
+	c.ws = c.one[:]
 	s.group.run(s, c)
-	applied, err = c.w.applied, c.w.err
-	c.w = write{}
+	applied, err = c.one[0].applied, c.one[0].err
+	c.one[0], c.ws = write{}, nil
 	callPool.Put(c)
 	if err != nil {
 		return false, fmt.Errorf("apply %x: %w", sk, err)
@@ -284,7 +285,69 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	return applied, nil
 }
 
-// maxGroup bounds how many Apply calls one group commit takes: badger refuses a
+// Outcome is what ApplyMany did with one entry: written (Applied), held back because the
+// store holds a version at least as new (neither), or failed (Err).
+type Outcome struct {
+	Applied bool
+	Err     error
+}
+
+// ApplyMany applies each entry as Apply would — last-write-wins per key, in the group commit
+// with the Apply calls queued beside it — and sets out[i] to entry i's outcome (out must be
+// as long as entries). The entries travel as one unit through the group commit: one caller
+// waits for one commit, however many entries it brings, so a batch of replica writes costs
+// one wake-up, not one per write. A key twice among the entries is compared with the earlier.
+func (s *Store) ApplyMany(entries []Entry, out []Outcome) {
+	fail := func(err error) {
+		for i := range out {
+			out[i] = Outcome{Err: err}
+		}
+	}
+	if s.closed.Load() {
+		fail(ErrClosed)
+		return
+	}
+	need := 0
+	for _, e := range entries {
+		need += tokenLen + len(e.Key) + headerLen + len(e.Record.Value)
+	}
+	if err := s.writable(need); err != nil {
+		fail(err)
+		return
+	}
+	// One allocation holds the entries' store keys and encoded records; badger keeps them.
+	buf := make([]byte, 0, need)
+	c := callPool.Get().(*applyCall)
+	ws := c.many[:0]
+	for _, e := range entries {
+		at := len(buf)
+		buf = appendStoreKey(buf, e.Token, e.Key)
+		mid := len(buf)
+		var err error
+		if buf, err = e.Record.AppendBinary(buf); err != nil {
+			// Not in the commit: a write with err set is skipped by commit.
+			ws = append(ws, write{err: err})
+			buf = buf[:at]
+			continue
+		}
+		ws = append(ws, write{sk: buf[at:mid:mid], val: buf[mid:len(buf):len(buf)], rec: e.Record})
+	}
+	c.ws = ws
+	s.dbMu.RLock()
+	s.group.run(s, c)
+	s.dbMu.RUnlock()
+	for i := range ws {
+		out[i] = Outcome{Applied: ws[i].applied}
+		if err := ws[i].err; err != nil {
+			out[i].Err = fmt.Errorf("apply %x: %w", ws[i].sk, err)
+		}
+	}
+	clear(ws)
+	c.many, c.ws = ws[:0], nil
+	callPool.Put(c)
+}
+
+// maxGroup bounds how many writes one group commit takes (beyond its leader's own): badger refuses a
 // transaction larger than a share of its memtable (ErrTxnTooBig), and a bounded
 // group bounds the stripe locks it holds.
 const maxGroup = 1024
@@ -297,9 +360,11 @@ type write struct {
 	err     error
 }
 
-// applyCall is one Apply waiting in a group commit.
+// applyCall is one Apply (or ApplyMany) waiting in a group commit: its writes are ws.
 type applyCall struct {
-	w    write
+	ws   []write
+	one  [1]write      // ws of an Apply
+	many []write       // ws of an ApplyMany, kept for the next one
 	done chan struct{} // cap 1: one send per wait (the outcome, or the lead)
 	lead bool          // set before done when the call is to lead the next group
 }
@@ -323,8 +388,8 @@ type groupCommit struct {
 	writes []write
 }
 
-// run queues c and returns once the commit that covers it is done, with c.w's
-// outcome set.
+// run queues c and returns once the commit that covers it is done, with the
+// outcomes of c.ws set.
 func (g *groupCommit) run(s *Store, c *applyCall) {
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
@@ -345,7 +410,12 @@ func (g *groupCommit) run(s *Store, c *applyCall) {
 // group it commits.
 func (g *groupCommit) commitNext(s *Store) {
 	g.mu.Lock()
-	n := min(len(g.queue), maxGroup)
+	// Whole calls, up to maxGroup writes (at least the leader's, however many it brings).
+	n, total := 0, 0
+	for n < len(g.queue) && (n == 0 || total+len(g.queue[n].ws) <= maxGroup) {
+		total += len(g.queue[n].ws)
+		n++
+	}
 	calls := append(g.calls[:0], g.queue[:n]...)
 	clear(g.queue[copy(g.queue, g.queue[n:]):])
 	g.queue = g.queue[:len(g.queue)-n]
@@ -353,11 +423,15 @@ func (g *groupCommit) commitNext(s *Store) {
 
 	writes := g.writes[:0]
 	for _, c := range calls {
-		writes = append(writes, c.w)
+		writes = append(writes, c.ws...)
 	}
 	s.commit(writes)
-	for i, c := range calls {
-		c.w.applied, c.w.err = writes[i].applied, writes[i].err
+	i := 0
+	for _, c := range calls {
+		for j := range c.ws {
+			c.ws[j].applied, c.ws[j].err = writes[i].applied, writes[i].err
+			i++
+		}
 	}
 	clear(writes) // drop the group's keys and values
 	g.writes = writes[:0]
@@ -518,6 +592,9 @@ func (s *Store) commit(ws []write) {
 	}
 	for i := range ws {
 		w := &ws[i]
+		if w.err != nil {
+			continue // failed before the commit (ApplyMany's encoding)
+		}
 		newer, isNew, err := s.newer(txn, w)
 		if err != nil {
 			w.err = err
