@@ -109,6 +109,58 @@ func (l *Local) Write(ctx context.Context, key []byte, rec store.Record, vid rin
 	return applied, nil
 }
 
+// WriteItem is one write of a WriteMany: the key, its record and the view the coordinator
+// routed it by; Applied and Err are set by WriteMany.
+type WriteItem struct {
+	Key     []byte
+	Rec     store.Record
+	View    ring.ViewID
+	Applied bool
+	Err     error
+}
+
+// WriteMany does what Write does for each item, the items that pass the view check in one
+// group commit (store.ApplyMany): a batch of replica writes costs one wait for the store, not
+// a goroutine each. Each item's outcome is set in it.
+func (l *Local) WriteMany(ctx context.Context, items []WriteItem) {
+	if err := ctx.Err(); err != nil {
+		for i := range items {
+			items[i].Applied, items[i].Err = false, err
+		}
+		return
+	}
+	entries := make([]store.Entry, 0, len(items))
+	which := make([]int, 0, len(items)) // entries[j] is items[which[j]]
+	l.gate.RLock()
+	for i := range items {
+		it := &items[i]
+		it.Applied, it.Err = false, nil
+		token := ring.Token(it.Key)
+		if err := l.admit(token, it.View); err != nil {
+			it.Err = err
+			continue
+		}
+		entries = append(entries, store.Entry{Token: token, Key: it.Key, Record: it.Rec})
+		which = append(which, i)
+	}
+	out := make([]store.Outcome, len(entries))
+	if len(entries) > 0 {
+		l.st.ApplyMany(entries, out)
+	}
+	l.gate.RUnlock()
+	for j, o := range out {
+		it := &items[which[j]]
+		if o.Err != nil {
+			it.Err = fmt.Errorf("local write: %w", o.Err)
+			continue
+		}
+		it.Applied = o.Applied
+		if l.obs != nil {
+			l.obs.ObserveVnode(entries[j].Token, true, len(it.Key)+len(it.Rec.Value))
+		}
+	}
+}
+
 // admit is the view check of Write (see Local).
 func (l *Local) admit(token uint64, vid ring.ViewID) error {
 	if l.view == nil {

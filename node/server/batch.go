@@ -13,27 +13,239 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"ringkv/node/replica"
+	"ringkv/node/ring"
+	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 	"ringkv/proto/rpcerr"
 )
 
 // Batch serves the Reads and Writes of one long-lived stream (see kv.proto). The stream was
 // authorized once, when it opened, by the interceptors' rule for the Replica service (cluster
-// secret, or members and loopback only). Each item runs in its own goroutine with its own
-// deadline, through the same code as the unary Read and Write, so one that blocks (a stripe
-// lock in the store, a slow disk) holds no other; its result goes back as soon as it is done,
-// gathered with whatever else finished while the previous response was on the wire.
+// secret, or members and loopback only).
+//
+// Over a store that applies many writes at once (batchWriter: replica.Local), no item gets a
+// goroutine: the stream's receiver serves each message's reads as it reads them, and hands its
+// writes to the apply loop (this handler's goroutine), which takes every write that queued
+// meanwhile and applies them in one group commit (replica.Local.WriteMany). A read never waits
+// for a commit; a write waits for the commit ahead of it, as it would in the store anyway. An
+// item whose deadline passed before its commit fails with DeadlineExceeded unapplied.
+//
+// Over any other replica each item runs in its own goroutine (batchEach).
+//
+// Results go back as soon as they are ready, gathered with whatever else finished while the
+// previous response was on the wire.
 func (s *Replica) Batch(srv kvpb.Replica_BatchServer) error {
 	select {
 	case <-s.d.Stopping:
 		return errStopping
 	default:
 	}
-	ctx := srv.Context()
 	out := &results{srv: srv, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	sent := make(chan error, 1)
 	go func() { sent <- out.run() }()
+	bw, ok := s.d.Local.(batchWriter)
+	if !ok {
+		return s.batchEach(srv, out, sent)
+	}
+	return s.batchApply(srv, bw, out, sent)
+}
 
+// batchWriter is a replica that applies many writes in one store commit (replica.Local).
+// WriteMany is safe for concurrent use and sets each item's outcome.
+type batchWriter interface {
+	WriteMany(ctx context.Context, items []replica.WriteItem)
+}
+
+// maxApply bounds the writes the apply loop takes into one WriteMany.
+const maxApply = 512
+
+// queuedWrite is a write item of a Batch stream on its way to the apply loop.
+type queuedWrite struct {
+	id       uint64
+	key      []byte
+	rec      store.Record
+	vid      ring.ViewID
+	op       replica.Op
+	start    time.Time
+	deadline time.Time // zero: none
+	late     bool      // its deadline passed before its commit: not applied
+}
+
+// batchApply is Batch over a batchWriter (see Batch).
+func (s *Replica) batchApply(srv kvpb.Replica_BatchServer, bw batchWriter, out *results, sent <-chan error) error {
+	ctx := srv.Context()
+	writes := make(chan []queuedWrite, 64)
+	var (
+		mu      sync.Mutex
+		stopped bool // no more messages start
+		busy    sync.WaitGroup
+	)
+	recvErr := make(chan error, 1)
+	go func() { // the receiver: it ends when the stream does, at the latest when this handler returns
+		var res []*kvpb.BatchResult
+		for {
+			req, err := srv.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				return // never started: the sender fails them as in flight on a broken stream
+			}
+			busy.Add(1)
+			mu.Unlock()
+			var ws []queuedWrite
+			now := time.Now()
+			for _, it := range req.GetItems() {
+				op, ok := it.GetOp().(*kvpb.BatchItem_Write)
+				if !ok || it.GetTimeoutNanos() < 0 {
+					res = append(res, s.serveItem(ctx, it)) // reads, and what fails at once
+					continue
+				}
+				w, err := s.queueWrite(it.GetId(), op.Write, now, it.GetTimeoutNanos())
+				if err != nil {
+					res = append(res, &kvpb.BatchResult{Id: it.GetId(), Result: statusResult(err)})
+					continue
+				}
+				ws = append(ws, w)
+			}
+			if len(res) > 0 {
+				out.push(res...)
+				clear(res)
+				res = res[:0]
+			}
+			if len(ws) > 0 {
+				writes <- ws // the apply loop drains writes until busy is done
+			}
+			busy.Done()
+		}
+	}()
+
+	var batch []queuedWrite
+	var items []replica.WriteItem
+	var res []*kvpb.BatchResult
+	apply := func(first []queuedWrite) {
+		batch = append(batch[:0], first...)
+	more:
+		for len(batch) < maxApply {
+			select {
+			case ws := <-writes:
+				batch = append(batch, ws...)
+			default:
+				break more
+			}
+		}
+		now := time.Now()
+		items = items[:0]
+		for i := range batch {
+			w := &batch[i]
+			if !w.deadline.IsZero() && now.After(w.deadline) {
+				err := fmt.Errorf("batch item: deadline passed before its commit: %w", context.DeadlineExceeded)
+				s.observe(w.op, w.start, err)
+				res = append(res, &kvpb.BatchResult{Id: w.id, Result: statusResult(err)})
+				w.late = true
+				continue
+			}
+			items = append(items, replica.WriteItem{Key: w.key, Rec: w.rec, View: w.vid})
+		}
+		if len(items) > 0 {
+			bw.WriteMany(ctx, items)
+		}
+		j := 0
+		for i := range batch {
+			w := &batch[i]
+			if w.late {
+				continue
+			}
+			it := &items[j]
+			j++
+			resp, err := s.wrote(w.rec, it.Applied, it.Err)
+			s.observe(w.op, w.start, err)
+			r := &kvpb.BatchResult{Id: w.id}
+			if err != nil {
+				r.Result = statusResult(err)
+			} else {
+				r.Result = &kvpb.BatchResult_Write{Write: resp}
+			}
+			res = append(res, r)
+		}
+		clear(batch)
+		clear(items)
+		out.push(res...)
+		clear(res)
+		res = res[:0]
+	}
+
+	var err error
+loop:
+	for {
+		select {
+		case ws := <-writes:
+			apply(ws)
+		case err = <-recvErr:
+			break loop
+		case <-s.d.Stopping:
+			err = errStopping
+			break loop
+		}
+	}
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	// Apply what the receiver has begun, until it is idle.
+	idle := make(chan struct{})
+	go func() { busy.Wait(); close(idle) }()
+	for done := false; !done; {
+		select {
+		case ws := <-writes:
+			apply(ws)
+		case <-idle:
+			done = true
+		}
+	}
+	for {
+		select {
+		case ws := <-writes:
+			apply(ws)
+			continue
+		default:
+		}
+		break
+	}
+	close(out.done)
+	serr := <-sent
+	if errors.Is(err, io.EOF) {
+		return serr // the sender closed its side: answer what it sent, then end
+	}
+	return err
+}
+
+// queueWrite checks a write item of a Batch stream received at now, as the unary Write
+// does, for the apply loop. An item with a timeout is due by now + timeout.
+func (s *Replica) queueWrite(id uint64, req *kvpb.WriteRequest, now time.Time, timeout int64) (queuedWrite, error) {
+	op, err := s.validWrite(req)
+	if err != nil {
+		return queuedWrite{}, err
+	}
+	rec, vid, err := s.checkWrite(req)
+	if err != nil {
+		s.observe(op, now, err)
+		return queuedWrite{}, err
+	}
+	w := queuedWrite{id: id, key: req.GetKey(), rec: rec, vid: vid, op: op, start: now}
+	if timeout > 0 {
+		w.deadline = now.Add(time.Duration(timeout))
+	}
+	return w, nil
+}
+
+// batchEach is Batch over a replica that writes one item at a time: each item runs in its own
+// goroutine with its own deadline, through the same code as the unary Read and Write, so one
+// that blocks holds no other.
+func (s *Replica) batchEach(srv kvpb.Replica_BatchServer, out *results, sent <-chan error) error {
+	ctx := srv.Context()
 	// The receiver: it ends when the stream does, at the latest when this handler returns.
 	var (
 		mu      sync.Mutex
@@ -149,13 +361,16 @@ type results struct {
 	err     error // of the first failed Send: the stream is broken, results are dropped
 }
 
-func (r *results) push(res *kvpb.BatchResult) {
+func (r *results) push(res ...*kvpb.BatchResult) {
+	if len(res) == 0 {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
 		return // the items still running end with the stream
 	}
-	r.queue = append(r.queue, res)
+	r.queue = append(r.queue, res...)
 	if !r.sending {
 		r.send()
 	}

@@ -162,33 +162,56 @@ func (s *Replica) Links(_ context.Context, req *kvpb.LinksRequest) (*kvpb.LinksR
 
 // Write applies a version unless this node holds one at least as new.
 func (s *Replica) Write(ctx context.Context, req *kvpb.WriteRequest) (_ *kvpb.WriteResponse, err error) {
-	if len(req.GetKey()) == 0 {
-		return nil, rpcerr.Encode(errEmptyKey)
-	}
-	if req.GetRecord() == nil {
-		return nil, rpcerr.Encode(fmt.Errorf("%w: missing record", replica.ErrInvalidArgument))
-	}
-	s.sawEpoch(req.GetEpoch())
-	op := replica.OpPut
-	if req.GetRecord().GetTombstone() {
-		op = replica.OpDelete
+	op, err := s.validWrite(req)
+	if err != nil {
+		return nil, rpcerr.Encode(err)
 	}
 	defer func(start time.Time) { s.observe(op, start, err) }(time.Now())
+	rec, vid, err := s.checkWrite(req)
+	if err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	applied, err := s.d.Local.Write(ctx, req.GetKey(), rec, vid)
+	return s.wrote(rec, applied, err)
+}
+
+// validWrite checks a write's form, notes its sender's epoch and returns its kind.
+func (s *Replica) validWrite(req *kvpb.WriteRequest) (replica.Op, error) {
+	if len(req.GetKey()) == 0 {
+		return 0, errEmptyKey
+	}
+	if req.GetRecord() == nil {
+		return 0, fmt.Errorf("%w: missing record", replica.ErrInvalidArgument)
+	}
+	s.sawEpoch(req.GetEpoch())
+	if req.GetRecord().GetTombstone() {
+		return replica.OpDelete, nil
+	}
+	return replica.OpPut, nil
+}
+
+// checkWrite checks a valid write's timestamp against this node's clock and returns its
+// record and the view it was routed by.
+func (s *Replica) checkWrite(req *kvpb.WriteRequest) (store.Record, ring.ViewID, error) {
 	rec := replica.RecordFromProto(req.GetRecord())
 	if s.d.Clock != nil {
 		// A record stamped far ahead of this clock would win every later write of its key
 		// and drag the cluster's clocks with it: refused, counted, never adopted.
 		if err := s.d.Clock.Check(rec.TS); err != nil {
-			return nil, rpcerr.Encode(err)
+			return store.Record{}, ring.ViewID{}, err
 		}
 	}
 	vid := ring.ViewID{Epoch: req.GetEpoch(), Change: req.GetChangeId(), InFlight: req.GetChangeInFlight()}
-	applied, err := s.d.Local.Write(ctx, req.GetKey(), rec, vid)
+	return rec, vid, nil
+}
+
+// wrote is the answer to a checked write that the store applied (or held back, or failed).
+func (s *Replica) wrote(rec store.Record, applied bool, err error) (*kvpb.WriteResponse, error) {
 	if err != nil {
 		return nil, rpcerr.Encode(err)
 	}
 	if s.d.Clock != nil {
-		s.d.Clock.Update(rec.TS) // checked above
+		s.d.Clock.Update(rec.TS) // checked by checkWrite
 	}
 	return &kvpb.WriteResponse{Applied: applied, Epoch: s.epoch(), WallNanos: time.Now().UnixNano()}, nil
 }
