@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"ringkv/node/store"
 	"ringkv/proto/kvpb"
 )
 
@@ -22,6 +23,18 @@ const BatchQueue = 8192
 // noBatchRetry is how long a Remote whose peer answered Batch with Unimplemented (an older
 // node) uses the unary calls before it tries the stream again.
 const noBatchRetry = time.Minute
+
+// The sender's wait for a fuller batch (after TiKV client-go's batch client, which waits up
+// to maxBatchWaitTime for batchWaitSize requests only while the load is above its
+// overloadThreshold): while at least waitInFlight requests are in flight on the stream, the
+// peer is busy and the replies are far off anyway, so the sender holds a batch of fewer than
+// waitBatch items back for more, at most a tenth of the recent round trip and never more than
+// maxBatchWait. Below that nothing waits: at low load a request goes out at once.
+const (
+	waitInFlight = 16
+	waitBatch    = 32
+	maxBatchWait = 200 * time.Microsecond
+)
 
 // errNoBatch: the peer does not serve Batch; the request goes by the unary call.
 var errNoBatch = errors.New("peer does not serve batch")
@@ -56,7 +69,8 @@ type batcher struct {
 	req     kvpb.BatchRequest
 	items   []*kvpb.BatchItem
 	nextID  uint64
-	noBatch time.Time // when the peer last answered Unimplemented
+	rtt     time.Duration // moving average of the round trips (send to result)
+	noBatch time.Time     // when the peer last answered Unimplemented
 	closed  bool
 }
 
@@ -89,6 +103,15 @@ type call struct {
 	done     chan struct{} // receives once when res or err is set; capacity 1
 
 	abandoned bool // guarded by batcher.mu: its caller has gone
+
+	// An asynchronous call (start) completes by fin, run once, instead of done: by the
+	// receiver with its result, by whoever fails it, or when its context ends (stop
+	// unregisters that). completed is guarded by batcher.mu.
+	fin       func(*call)
+	stop      func() bool
+	completed bool
+	onWrite   func(applied bool, err error) // the caller's callback, for fin
+	onRead    func(rec store.Record, found bool, err error)
 }
 
 func newBatcher(client kvpb.ReplicaClient, counts *BatchCounts) *batcher {
@@ -102,14 +125,15 @@ func newBatcher(client kvpb.ReplicaClient, counts *BatchCounts) *batcher {
 func (b *batcher) get(ctx context.Context) *call {
 	c := b.pool.Get().(*call)
 	c.deadline, _ = ctx.Deadline()
-	c.res, c.err, c.abandoned = nil, nil, false
+	c.res, c.err, c.abandoned, c.completed = nil, nil, false, false
+	c.fin, c.stop, c.onWrite, c.onRead = nil, nil, nil, nil
 	return c
 }
 
 // put returns a call to the pool. Only a call that got its result may go back: until then
 // the sender may still be marshaling it.
 func (b *batcher) put(c *call) {
-	c.res = nil
+	c.res, c.fin, c.stop, c.onWrite, c.onRead = nil, nil, nil, nil, nil
 	c.rreq.Key, c.wreq.Key, c.rec.Value = nil, nil, nil
 	b.pool.Put(c)
 }
@@ -130,7 +154,7 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 		return status.Error(codes.ResourceExhausted, "replica batch: queue full")
 	}
 	b.queue = append(b.queue, c)
-	if st := b.st; st != nil && !st.broken && !b.sending {
+	if st := b.st; st != nil && !st.broken && !b.sending && len(st.pending) < waitInFlight {
 		// Nothing on the wire: the caller sends (its request and whatever else queued)
 		// itself, without waking the sender goroutine: no hop at low load.
 		b.send(st)
@@ -154,6 +178,75 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 		b.mu.Unlock()
 		// The result, if it comes, goes to a call no one reads; the call is not pooled again.
 		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// start queues c, an asynchronous call: c.fin runs once with its result (c.res) or error
+// (c.err), in the goroutine that completes it — the stream's receiver, the sender, or one of
+// its own when ctx ends first. No goroutine waits for it. On errNoBatch nothing was queued and
+// fin will not run: send it by the unary call.
+func (b *batcher) start(ctx context.Context, c *call) error {
+	b.mu.Lock()
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return status.Error(codes.Unavailable, "replica batch: closed")
+	case !b.noBatch.IsZero() && time.Since(b.noBatch) < noBatchRetry:
+		b.mu.Unlock()
+		return errNoBatch
+	case len(b.queue) >= BatchQueue:
+		b.mu.Unlock()
+		return status.Error(codes.ResourceExhausted, "replica batch: queue full")
+	}
+	c.stop = context.AfterFunc(ctx, func() { b.abandon(c, ctx) })
+	b.queue = append(b.queue, c)
+	if st := b.st; st != nil && !st.broken && !b.sending && len(st.pending) < waitInFlight {
+		b.send(st)
+	}
+	if len(b.queue) > 0 && !b.running {
+		b.running = true
+		b.wg.Add(1)
+		go b.run()
+	}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// abandon completes the asynchronous call c with its context's error, unless it completed.
+func (b *batcher) abandon(c *call, ctx context.Context) {
+	b.mu.Lock()
+	if c.completed {
+		b.mu.Unlock()
+		return
+	}
+	c.completed, c.abandoned = true, true
+	b.mu.Unlock()
+	// The result, if it comes, goes to a call no one reads; the call is not pooled again.
+	c.err = status.FromContextError(ctx.Err()).Err()
+	c.fin(c)
+}
+
+// complete hands c its outcome (c.res or c.err, set by the caller): a waiting call is woken,
+// an asynchronous one is added to fired, whose fins the caller runs (finish) once b.mu is
+// released. b.mu is held; c is not abandoned.
+func (b *batcher) complete(c *call, fired []*call) []*call {
+	if c.fin == nil {
+		c.done <- struct{}{}
+		return fired
+	}
+	c.completed = true
+	return append(fired, c)
+}
+
+// finish runs the fins of fired calls (see complete), without b.mu.
+func finish(fired []*call) {
+	for _, c := range fired {
+		c.stop()
+		c.fin(c)
 	}
 }
 
@@ -207,7 +300,40 @@ func (b *batcher) run() {
 			}
 			b.st = s
 		}
-		b.send(b.st)
+		b.fill()
+		if b.closed {
+			continue
+		}
+		if b.st != nil && !b.st.broken && !b.sending {
+			b.send(b.st)
+		}
+	}
+}
+
+// fill holds a small batch back for more while the stream is busy (see waitInFlight). b.mu
+// is held; it is released while waiting.
+func (b *batcher) fill() {
+	st := b.st
+	if st == nil || len(st.pending) < waitInFlight || len(b.queue) >= waitBatch {
+		return
+	}
+	wait := min(b.rtt/10, maxBatchWait)
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for len(b.queue) < waitBatch && !st.broken && !b.closed {
+		b.mu.Unlock()
+		select {
+		case <-b.wake:
+		case <-t.C:
+			b.mu.Lock()
+			return
+		case <-st.done:
+		case <-b.base.Done():
+		}
+		b.mu.Lock()
 	}
 }
 
@@ -260,16 +386,23 @@ func (b *batcher) send(st *bstream) {
 	}
 }
 
-// failQueue fails every queued call with err. b.mu is held.
+// failQueue fails every queued call with err. b.mu is held; it is released while the
+// asynchronous calls' fins run.
 func (b *batcher) failQueue(err error) {
+	var fired []*call
 	for _, c := range b.queue {
 		if !c.abandoned {
 			c.err = err
-			c.done <- struct{}{}
+			fired = b.complete(c, fired)
 		}
 	}
 	clear(b.queue)
 	b.queue = b.queue[:0]
+	if len(fired) > 0 {
+		b.mu.Unlock()
+		finish(fired)
+		b.mu.Lock()
+	}
 }
 
 // open starts a stream and its receiver.
@@ -290,6 +423,7 @@ func (b *batcher) open() (*bstream, error) {
 // breaks, then fails the calls still in flight on it.
 func (b *batcher) recv(st *bstream) {
 	defer b.wg.Done()
+	var fired []*call
 	for {
 		resp, err := st.cs.Recv()
 		if err != nil {
@@ -306,10 +440,14 @@ func (b *batcher) recv(st *bstream) {
 			if c.abandoned {
 				continue
 			}
+			b.rtt += (time.Since(c.sent) - b.rtt) / 16
 			c.res = r
-			c.done <- struct{}{}
+			fired = b.complete(c, fired)
 		}
 		b.mu.Unlock()
+		finish(fired)
+		clear(fired)
+		fired = fired[:0]
 	}
 }
 
@@ -333,14 +471,16 @@ func (b *batcher) broke(st *bstream, err error) {
 	if b.st == st {
 		b.st = nil
 	}
+	var fired []*call
 	for id, c := range st.pending {
 		delete(st.pending, id)
 		if !c.abandoned {
 			c.err = fail
-			c.done <- struct{}{}
+			fired = b.complete(c, fired)
 		}
 	}
 	b.mu.Unlock()
+	finish(fired)
 	close(st.done)
 }
 

@@ -148,6 +148,19 @@ func (c *Coordinator) spawn(fn func()) bool {
 	return true
 }
 
+// track counts a replica call that completes without a goroutine of its own (WriteAsync) as
+// one of c's, so that Close waits for it; the caller calls c.wg.Done when it completes. False
+// when c is closed.
+func (c *Coordinator) track() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
 // targets maps members to replicas: this node to local, the others to peers.
 func (c *Coordinator) targets(ms []ring.Member) []target {
 	ts := make([]target, len(ms))

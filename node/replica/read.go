@@ -202,6 +202,21 @@ func (c *Coordinator) hedged(op *readOp) {
 func (c *Coordinator) send(op *readOp, i int, needed bool) bool {
 	t := op.ts[i]
 	op.cc.acquire()
+	if ar, ok := t.r.(asyncReader); ok && c.track() {
+		// No goroutine waits for a peer's read: the batch stream's receiver completes it.
+		cc, start := op.cc, time.Now()
+		if ar.ReadAsync(cc.ctx, op.key, func(rec store.Record, found bool, err error) {
+			defer c.wg.Done()
+			cc.release()
+			c.account(t, op.token, time.Since(start), err, true)
+			op.replies <- readReply{i: i, rec: rec, found: found, err: callError(t, needed, err)}
+		}) {
+			op.sent[i] = true
+			op.inflight++
+			return true
+		}
+		c.wg.Done()
+	}
 	if !c.spawn(func() { c.callRead(op.cc, t, needed, i, op.key, op.token, op.replies) }) {
 		op.cc.release()
 		op.errs = append(op.errs, ErrClosed)
@@ -211,6 +226,12 @@ func (c *Coordinator) send(op *readOp, i int, needed bool) bool {
 	op.sent[i] = true
 	op.inflight++
 	return true
+}
+
+// asyncReader is a replica that sends a read without a goroutine waiting for it (Remote), as
+// asyncWriter does a write.
+type asyncReader interface {
+	ReadAsync(ctx context.Context, key []byte, done func(rec store.Record, found bool, err error)) bool
 }
 
 func (c *Coordinator) callRead(cc *callCtx, t target, needed bool, i int, key []byte, token uint64, replies chan<- readReply) {

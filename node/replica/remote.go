@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"ringkv/node/ring"
@@ -29,9 +30,16 @@ type Remote struct {
 	batch   *batcher // nil: unary calls only (Unary)
 	unary   bool
 	counts  *BatchCounts // nil: not counted
+
+	finWriteFn func(*call) // r.finWrite, bound once
+	finReadFn  func(*call) // r.finRead, bound once
 }
 
-var _ Replica = (*Remote)(nil)
+var (
+	_ Replica     = (*Remote)(nil)
+	_ asyncWriter = (*Remote)(nil)
+	_ asyncReader = (*Remote)(nil)
+)
 
 // RemoteOption configures a Remote.
 type RemoteOption func(*Remote)
@@ -86,6 +94,7 @@ func Unary() RemoteOption {
 func NewRemote(conn grpc.ClientConnInterface, epoch func() uint64, opts ...RemoteOption) *Remote {
 	r := &Remote{client: kvpb.NewReplicaClient(conn), epoch: epoch}
 	r.cc, _ = conn.(grpcConn)
+	r.finWriteFn, r.finReadFn = r.finWrite, r.finRead
 	for _, o := range opts {
 		o(r)
 	}
@@ -163,18 +172,92 @@ func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ri
 	return resp.GetApplied(), nil
 }
 
-func (r *Remote) batchRead(ctx context.Context, key []byte) (store.Record, bool, error) {
+// WriteAsync sends a write like Write and returns at once: done runs once with its outcome,
+// in the goroutine of the batch stream that completes it (it must not block), or when ctx
+// ends. False when the write cannot go asynchronously (the connection is not ready, or the
+// peer does not serve Batch): then done never runs; call Write instead.
+func (r *Remote) WriteAsync(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID, done func(applied bool, err error)) bool {
+	if r.batch == nil || (r.cc != nil && r.cc.GetState() != connectivity.Ready) {
+		return false
+	}
+	c := r.batch.get(ctx)
+	c.rec.Timestamp, c.rec.Tombstone, c.rec.Value = rec.TS, rec.Tombstone, rec.Value
+	c.wreq.Key, c.wreq.Record = key, &c.rec
+	c.wreq.Epoch, c.wreq.ChangeId, c.wreq.ChangeInFlight = vid.Epoch, vid.Change, vid.InFlight
+	c.write.Write = &c.wreq
+	c.item.Op = &c.write
+	c.fin, c.onWrite = r.finWriteFn, done
+	if err := r.batch.start(ctx, c); err != nil {
+		if errors.Is(err, errNoBatch) {
+			return false
+		}
+		r.batch.put(c)
+		done(false, fmt.Errorf("remote write: %w", FromStatus(err)))
+	}
+	return true
+}
+
+// finWrite completes an asynchronous write (WriteAsync).
+func (r *Remote) finWrite(c *call) {
+	done := c.onWrite
+	if c.err != nil {
+		done(false, fmt.Errorf("remote write: %w", FromStatus(c.err)))
+		return // not pooled: an abandoned call may still be in flight
+	}
+	applied, err := r.wroteBatch(c)
+	r.batch.put(c)
+	done(applied, err)
+}
+
+// wroteBatch is the outcome of a batched write that got its result.
+func (r *Remote) wroteBatch(c *call) (bool, error) {
+	if err := resultError(c.res); err != nil {
+		return false, fmt.Errorf("remote write: %w", FromStatus(err))
+	}
+	resp := c.res.GetWrite()
+	if resp == nil {
+		return false, fmt.Errorf("remote write: %w", status.Error(codes.Internal, "batch result without a write response"))
+	}
+	r.sawEpoch(resp.GetEpoch())
+	r.sawClock(c.sent, resp.GetWallNanos())
+	return resp.GetApplied(), nil
+}
+
+// ReadAsync sends a read like Read and returns at once: done runs once with its outcome, as
+// WriteAsync's does. False when the read cannot go asynchronously: call Read instead.
+func (r *Remote) ReadAsync(ctx context.Context, key []byte, done func(rec store.Record, found bool, err error)) bool {
+	if r.batch == nil || (r.cc != nil && r.cc.GetState() != connectivity.Ready) {
+		return false
+	}
 	c := r.batch.get(ctx)
 	c.rreq.Key, c.rreq.Epoch = key, r.myEpoch()
 	c.read.Read = &c.rreq
 	c.item.Op = &c.read
-	if err := r.batch.do(ctx, c); err != nil {
+	c.fin, c.onRead = r.finReadFn, done
+	if err := r.batch.start(ctx, c); err != nil {
 		if errors.Is(err, errNoBatch) {
-			return store.Record{}, false, err
+			return false
 		}
-		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
+		r.batch.put(c)
+		done(store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err)))
 	}
-	defer r.batch.put(c)
+	return true
+}
+
+// finRead completes an asynchronous read (ReadAsync).
+func (r *Remote) finRead(c *call) {
+	done := c.onRead
+	if c.err != nil {
+		done(store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(c.err)))
+		return // not pooled: an abandoned call may still be in flight
+	}
+	rec, found, err := r.readBatch(c)
+	r.batch.put(c)
+	done(rec, found, err)
+}
+
+// readBatch is the outcome of a batched read that got its result.
+func (r *Remote) readBatch(c *call) (store.Record, bool, error) {
 	if err := resultError(c.res); err != nil {
 		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
 	}
@@ -188,6 +271,21 @@ func (r *Remote) batchRead(ctx context.Context, key []byte) (store.Record, bool,
 		return store.Record{}, false, nil
 	}
 	return RecordFromProto(resp.GetRecord()), true, nil
+}
+
+func (r *Remote) batchRead(ctx context.Context, key []byte) (store.Record, bool, error) {
+	c := r.batch.get(ctx)
+	c.rreq.Key, c.rreq.Epoch = key, r.myEpoch()
+	c.read.Read = &c.rreq
+	c.item.Op = &c.read
+	if err := r.batch.do(ctx, c); err != nil {
+		if errors.Is(err, errNoBatch) {
+			return store.Record{}, false, err
+		}
+		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
+	}
+	defer r.batch.put(c)
+	return r.readBatch(c)
 }
 
 func (r *Remote) batchWrite(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
@@ -204,16 +302,7 @@ func (r *Remote) batchWrite(ctx context.Context, key []byte, rec store.Record, v
 		return false, fmt.Errorf("remote write: %w", FromStatus(err))
 	}
 	defer r.batch.put(c)
-	if err := resultError(c.res); err != nil {
-		return false, fmt.Errorf("remote write: %w", FromStatus(err))
-	}
-	resp := c.res.GetWrite()
-	if resp == nil {
-		return false, fmt.Errorf("remote write: %w", status.Error(codes.Internal, "batch result without a write response"))
-	}
-	r.sawEpoch(resp.GetEpoch())
-	r.sawClock(c.sent, resp.GetWallNanos())
-	return resp.GetApplied(), nil
+	return r.wroteBatch(c)
 }
 
 // RecordToProto converts a store record to its wire form.

@@ -105,6 +105,21 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 	defer cc.release()
 	send := func(t target, needed bool) bool {
 		cc.acquire()
+		if aw, ok := t.r.(asyncWriter); ok {
+			// No goroutine waits for a peer's write: the batch stream's receiver completes it.
+			if !c.track() {
+				cc.release()
+				return false
+			}
+			start := time.Now()
+			if aw.WriteAsync(cc.ctx, key, rec, vid, func(_ bool, err error) {
+				c.wroteAsync(cc, t, needed, key, token, rec, start, err, replies)
+			}) {
+				inflight++
+				return true
+			}
+			c.wg.Done()
+		}
 		if !c.spawn(func() { c.callWrite(cc, t, needed, key, token, rec, vid, replies) }) {
 			cc.release()
 			return false
@@ -166,6 +181,26 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 				ErrNotEnoughReplicas, ok, len(ts), need, ctx.Err())
 		}
 	}
+}
+
+// asyncWriter is a replica that sends a write without a goroutine waiting for it (Remote).
+// WriteAsync returns false when it cannot (then done never runs); done runs once, must not
+// block, and may run before WriteAsync returns.
+type asyncWriter interface {
+	WriteAsync(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID, done func(applied bool, err error)) bool
+}
+
+// wroteAsync is callWrite's tail for a write sent by WriteAsync, run where it completes; the
+// call was counted by track. A hint, when due, is stored in a goroutine of its own: the
+// completing goroutine is a stream's receiver, which must not wait for a disk.
+func (c *Coordinator) wroteAsync(cc *callCtx, t target, needed bool, key []byte, token uint64, rec store.Record, start time.Time, err error, replies chan<- writeReply) {
+	defer c.wg.Done()
+	cc.release()
+	c.account(t, token, time.Since(start), err, false)
+	if c.hintable(t, err) && !c.spawn(func() { c.keepHint(t, key, rec) }) {
+		c.keepHint(t, key, rec)
+	}
+	replies <- writeReply{err: callError(t, needed, err)}
 }
 
 func (c *Coordinator) callWrite(cc *callCtx, t target, needed bool, key []byte, token uint64, rec store.Record, vid ring.ViewID, replies chan<- writeReply) {
