@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -186,5 +188,57 @@ func TestLWWTombstoneOrder(t *testing.T) {
 			t.Errorf("%s: value ts %d, tombstone ts %d: got ts %d tombstone %v, want ts %d tombstone %v",
 				key, value.TS, tomb.TS, got.TS, got.Tombstone, want.TS, want.Tombstone)
 		}
+	}
+}
+
+// A write sent by WriteAsync to a replica that holds it completes, without a goroutine
+// waiting for it, when its context ends (DeadlineExceeded), exactly once; the stream goes on
+// serving, and the held write's late answer is dropped.
+func TestRemoteWriteAsyncDeadline(t *testing.T) {
+	ctx := batchCtx(t)
+	st := storetest.Open(t)
+	g := &gate{Replica: replica.NewLocal(st, nil), key: []byte("held"), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := startBatchServer(t, ReplicaDeps{Local: g}, "")
+	r, _ := srv.remote(t, "")
+	// The stream is open and the connection ready once a write went through.
+	if _, err := r.Write(ctx, []byte("first"), store.Record{TS: 1, Value: []byte("f")}, ring.ViewID{}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 2)
+	if !r.WriteAsync(dctx, []byte("held"), store.Record{TS: 2, Value: []byte("h")}, ring.ViewID{}, func(_ bool, err error) {
+		done <- err
+	}) {
+		t.Fatal("WriteAsync on a ready batching Remote: got false, want true")
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("held write past its deadline: got %v, want DeadlineExceeded", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("held write never completed")
+	}
+	close(g.release)
+	if _, err := r.Write(ctx, []byte("after"), store.Record{TS: 3, Value: []byte("a")}, ring.ViewID{}); err != nil {
+		t.Errorf("write after the abandoned one: %v", err)
+	}
+	applied := make(chan error, 1)
+	if !r.WriteAsync(ctx, []byte("async"), store.Record{TS: 4, Value: []byte("v")}, ring.ViewID{}, func(ok bool, err error) {
+		if err == nil && !ok {
+			err = errors.New("not applied")
+		}
+		applied <- err
+	}) {
+		t.Fatal("WriteAsync: got false, want true")
+	}
+	if err := <-applied; err != nil {
+		t.Errorf("async write: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Errorf("the abandoned write completed twice (second: %v)", err)
+	default:
 	}
 }
