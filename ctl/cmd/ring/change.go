@@ -149,7 +149,7 @@ first, never the second.`,
 
 func (o *ChangeOptions) flags(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&o.rate, "rate", "", "streaming throttle per receiving node in MB/s (unset or 0: the cluster's default, kvnode --change-rate; lift it later with kvctl ring rate 0)")
+	fl.StringVar(&o.rate, "rate", "", "streaming throttle per receiving node in MB/s (unset or 0: the cluster's default, kvnode --change-rate; lift it later with kvctl ring rate --unlimited)")
 	fl.BoolVar(&o.DryRun, "dry-run", false, "print the plan and exit")
 	fl.BoolVarP(&o.Yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&o.Force, "force", false, "go ahead despite refusals that forcing can override")

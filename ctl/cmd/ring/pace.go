@@ -33,7 +33,8 @@ func NewCmdRate(f *cli.Factory, runF func(*RateOptions) error) *cobra.Command {
 bytes). --unlimited lifts the throttle. 0 is refused: to stop streaming, pause the change
 (kvctl ring pause). --node ID sets that receiving node's own throttle, which then overrides
 the change's for it. Journaled in raft; receivers take a new rate within a second, in the
-middle of a range.`,
+middle of a range. It applies to this change only: the next change starts at its own --rate
+(or kvnode --change-rate), and --node rates end with this change.`,
 		Example: `  kvctl ring rate 100              faster: the cluster has headroom
   kvctl ring rate 5                slower: clients' p99 suffers
   kvctl ring rate 2 --node n4      only n4 pulls slower (a small disk, a busy rack)
@@ -90,7 +91,8 @@ func runRate(ctx context.Context, o *RateOptions) error {
 	if o.NodeID != "" {
 		who = "for " + o.NodeID
 	}
-	_, err = fmt.Fprintf(o.IO.Out, "change %d: streaming throttle now %s %s\n", p.GetId(), present.Limit(o.RateBytes), who)
+	_, err = fmt.Fprintf(o.IO.Out, "change %d: streaming throttle now %s %s, for this change only (the next starts at its --rate)\n",
+		p.GetId(), present.Limit(o.RateBytes), who)
 	return err
 }
 
@@ -110,7 +112,8 @@ func NewCmdParallel(f *cli.Factory, runF func(*ParallelOptions) error) *cobra.Co
 default is 4). Fewer pulls at once spread a receiver's load over more time; more overlap the
 start of one range with the transfer of others. Journaled in raft; within a second a
 receiver stops the pulls beyond a lower number (they go on later from where they stopped)
-or starts more.`,
+or starts more. It applies to this change only: the next change starts at the nodes'
+default.`,
 		Example: `  kvctl ring parallel 1
   kvctl ring parallel 8`,
 		Args: cobra.ExactArgs(1),
@@ -144,7 +147,8 @@ func runParallel(ctx context.Context, o *ParallelOptions) error {
 	if o.JSON() {
 		return cli.PrintJSON(o.IO.Out, p)
 	}
-	_, err = fmt.Fprintf(o.IO.Out, "change %d: %d pulls at once per receiving node\n", p.GetId(), o.Parallel)
+	_, err = fmt.Fprintf(o.IO.Out, "change %d: %d pulls at once per receiving node, for this change only (the next starts at the nodes' default)\n",
+		p.GetId(), o.Parallel)
 	return err
 }
 

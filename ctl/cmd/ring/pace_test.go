@@ -35,7 +35,7 @@ func TestPauseResume(t *testing.T) {
 	if err := runParallel(context.Background(), &ParallelOptions{Deps: fakeDeps(ios, fa, false), Parallel: 2}); err != nil {
 		t.Fatalf("parallel: %v", err)
 	}
-	if len(fa.parallelSet) != 1 || fa.parallelSet[0] != 2 || !strings.Contains(out.String(), "change 7: 2 pulls at once per receiving node") {
+	if len(fa.parallelSet) != 1 || fa.parallelSet[0] != 2 || !strings.Contains(out.String(), "change 7: 2 pulls at once per receiving node, for this change only") {
 		t.Errorf("got parallel calls %v and %q, want one of 2", fa.parallelSet, out)
 	}
 }
@@ -61,5 +61,22 @@ func TestPauseRefusals(t *testing.T) {
 		if msg := err.Error(); !strings.HasPrefix(msg, "refused: node ") || !strings.HasSuffix(msg, tc.text) || strings.Contains(msg, "\n") {
 			t.Errorf("%s: got %q, want one line ending %q", tc.name, msg, tc.text)
 		}
+	}
+}
+
+// TestRateUnknownNode: a --node the cluster does not know exits 4 (not found), as every
+// command that names a member, with the node's one line.
+func TestRateUnknownNode(t *testing.T) {
+	fa := &fakeAdmin{rateErr: rpcerr.Encode(rpcerr.New(kvpb.Reason_REASON_UNKNOWN_MEMBER, "rate of n9: unknown member"))}
+	ios, _, out, _ := cli.Test()
+	err := runRate(context.Background(), &RateOptions{Deps: fakeDeps(ios, fa, false), RateBytes: 1 << 20, NodeID: "n9"})
+	if code := cli.ExitCode(err); code != cli.ExitNotFound {
+		t.Errorf("got exit %d (%v), want %d", code, err, cli.ExitNotFound)
+	}
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "n9") {
+		t.Errorf("got %v, want one line naming n9", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("got stdout %q, want none", out)
 	}
 }

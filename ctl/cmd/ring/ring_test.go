@@ -159,6 +159,7 @@ type fakeAdmin struct {
 	ring    *kvpb.RingResponse
 	started []*kvpb.ChangeRequest
 	rateSet []uint64
+	rateErr error
 	// pauseErr answers PauseChange and ResumeChange when set.
 	pauseErr    error
 	parallelSet []uint32
@@ -196,6 +197,9 @@ func (f *fakeAdmin) Ring(context.Context, *kvpb.RingRequest, ...grpc.CallOption)
 }
 
 func (f *fakeAdmin) SetChangeRate(_ context.Context, req *kvpb.SetChangeRateRequest, _ ...grpc.CallOption) (*kvpb.ChangeProgress, error) {
+	if f.rateErr != nil {
+		return nil, f.rateErr
+	}
 	f.rateSet = append(f.rateSet, req.GetRateBytes())
 	return &kvpb.ChangeProgress{Id: 7, State: kvpb.ChangeState_CHANGE_STATE_STREAMING, RateLimitBytes: req.GetRateBytes()}, nil
 }
@@ -422,7 +426,8 @@ func TestStatusAbortRate(t *testing.T) {
 	if err := runRate(context.Background(), &RateOptions{Deps: fakeDeps(ios, fa, false), RateBytes: 3 * present.MiB}); err != nil {
 		t.Fatalf("rate: %v", err)
 	}
-	if len(fa.rateSet) != 1 || fa.rateSet[0] != 3*present.MiB || !strings.Contains(out.String(), "3.0 MB/s") {
+	if len(fa.rateSet) != 1 || fa.rateSet[0] != 3*present.MiB || !strings.Contains(out.String(), "3.0 MB/s") ||
+		!strings.Contains(out.String(), "for this change only (the next starts at its --rate)") {
 		t.Errorf("got rates %v and %q, want one of 3 present.MiB/s", fa.rateSet, out)
 	}
 	out.Reset()
