@@ -136,6 +136,34 @@ func (a *AdminActions) ResumeChange(ctx context.Context) (*kvpb.ChangeProgress, 
 	return p, nil
 }
 
+var _ RepairPauser = (*AdminActions)(nil)
+
+// PauseRepair implements RepairPauser, in the name of this kvctl's user.
+func (a *AdminActions) PauseRepair(ctx context.Context, reason string) (*kvpb.RepairProgress, error) {
+	c, err := a.Admin()
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.PauseRepair(ctx, &kvpb.PauseRepairRequest{Reason: reason, By: cli.Caller()})
+	if err != nil {
+		return nil, rpcError("pause repair", err)
+	}
+	return p, nil
+}
+
+// ResumeRepair implements RepairPauser.
+func (a *AdminActions) ResumeRepair(ctx context.Context) (*kvpb.RepairProgress, error) {
+	c, err := a.Admin()
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.ResumeRepair(ctx, &kvpb.ResumeRepairRequest{By: cli.Caller()})
+	if err != nil {
+		return nil, rpcError("resume repair", err)
+	}
+	return p, nil
+}
+
 // CPUProfile implements Actions through Profile.
 func (a *AdminActions) CPUProfile(ctx context.Context, nodeID, addr string, seconds int) (ProfileResult, error) {
 	if a.Profile == nil {

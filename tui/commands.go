@@ -108,6 +108,25 @@ func (m Model) pauseChange(resume bool) tea.Cmd {
 	})
 }
 
+// pauseRepair pauses repair, or resumes it; Actions that are no RepairPauser answer
+// ErrNotAvailable.
+func (m Model) pauseRepair(resume bool) tea.Cmd {
+	return m.action(DefaultRPCTimeout*3, func(ctx context.Context, a Actions) tea.Msg {
+		rp, ok := a.(RepairPauser)
+		if !ok {
+			return RepairPauseMsg{Resume: resume, Err: fmt.Errorf("pause repair: %w", ErrNotAvailable)}
+		}
+		var p *kvpb.RepairProgress
+		var err error
+		if resume {
+			p, err = rp.ResumeRepair(ctx)
+		} else {
+			p, err = rp.PauseRepair(ctx, ConsolePauseReason)
+		}
+		return RepairPauseMsg{Resume: resume, Progress: p, Err: err}
+	})
+}
+
 // ConsolePauseReason is the reason the console journals with a pause.
 const ConsolePauseReason = "paused from the console"
 

@@ -54,28 +54,26 @@ func press(t *testing.T, m Model, k string) (Model, tea.Cmd) {
 	return nm.(Model), cmd
 }
 
-// TestAddOffersSpare: a offers the first spare that is not a member yet, pre-filled, so that
-// enter plans its add; the others are named.
+// TestAddOffersSpare: with a spare awaiting admission, a alone plans the add of the first
+// spare that is not a member yet (one key, then y to confirm the plan).
 func TestAddOffersSpare(t *testing.T) {
 	spares := []Spare{{ID: "n3", Addr: "127.0.0.1:9093"}, {ID: "n4", Addr: "127.0.0.1:9094"}, {ID: "n5", Addr: "127.0.0.1:9095"}}
 	m := demoModel(t, &fakeNodes{}, spares)
 	if got := ansi.Strip(m.footer()); !strings.Contains(got, "a add n4") || !strings.Contains(got, "x/X stop/start") {
 		t.Errorf("got footer %q, want the add of n4 and x/X in it", got)
 	}
-	m, _ = press(t, m, "a")
-	view := ansi.Strip(m.dialog.View())
-	if !strings.Contains(view, "> n4=127.0.0.1:9094") || !strings.Contains(view, "n5=127.0.0.1:9095") {
-		t.Errorf("got dialog\n%s\nwant n4 pre-filled and n5 named (n3 is a member)", view)
-	}
-	m, cmd := press(t, m, "enter")
-	nm, cmd := m.Update(cmd())
+	m, cmd := press(t, m, "a")
 	if cmd == nil {
-		t.Fatalf("got no command after enter, want a plan")
+		t.Fatalf("got no command after a, want the plan of adding n4")
 	}
-	_ = nm
 	pm, ok := cmd().(PlanMsg)
 	if !ok || pm.Req.GetNodeId() != "n4" || pm.Req.GetGrpcAddr() != "127.0.0.1:9094" {
-		t.Errorf("got %#v, want the plan of adding n4=127.0.0.1:9094", pm.Req)
+		t.Fatalf("got %#v, want the plan of adding n4=127.0.0.1:9094 (n3 is a member)", pm.Req)
+	}
+	nm, _ := m.Update(pm)
+	m = nm.(Model)
+	if m.dialog.kind != dialogConfirm || !strings.Contains(ansi.Strip(m.dialog.View()), "add n4") {
+		t.Errorf("got dialog %q (kind %d):\n%s\nwant the plan of adding n4 to confirm", m.dialog.title, m.dialog.kind, ansi.Strip(m.dialog.View()))
 	}
 }
 

@@ -362,3 +362,15 @@ func fakeRepair() *kvpb.RepairProgress {
 		RateBytesPerSec: 40960, EtaSeconds: 18, StartedUnix: fixedNow.Add(-9 * time.Second).Unix(),
 	}
 }
+
+// PauseRepair implements RepairPauser: the fake repair, paused by the console.
+func (FakeActions) PauseRepair(_ context.Context, reason string) (*kvpb.RepairProgress, error) {
+	p := fakeRepair()
+	p.Paused = &kvpb.ChangePause{By: "kvctl@console", PausedUnix: fixedNow.Unix(), Reason: reason}
+	return p, nil
+}
+
+// ResumeRepair implements RepairPauser.
+func (FakeActions) ResumeRepair(context.Context) (*kvpb.RepairProgress, error) {
+	return fakeRepair(), nil
+}

@@ -64,6 +64,12 @@ type (
 		Progress *kvpb.ChangeProgress
 		Err      error
 	}
+	// RepairPauseMsg answers a pause (or, with Resume, a resume) of repair.
+	RepairPauseMsg struct {
+		Resume   bool
+		Progress *kvpb.RepairProgress
+		Err      error
+	}
 	// sourceClosedMsg: a source stream ended.
 	sourceClosedMsg struct{ what string }
 )

@@ -44,8 +44,8 @@ type Options struct {
 	// Warning is an optional line shown in red under the hint: what the operator must know
 	// before trusting the screen (the demo says so when its fill failed or a node is not up).
 	Warning string
-	// Spares are running nodes awaiting admission (the demo starts some): the add dialog
-	// offers the first one not yet in the cluster, pre-filled.
+	// Spares are running nodes awaiting admission (the demo starts some): a plans the add of
+	// the first one not yet in the cluster, so that y adds it.
 	Spares []Spare
 	// Nodes, when set, stops and starts node processes (the demo's): the keys x and X, shown
 	// only then. nil in a console on a real cluster.
@@ -261,6 +261,18 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.dialog = dialog{}
 		m.onChange(msg.Progress, m.opts.Now())
 		return m, nil
+	case RepairPauseMsg:
+		if msg.Err != nil {
+			verb := "Pause repair"
+			if msg.Resume {
+				verb = "Resume repair"
+			}
+			m.openDialog(newResult(m.st, m.km, verb, []string{msg.Err.Error()}, true))
+			return m, nil
+		}
+		m.dialog = dialog{}
+		m.onRepair("", msg.Progress, m.opts.Now())
+		return m, nil
 	case NodeMsg:
 		verb, done := "Start", "started"
 		if msg.Stop {
@@ -391,15 +403,10 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(k, m.km.Rebalance):
 		return m, m.plan(&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REBALANCE})
 	case key.Matches(k, m.km.Add):
-		if sp, others := m.spares(); sp != nil {
-			prompt := fmt.Sprintf("%s awaits admission: enter adds it (ID=ADDR of a running, empty node)", sp.ID)
-			if len(others) > 0 {
-				prompt += "; spares also: " + strings.Join(others, ", ")
-			}
-			cmd := m.openInput("add", "Add a node", prompt)
-			m.dialog.text.SetValue(sp.ID + "=" + sp.Addr)
-			m.dialog.text.CursorEnd()
-			return m, cmd
+		if sp := m.spare(); sp != nil {
+			// A spare awaits admission: one key plans its add, y starts it (the next a
+			// offers the next spare).
+			return m, m.plan(&kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: sp.ID, GrpcAddr: sp.Addr})
 		}
 		return m, m.openInput("add", "Add a node", "ID=ADDR of a running, empty node (e.g. n4=127.0.0.1:9094)")
 	case key.Matches(k, m.km.StopNode):
@@ -439,6 +446,8 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		default:
 			m.openDialog(newResult(m.st, m.km, "Pause", []string{"nothing to pause: no ring change is streaming"}, true))
 		}
+	case key.Matches(k, m.km.PauseRepair):
+		m.onRepairPauseKey()
 	case key.Matches(k, m.km.Profile):
 		if n := m.selectedNode(); n != nil {
 			m.openDialog(newConfirm(m.st, m.km, "CPU profile", []string{
@@ -462,22 +471,14 @@ func (m Model) onKey(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// spares returns the first spare node not in the cluster yet (nil if none) and the others as
-// ID=ADDR.
-func (m Model) spares() (*Spare, []string) {
-	var first *Spare
-	var others []string
+// spare returns the first spare node not in the cluster yet, nil if none.
+func (m Model) spare() *Spare {
 	for i, sp := range m.opts.Spares {
-		if _, member := m.nodes[sp.ID]; member {
-			continue
+		if _, member := m.nodes[sp.ID]; !member {
+			return &m.opts.Spares[i]
 		}
-		if first == nil {
-			first = &m.opts.Spares[i]
-			continue
-		}
-		others = append(others, sp.ID+"="+sp.Addr)
 	}
-	return first, others
+	return nil
 }
 
 func (m *Model) openInput(what, title, prompt string) tea.Cmd {
@@ -539,4 +540,31 @@ func (m *Model) onPlan(msg PlanMsg) {
 		req = msg.Plan.GetRequest() // a rebalance starts the vnode moves shown, not a fresh choice
 	}
 	m.openDialog(newConfirm(m.st, m.km, title, body, m.startChange(req)))
+}
+
+// onRepairPauseKey opens the confirmation of R: resume when a repair session is paused, else
+// pause the sessions in flight; with none, says so.
+func (m *Model) onRepairPauseKey() {
+	var paused, running *kvpb.RepairProgress
+	for _, p := range m.repairsInFlight() {
+		if p.GetPaused() != nil && paused == nil {
+			paused = p
+		} else if running == nil {
+			running = p
+		}
+	}
+	switch {
+	case paused != nil:
+		m.openDialog(newConfirm(m.st, m.km, "Resume repair", []string{
+			fmt.Sprintf("Resume repair: session #%d on %s goes on from the ranges it has done.", paused.GetId(), paused.GetCoordinator()),
+			present.RepairPaused(paused, m.opts.Now()),
+		}, m.pauseRepair(true)))
+	case running != nil:
+		m.openDialog(newConfirm(m.st, m.km, "Pause repair", []string{
+			fmt.Sprintf("Pause repair: session #%d on %s stops within a second and keeps the ranges it has done; new sessions wait too. R again resumes it.",
+				running.GetId(), running.GetCoordinator()),
+		}, m.pauseRepair(false)))
+	default:
+		m.openDialog(newResult(m.st, m.km, "Pause repair", []string{"nothing to pause: no repair is running"}, true))
+	}
 }

@@ -55,6 +55,14 @@ type ChangePauser interface {
 	ResumeChange(ctx context.Context) (*kvpb.ChangeProgress, error)
 }
 
+// RepairPauser is Actions that can pause repair (the sessions in flight wait, and no new
+// one starts) and resume it: journaled in the name of the console's user, each answered with
+// the session's progress.
+type RepairPauser interface {
+	PauseRepair(ctx context.Context, reason string) (*kvpb.RepairProgress, error)
+	ResumeRepair(ctx context.Context) (*kvpb.RepairProgress, error)
+}
+
 // BenchCharter is Actions that can draw the running background bench: p99 and rate per
 // second with the cluster's events marked (kvctl bench --chart's chart, live). BenchChart
 // returns "" when no bench runs or it has not run two seconds; it does not block.
@@ -62,7 +70,7 @@ type BenchCharter interface {
 	BenchChart(width, height int) string
 }
 
-// Spare is a running node that awaits admission: the add dialog offers it pre-filled.
+// Spare is a running node that awaits admission: a plans its add.
 type Spare struct {
 	ID   string
 	Addr string // its gRPC address

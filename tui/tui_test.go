@@ -192,6 +192,29 @@ func TestPauseKey(t *testing.T) {
 	}
 }
 
+// TestRepairPauseKey: R on a running repair asks to pause it and, confirmed, shows it PAUSED;
+// R again asks to resume it.
+func TestRepairPauseKey(t *testing.T) {
+	tm, src := console(t, 80, 24)
+	src.Repair(fakeRepair())
+	tm.Send(RefreshMsg{})
+	waitText(t, tm, "repair #2 on n1")
+	tm.Type("R")
+	waitText(t, tm, "Pause repair")
+	tm.Type("y")
+	tm.Type("3")
+	waitText(t, tm, "PAUSED by kvctl@console")
+	p := fakeRepair()
+	p.Paused = &kvpb.ChangePause{By: "kvctl@console", PausedUnix: fixedNow.Unix(), Reason: ConsolePauseReason}
+	src.Repair(p)
+	tm.Send(RefreshMsg{})
+	tm.Type("R")
+	waitText(t, tm, "Resume repair")
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGoldenRepairPaused: a paused repair says so on the changes screen, as a paused ring
 // change does: who, when, for how long, why; its pause is in the event log.
 func TestGoldenRepairPaused(t *testing.T) {

@@ -165,7 +165,7 @@ func (m Model) shortHelp() []key.Binding {
 	// stop and start a node.
 	var demo []key.Binding
 	if m.km.StopNode.Enabled() {
-		if sp, _ := m.spares(); sp != nil && m.km.Add.Enabled() {
+		if sp := m.spare(); sp != nil && m.km.Add.Enabled() {
 			demo = append(demo, short(m.km.Add, "add "+sp.ID))
 		}
 		demo = append(demo, key.NewBinding(key.WithKeys("x", "X"), key.WithHelp("x/X", "stop/start")))

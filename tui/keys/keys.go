@@ -30,6 +30,8 @@ type KeyMap struct {
 	Bench     key.Binding
 	// Pause pauses the ring change in flight, or resumes the paused one (after a confirmation).
 	Pause key.Binding
+	// PauseRepair pauses the repair sessions, or resumes them (after a confirmation).
+	PauseRepair key.Binding
 	// StopNode and StartNode stop and start the selected node's process: only where the
 	// console runs the nodes itself (the demo); disabled until SetNodeControl.
 	StopNode  key.Binding
@@ -63,12 +65,13 @@ func DefaultKeyMap() KeyMap {
 		HotKeys: b([]string{"k"}, "k", "hot keys of selected vnode"),
 		Zoom:    b([]string{"z"}, "z", "history zoom 1h/24h/7d"),
 
-		Drain:     b([]string{"d"}, "d", "drain selected node"),
-		Add:       b([]string{"a"}, "a", "add a node (ID=ADDR)"),
-		Rebalance: b([]string{"r"}, "r", "rebalance (plan first)"),
-		Profile:   b([]string{"p"}, "p", "CPU profile selected node"),
-		Bench:     b([]string{"b"}, "b", "start/stop background bench"),
-		Pause:     b([]string{"P"}, "P", "pause/resume the ring change"),
+		Drain:       b([]string{"d"}, "d", "drain selected node"),
+		Add:         b([]string{"a"}, "a", "add a node (ID=ADDR)"),
+		Rebalance:   b([]string{"r"}, "r", "rebalance (plan first)"),
+		Profile:     b([]string{"p"}, "p", "CPU profile selected node"),
+		Bench:       b([]string{"b"}, "b", "start/stop background bench"),
+		Pause:       b([]string{"P"}, "P", "pause/resume the ring change"),
+		PauseRepair: b([]string{"R"}, "R", "pause/resume repair"),
 		StopNode: key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "stop selected node (demo)"),
 			key.WithDisabled()),
 		StartNode: key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "start selected node (demo)"),
@@ -83,7 +86,7 @@ func DefaultKeyMap() KeyMap {
 
 // SetReadonly disables (and hides from help) every action binding.
 func (k *KeyMap) SetReadonly(readonly bool) {
-	for _, a := range []*key.Binding{&k.Drain, &k.Add, &k.Rebalance, &k.Profile, &k.Bench, &k.Pause} {
+	for _, a := range []*key.Binding{&k.Drain, &k.Add, &k.Rebalance, &k.Profile, &k.Bench, &k.Pause, &k.PauseRepair} {
 		a.SetEnabled(!readonly)
 	}
 }
@@ -104,7 +107,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.NextView, k.PrevView, k.Overview, k.Heatmap, k.Changes, k.History},
 		{k.Up, k.Down, k.Left, k.Right, k.Sort, k.Metric, k.HotKeys, k.Zoom},
-		{k.Drain, k.Add, k.Rebalance, k.Pause, k.Profile, k.Bench, k.StopNode, k.StartNode},
+		{k.Drain, k.Add, k.Rebalance, k.Pause, k.PauseRepair, k.Profile, k.Bench, k.StopNode, k.StartNode},
 		{k.Confirm, k.Cancel, k.Help, k.Quit},
 	}
 }

@@ -40,6 +40,10 @@ type Options struct {
 	Rate int
 	// ProfileDir is where the console's CPU profiles are written.
 	ProfileDir string
+	// ChangeRate is the nodes' streaming throttle of a ring change per receiver, bytes per
+	// second (0 = the nodes' default): a low one makes an add slow enough to pause.
+	ChangeRate uint64
+	changeRate string
 	// Ready, when set, is called with the running cluster (tests use it to stop the demo).
 	Ready func(*node.LocalCluster)
 }
@@ -67,9 +71,10 @@ runs hot) and opens the console on the cluster. When the fill failed or a node i
 the console says so in red under the hint. q quits: the load stops, the nodes stop and the
 data is removed.
 
-In the demo's console, a (add) offers the first spare pre-filled: enter, then y, and its data
-streams in on the changes view (3). x stops the selected node's process and X starts it
-again, so a node going DOWN, the hints kept for it, readiness and repair can be watched.
+In the demo's console, a (add) plans the add of the first spare: y starts it, and its data
+streams in on the changes view (3); P pauses and resumes it (--change-rate slows the move
+down enough to try). x stops the selected node's process and X starts it again, so a node
+going DOWN, the hints kept for it, readiness and repair can be watched.
 
 --headless (or a stdout that is not a terminal) prints the nodes' addresses instead and
 serves until Ctrl-C.`,
@@ -90,6 +95,13 @@ serves until Ctrl-C.`,
 			case o.Rate < 0:
 				return cli.UsageErrorf("--rate %d: want >= 0", o.Rate)
 			}
+			if o.changeRate != "" {
+				r, err := cli.ParseRate(o.changeRate)
+				if err != nil || r == 0 {
+					return cli.UsageErrorf("--change-rate %q: want MB/s above 0, e.g. 0.2 or 200KB/s", o.changeRate)
+				}
+				o.ChangeRate = r
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -103,6 +115,7 @@ serves until Ctrl-C.`,
 	cmd.Flags().IntVar(&o.Keys, "keys", o.Keys, "keys written before the console opens (console only)")
 	cmd.Flags().IntVar(&o.Rate, "rate", o.Rate, "background load in requests per second, zipf-skewed (console only)")
 	cmd.Flags().StringVar(&o.ProfileDir, "profile-dir", o.ProfileDir, "directory the console's CPU profiles are written to")
+	cmd.Flags().StringVar(&o.changeRate, "change-rate", "", "streaming throttle of a ring change per receiving node in MB/s, e.g. 0.2 (unset: the nodes' default); a low one lets an add be paused (P) and watched")
 	return cmd
 }
 
@@ -140,6 +153,9 @@ func Run(ctx context.Context, o *Options) (err error) {
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))
 	base := node.DefaultConfig()
 	base.Replicas = o.Replicas
+	if o.ChangeRate > 0 {
+		base.ChangeRate = o.ChangeRate
+	}
 	start := time.Now()
 	c, err := node.StartLocalCluster(ctx, o.Nodes, base, dir, logger)
 	if err != nil {

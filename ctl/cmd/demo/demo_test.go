@@ -25,6 +25,7 @@ func TestFlags(t *testing.T) {
 		wantHeadless bool
 		wantNodes    int
 		wantSpares   int
+		wantRate     uint64
 		wantErr      bool
 	}{
 		{args: nil, wantNodes: 3, wantSpares: 2},
@@ -37,6 +38,9 @@ func TestFlags(t *testing.T) {
 		{args: []string{"--replicas", "0"}, wantErr: true},
 		{args: []string{"--keys", "-1"}, wantErr: true},
 		{args: []string{"--rate", "-5"}, wantErr: true},
+		{args: []string{"--change-rate", "0.5"}, wantNodes: 3, wantSpares: 2, wantRate: 512 << 10},
+		{args: []string{"--change-rate", "0"}, wantErr: true},
+		{args: []string{"--change-rate", "fast"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -55,8 +59,9 @@ func TestFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("execute: %v", err)
 			}
-			if got.Headless != tt.wantHeadless || got.Nodes != tt.wantNodes || got.Spares != tt.wantSpares {
-				t.Errorf("got headless=%v nodes=%d spares=%d, want %v %d %d", got.Headless, got.Nodes, got.Spares, tt.wantHeadless, tt.wantNodes, tt.wantSpares)
+			if got.Headless != tt.wantHeadless || got.Nodes != tt.wantNodes || got.Spares != tt.wantSpares || got.ChangeRate != tt.wantRate {
+				t.Errorf("got headless=%v nodes=%d spares=%d change rate=%d, want %v %d %d %d", got.Headless, got.Nodes, got.Spares, got.ChangeRate,
+					tt.wantHeadless, tt.wantNodes, tt.wantSpares, tt.wantRate)
 			}
 		})
 	}
