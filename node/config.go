@@ -84,11 +84,12 @@ type Config struct {
 	// ringkv_ring_change_moves_stalled gauge); 0 = never.
 	MoveStallAfter time.Duration
 	// MoveLatencyTarget paces the ranges this node pulls and serves in a ring change by its
-	// own latency: while the p99 of the last second of its client-facing and replica requests
-	// stays at or under the target the pace grows, above it the pace halves
-	// (stream.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a source),
-	// never above the change's rate. 0 (the default) = twice the p99 seen when the streams
-	// began; MovePaceOff = the change's rate alone.
+	// own latency (stream.Adaptive: slow start, then AIMD, one decision per half second):
+	// while the p99 of its client-facing and replica requests stays at or under the target
+	// (and its goroutines' wait to run under half of it) the pace grows, above it the pace
+	// halves (stream.RangeClient.Latency as the receiver, server.ReplicaDeps.Latency as a
+	// source), never above the change's rate. 0 (the default) = 1.5 times the p99 before the
+	// streams began; MovePaceOff = the change's rate alone.
 	MoveLatencyTarget time.Duration
 
 	// Fault limits.
@@ -446,7 +447,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.Var(uint64BytesValue{&c.MoveCheckpointBytes}, "move-checkpoint-bytes", "a range move this node receives saves its resume point after this many bytes (or --move-checkpoint-interval), so a restart pulls at most that again (0 = 64MiB; K/M/G suffixes)")
 	fs.DurationVar(&c.MoveCheckpointInterval, "move-checkpoint-interval", c.MoveCheckpointInterval, "a range move this node receives saves its resume point at least this often while it pulls (0 = 10s)")
 	fs.DurationVar(&c.MoveStallAfter, "move-stall-after", c.MoveStallAfter, "a range move this node receives with no progress for this long is reported stalled, with its cause, in kvctl ring status, /readyz and ringkv_ring_change_moves_stalled (0 = never)")
-	fs.Var(latencyTargetValue{&c.MoveLatencyTarget}, "move-latency-target", "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold, under the change's rate: a duration, auto (twice the p99 before the streams began) or off (the change's rate alone)")
+	fs.Var(latencyTargetValue{&c.MoveLatencyTarget}, "move-latency-target", "p99 latency of this node's requests that the ring-change streams it receives and sends back off to hold, under the change's rate: a duration, auto (1.5 times the p99 before the streams began) or off (the change's rate alone)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "raft heartbeat timeout of the metadata group (0 = raft's default)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "raft election timeout of the metadata group (0 = raft's default)")
 	// Fault limits.
@@ -459,7 +460,7 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.Var(uint64BytesValue{&c.HintRate}, "hint-rate", "pace of handing hints over to a peer that is back, bytes/s, so a backlog leaves room for client traffic (0 = unpaced; K/M/G suffixes)")
 	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
 	fs.DurationVar(&c.RepairTakeoverAfter, "repair-takeover-after", c.RepairTakeoverAfter, "how long the coordinator of a repair session must fail to answer before the raft leader takes the session over and continues it from the ranges done (a restarted coordinator continues its own at once)")
-	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above twice the p99 seen when they began")
+	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above 1.5 times the p99 seen when they began")
 	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a deleted key's tombstone is kept at least this long, and purged only after a repair that began after the delete covered its range on every replica (keep it longer than a replica may stay down; 0 = never purge)")
 	fs.BoolFunc("hot-keys", "keep the hot keys summary of the keys this node coordinates (default true; false only to measure what it costs: kvctl hotkeys then skips this node)", func(v string) error {
 		on, err := strconv.ParseBool(v)

@@ -62,10 +62,13 @@ type Node struct {
 	// baseline is this node's latency over the last seconds, sampled by Run: the "p99
 	// before" of a ring change's pace.
 	baseline stream.Baseline
-	logger   *slog.Logger
-	secret   string
-	tls      bool // --certs-dir: mutual TLS on every port
-	started  time.Time
+	// schedWait is the p99 of the process's goroutines' wait to run over the last
+	// stream.AdaptWindow: the CPU pressure a ring change's pace reads beside the latency.
+	schedWait *metrics.SchedWait
+	logger    *slog.Logger
+	secret    string
+	tls       bool // --certs-dir: mutual TLS on every port
+	started   time.Time
 
 	st      *store.Store
 	clock   *hlc.Clock
@@ -155,6 +158,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		clockWarned: map[string]time.Time{},
 		drainc:      make(chan struct{}),
 		stopping:    make(chan struct{}),
+		schedWait:   metrics.NewSchedWait(stream.AdaptWindow),
 		conns:       map[string]*grpc.ClientConn{},
 		remotes:     map[string]*replica.Remote{},
 	}
@@ -289,7 +293,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	}
 	if cfg.MoveLatencyTarget != MovePaceOff {
 		rangeClient.LatencyTarget = cfg.MoveLatencyTarget
-		rangeClient.Latency = n.recentLatency
+		rangeClient.Latency, rangeClient.CPUWait = n.paceLatency, n.schedWait.P99
 		rangeClient.Baseline = n.baseline.Median
 	}
 	mvcfg := cluster.DefaultMoverConfig()
@@ -366,7 +370,8 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	if cfg.MoveLatencyTarget != MovePaceOff {
 		// The ranges this node serves as a source back off by its own latency too: its
 		// clients are the ones a stream it sends slows down.
-		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate, rdeps.Pace = n.recentLatency, cfg.MoveLatencyTarget, n.changeRate, sendPace
+		rdeps.Latency, rdeps.LatencyTarget, rdeps.Rate, rdeps.Pace = n.paceLatency, cfg.MoveLatencyTarget, n.changeRate, sendPace
+		rdeps.CPUWait = n.schedWait.P99
 		rdeps.Baseline = n.baseline.Median
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
@@ -487,6 +492,18 @@ func (n *Node) recentLatency() time.Duration {
 	var worst time.Duration
 	for _, role := range []replica.Role{replica.RoleCoordinator, replica.RoleReplica} {
 		if p, count := n.metrics.RecentP99(role); count >= recentSamples {
+			worst = max(worst, p)
+		}
+	}
+	return worst
+}
+
+// paceLatency is recentLatency over the last stream.AdaptWindow: what the pace of a ring
+// change's streams decides on, once per window.
+func (n *Node) paceLatency() time.Duration {
+	var worst time.Duration
+	for _, role := range []replica.Role{replica.RoleCoordinator, replica.RoleReplica} {
+		if p, count := n.metrics.RecentP99Over(role, stream.AdaptWindow); count >= recentSamples {
 			worst = max(worst, p)
 		}
 	}

@@ -25,6 +25,7 @@ func paces(id string, recv, send stream.PaceState, now time.Time) []*kvpb.Pace {
 		out = append(out, &kvpb.Pace{
 			NodeId: id, Sending: p.sending, RateBytes: p.st.Rate, LimitBytes: p.st.Limit,
 			P99Ms: ms(p.st.Latency), TargetMs: ms(p.st.Target), Reason: paceReason[p.st.Why],
+			CpuWaitMs: ms(p.st.CPUWait), ByCpu: p.st.ByCPU,
 		})
 	}
 	return out
@@ -35,6 +36,8 @@ var paceReason = map[stream.PaceWhy]kvpb.PaceReason{
 	stream.PaceAtCeiling:  kvpb.PaceReason_PACE_REASON_AT_CEILING,
 	stream.PaceBackingOff: kvpb.PaceReason_PACE_REASON_BACKING_OFF,
 	stream.PaceAtFloor:    kvpb.PaceReason_PACE_REASON_AT_FLOOR,
+	stream.PaceSlowStart:  kvpb.PaceReason_PACE_REASON_SLOW_START,
+	stream.PaceHolding:    kvpb.PaceReason_PACE_REASON_HOLDING,
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -492,7 +492,7 @@ func (m Model) changesView(h int) string {
 		// The pace of each node streaming, and why: what holds the clients' p99.
 		for _, pc := range c.GetPaces() {
 			line := present.Pace(pc)
-			if pc.GetReason() == kvpb.PaceReason_PACE_REASON_BACKING_OFF || pc.GetReason() == kvpb.PaceReason_PACE_REASON_AT_FLOOR {
+			if r := pc.GetReason(); r == kvpb.PaceReason_PACE_REASON_BACKING_OFF || r == kvpb.PaceReason_PACE_REASON_AT_FLOOR || r == kvpb.PaceReason_PACE_REASON_HOLDING {
 				line = m.st.Warn.Render(line)
 			}
 			b.WriteString(line + "\n")

@@ -138,6 +138,12 @@ func TestPace(t *testing.T) {
 			"n4 receiving: pace 64.0 MB/s, at ceiling: p99 3.0 ms ≤ target 6.0 ms"},
 		{&kvpb.Pace{NodeId: "n4", RateBytes: 12 << 20, Reason: kvpb.PaceReason_PACE_REASON_GROWING},
 			"n4 receiving: pace 12.0 MB/s, growing: no p99 seen yet"},
+		{&kvpb.Pace{NodeId: "n2", Sending: true, RateBytes: 4 << 20, P99Ms: 3, TargetMs: 6, CpuWaitMs: 0.4, Reason: kvpb.PaceReason_PACE_REASON_SLOW_START},
+			"n2 sending: pace 4.0 MB/s, slow start: p99 3.0 ms ≤ target 6.0 ms, CPU wait 0.4 ms"},
+		{&kvpb.Pace{NodeId: "n2", Sending: true, RateBytes: 2 << 20, P99Ms: 5.2, TargetMs: 6, CpuWaitMs: 4.1, ByCpu: true, Reason: kvpb.PaceReason_PACE_REASON_BACKING_OFF},
+			"n2 sending: pace 2.0 MB/s, backing off: CPU wait 4.1 ms > 3.0 ms (half the target), p99 5.2 ms"},
+		{&kvpb.Pace{NodeId: "n4", RateBytes: 2 << 20, P99Ms: 9, TargetMs: 6, Reason: kvpb.PaceReason_PACE_REASON_HOLDING},
+			"n4 receiving: pace 2.0 MB/s, holding after a back-off: p99 9.0 ms > target 6.0 ms"},
 	} {
 		if got := Pace(tc.p); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)

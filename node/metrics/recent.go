@@ -21,6 +21,9 @@ type recent struct {
 	now   func() time.Time
 }
 
+// RecentWindow is the longest span a recent histogram answers for (RecentP99).
+const RecentWindow = time.Second
+
 const (
 	recentSlot  = 100 * time.Millisecond
 	recentSlots = 11 // the current, partial slot and the 10 before it: 1–1.1 s
@@ -82,15 +85,17 @@ func (r *recent) record(d time.Duration) {
 	s.counts[recentBucket(d.Microseconds())].Add(1)
 }
 
-// quantile returns the q-quantile (0 < q < 1) of the latencies recorded in the window, and
-// how many there were; 0, 0 when there were none.
-func (r *recent) quantile(q float64) (time.Duration, uint64) {
+// quantile returns the q-quantile (0 < q < 1) of the latencies recorded over the last span
+// (rounded up to whole slots, at most the window, the current partial slot included), and how
+// many there were; 0, 0 when there were none.
+func (r *recent) quantile(q float64, span time.Duration) (time.Duration, uint64) {
 	p := r.now().UnixNano() / int64(recentSlot)
+	ages := min(int64((span+recentSlot-1)/recentSlot)+1, recentSlots)
 	var counts [recentBuckets]uint64
 	var total uint64
 	for i := range r.slots {
 		s := &r.slots[i]
-		if age := p - s.period.Load(); age < 0 || age >= recentSlots {
+		if age := p - s.period.Load(); age < 0 || age >= ages {
 			continue
 		}
 		for b := range s.counts {

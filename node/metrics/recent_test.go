@@ -27,7 +27,7 @@ func TestRecentBuckets(t *testing.T) {
 func TestRecentWindow(t *testing.T) {
 	clk := testclock.New(time.Unix(1_000_000, 0))
 	r := newRecent(clk.Now)
-	if p, n := r.quantile(0.99); p != 0 || n != 0 {
+	if p, n := r.quantile(0.99, RecentWindow); p != 0 || n != 0 {
 		t.Fatalf("empty: got p99 %s of %d, want 0 of 0", p, n)
 	}
 	// One second of 1 ms requests with 2% at 50 ms.
@@ -39,21 +39,25 @@ func TestRecentWindow(t *testing.T) {
 		r.record(d)
 		clk.Advance(time.Millisecond)
 	}
-	p, n := r.quantile(0.99)
+	p, n := r.quantile(0.99, RecentWindow)
 	if n != 1000 {
 		t.Errorf("got %d samples, want 1000", n)
 	}
 	if p < 50*time.Millisecond || p > 63*time.Millisecond {
 		t.Errorf("got p99 %s, want 50 ms within a bucket", p)
 	}
-	if p50, _ := r.quantile(0.5); p50 < time.Millisecond || p50 > 1250*time.Microsecond {
+	if p50, _ := r.quantile(0.5, RecentWindow); p50 < time.Millisecond || p50 > 1250*time.Microsecond {
 		t.Errorf("got p50 %s, want 1 ms within a bucket", p50)
 	}
 	// Half a second later, with no requests since, the second's last half or so is still
 	// in the window (1–1.1 s).
 	clk.Advance(500 * time.Millisecond)
-	if p, n := r.quantile(0.99); p < 50*time.Millisecond || n < 500 || n > 600 {
+	if p, n := r.quantile(0.99, RecentWindow); p < 50*time.Millisecond || n < 500 || n > 600 {
 		t.Errorf("0.5 s later: got p99 %s of %d, want 50 ms of 500–600", p, n)
+	}
+	// Over a span of 300 ms only the slots of its last 300–400 ms count: none, then.
+	if p, n := r.quantile(0.99, 300*time.Millisecond); p != 0 || n != 0 {
+		t.Errorf("0.5 s later, over 300 ms: got p99 %s of %d, want 0 of 0", p, n)
 	}
 	// 0.7 s more: the slow second has left the window; only what came since counts.
 	clk.Advance(700 * time.Millisecond)
@@ -61,12 +65,15 @@ func TestRecentWindow(t *testing.T) {
 		r.record(100 * time.Microsecond)
 		clk.Advance(time.Millisecond)
 	}
-	if p, n := r.quantile(0.99); p > 125*time.Microsecond || n != 100 {
+	if p, n := r.quantile(0.99, RecentWindow); p > 125*time.Microsecond || n != 100 {
 		t.Errorf("1.2 s later: got p99 %s of %d samples, want 100 µs of 100", p, n)
+	}
+	if _, n := r.quantile(0.99, 50*time.Millisecond); n < 50 || n > 100 {
+		t.Errorf("over 50 ms (the current slot and the one before): got %d samples, want 50–100", n)
 	}
 	// Idle for longer than the window: nothing.
 	clk.Advance(2 * time.Second)
-	if p, n := r.quantile(0.99); p != 0 || n != 0 {
+	if p, n := r.quantile(0.99, RecentWindow); p != 0 || n != 0 {
 		t.Errorf("idle: got p99 %s of %d, want 0 of 0", p, n)
 	}
 }

@@ -153,7 +153,18 @@ func (r *Registry) RecentP99(role replica.Role) (time.Duration, uint64) {
 	if i < 0 {
 		return 0, 0
 	}
-	return r.recent[i%numRoles].quantile(0.99)
+	return r.recent[i%numRoles].quantile(0.99, RecentWindow)
+}
+
+// RecentP99Over is RecentP99 over about the last span instead (a multiple of 100 ms, at most
+// RecentWindow; the current, partial 100 ms included): what a ring change's pace decides on
+// once per span.
+func (r *Registry) RecentP99Over(role replica.Role, span time.Duration) (time.Duration, uint64) {
+	i := slotIndex(replica.OpGet, role)
+	if i < 0 {
+		return 0, 0
+	}
+	return r.recent[i%numRoles].quantile(0.99, span)
 }
 
 // Reconciled counts one replica a read brought up to date (read reconciliation).

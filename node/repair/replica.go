@@ -101,7 +101,9 @@ func (r *Replica) Tree(ctx context.Context, start, end uint64, depth int, rateBy
 	var rate func() uint64
 	switch {
 	case r.cfg.Latency != nil:
-		rate = func() uint64 { return r.ad.Rate(rateBytes, r.cfg.Latency(), r.cfg.LatencyTarget, time.Now()) }
+		rate = func() uint64 {
+			return r.ad.Rate(rateBytes, stream.Signals{Latency: r.cfg.Latency()}, r.cfg.LatencyTarget, time.Now())
+		}
 	case rateBytes > 0:
 		rate = func() uint64 { return rateBytes }
 	}

@@ -57,14 +57,14 @@ func TestStreamRangeSourcePacesByLatency(t *testing.T) {
 		return chunkSize(c), c.GetLast()
 	}
 
-	// Above the target the pace halves every stream.AdaptEvery down to the floor: a few chunks.
+	// Above the target the pace halves at once, then once per stream.AdaptWindow, down to the floor.
 	for paceRate(r) != stream.AdaptMin {
 		if _, last := recv(); last {
 			t.Fatalf("the whole range streamed (%d chunks) and the pace is %d B/s, want the floor %d", chunks, paceRate(r), stream.AdaptMin)
 		}
 	}
 	recv() // the chunk booked while the pace came down
-	const slowChunks = 3
+	const slowChunks = 2
 	start, slowBytes := time.Now(), 0
 	for range slowChunks {
 		n, last := recv()
@@ -78,7 +78,7 @@ func TestStreamRangeSourcePacesByLatency(t *testing.T) {
 		t.Errorf("above the target: got %.2f MiB/s, want at most 2 × the floor %.2f MiB/s", slow/(1<<20), float64(stream.AdaptMin)/(1<<20))
 	}
 
-	// Below the target the pace grows stream.AdaptStep every stream.AdaptEvery; the rest of the range, over
+	// Below the target the pace grows stream.AdaptStep per stream.AdaptWindow; the rest of the range, over
 	// ten times what was streamed at the floor, comes several times faster.
 	lat.Store(int64(time.Millisecond))
 	start, fastBytes := time.Now(), 0

@@ -65,8 +65,11 @@ type ReplicaDeps struct {
 	// A source paces where its clients feel the stream; the receiver's pace cannot see that.
 	// nil: each stream is throttled to its request's rate alone.
 	Latency func() time.Duration
-	// LatencyTarget is the latency the source's pace holds; 0 = twice the latency seen when
-	// the streams began (after a pause of AdaptIdle without streams).
+	// CPUWait, when set with Latency, returns the p99 of this node's goroutines' wait to run
+	// over about the last stream.AdaptWindow (stream.Signals.CPUWait).
+	CPUWait func() time.Duration
+	// LatencyTarget is the latency the source's pace holds; 0 = stream.AdaptTargetFactor
+	// times the latency before the streams began (Baseline).
 	LatencyTarget time.Duration
 	// Baseline, when set and LatencyTarget is 0, is the node's latency before the streams (a
 	// stream.Baseline's Median): the target is twice it.
@@ -290,7 +293,7 @@ func (s *Replica) pacer(reqRate uint64) func(ctx context.Context, n int) error {
 				limit = r
 			}
 		}
-		return s.pace().Rate(limit, s.d.Latency(), stream.Target(s.d.LatencyTarget, s.d.Baseline), time.Now())
+		return s.pace().Rate(limit, stream.ReadSignals(s.d.Latency, s.d.CPUWait), stream.Target(s.d.LatencyTarget, s.d.Baseline), time.Now())
 	}
 	return func(ctx context.Context, n int) error { return s.lim.Wait(ctx, n, rate, nil) }
 }

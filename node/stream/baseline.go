@@ -11,9 +11,9 @@ import (
 const BaselineSamples = 10
 
 // Baseline is a node's "latency before": the median of its latency sampled once a second over
-// the last BaselineSamples seconds. The auto target of the Adaptive pace is twice it: one
+// the last BaselineSamples seconds. The auto target of the Adaptive pace follows it: one
 // second's p99 at the moment the streams begin may be a spike (on a loaded machine one in
-// ten seconds is several times the others), and a target twice a spike holds nothing. The
+// ten seconds is several times the others), and a target above a spike holds nothing. The
 // zero Baseline is ready; it is safe for concurrent use.
 type Baseline struct {
 	mu      sync.Mutex
@@ -60,12 +60,12 @@ func (b *Baseline) Run(ctx context.Context, interval time.Duration, lat func() t
 	}
 }
 
-// Target is the target the Adaptive pace is given: the operator's (target > 0), else twice
-// the baseline when there is one, else 0 (the Adaptive then takes twice the latency it sees
-// first).
+// Target is the target the Adaptive pace is given: the operator's (target > 0), else
+// AdaptTargetFactor times the baseline when there is one, else 0 (the Adaptive then takes
+// that factor times the latency it sees first).
 func Target(target time.Duration, baseline func() time.Duration) time.Duration {
 	if target > 0 || baseline == nil {
 		return target
 	}
-	return 2 * baseline()
+	return time.Duration(AdaptTargetFactor * float64(baseline()))
 }

@@ -20,15 +20,15 @@ func TestBaselineIgnoresASpike(t *testing.T) {
 	if got, want := b.Median(), 38*ms; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
-	if got, want := Target(0, b.Median), 76*ms; got != want {
+	if got, want := Target(0, b.Median), 57*ms; got != want {
 		t.Errorf("auto target: got %s, want %s", got, want)
 	}
 	if got, want := Target(6*ms, b.Median), 6*ms; got != want {
 		t.Errorf("the operator's target: got %s, want %s", got, want)
 	}
 	var a Adaptive
-	a.Rate(0, 196*ms, Target(0, b.Median), time.Unix(1000, 0))
-	if s := a.State(); s.Target != 76*ms {
-		t.Errorf("the pace's target at a spike: got %s, want twice the baseline %s", s.Target, 76*ms)
+	a.Rate(0, Signals{Latency: 196 * ms}, Target(0, b.Median), time.Unix(1000, 0))
+	if s := a.State(); s.Target != 57*ms {
+		t.Errorf("the pace's target at a spike: got %s, want 1.5 times the baseline %s", s.Target, 57*ms)
 	}
 }

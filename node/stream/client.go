@@ -47,12 +47,15 @@ type RangeClient struct {
 	// Sleep waits d or until ctx ends; nil = a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Latency, when set, returns the recent tail latency of this node's client-facing work
-	// (a p99 over the last second or so). The pulls then pace themselves by it: below
-	// LatencyTarget their rate grows step by step, above it the rate halves (additive
-	// increase, multiplicative decrease), never above Rate. nil: Rate alone.
+	// (a p99 over the last AdaptWindow or so). The pulls then pace themselves by it
+	// (Adaptive: slow start, then additive increase, multiplicative decrease), never above
+	// Rate. nil: Rate alone.
 	Latency func() time.Duration
-	// LatencyTarget is the latency the Adaptive pace holds; 0 = twice the latency seen when
-	// the pulls began (after a pause of AdaptIdle without pulls).
+	// CPUWait, when set with Latency, returns the p99 of this node's goroutines' wait to run
+	// over about the last AdaptWindow (Signals.CPUWait).
+	CPUWait func() time.Duration
+	// LatencyTarget is the latency the Adaptive pace holds; 0 = AdaptTargetFactor times the
+	// latency before the pulls began (Baseline).
 	//
 	// This pace is the receiver's: it protects the clients of the node that pulls. Those of
 	// the sources are protected by the sources' own pace (server.ReplicaDeps.Latency); a stream
@@ -87,7 +90,7 @@ func (c *RangeClient) StreamRange(ctx context.Context, source ring.Member, start
 			r = c.Rate()
 		}
 		if c.Latency != nil {
-			return c.ad.Rate(r, c.Latency(), Target(c.LatencyTarget, c.Baseline), time.Now())
+			return c.ad.Rate(r, ReadSignals(c.Latency, c.CPUWait), Target(c.LatencyTarget, c.Baseline), time.Now())
 		}
 		return r
 	}

@@ -628,14 +628,19 @@ type PaceReason int32
 
 const (
 	PaceReason_PACE_REASON_UNSPECIFIED PaceReason = 0
-	// The p99 is at or under the target: the pace grows step by step.
+	// The last window held (p99 at or under the target): the pace grows a step per window.
 	PaceReason_PACE_REASON_GROWING PaceReason = 1
-	// At or under the target, and at the operator's rate (the ceiling).
+	// The last window held, and the pace is the operator's rate (the ceiling).
 	PaceReason_PACE_REASON_AT_CEILING PaceReason = 2
-	// The p99 is above the target: the pace halves.
+	// The last window did not hold (p99 above the target, or the CPU wait above half of it):
+	// the pace halved.
 	PaceReason_PACE_REASON_BACKING_OFF PaceReason = 3
-	// Above the target, and at the pace's floor.
+	// The last window did not hold, and the pace is at its floor.
 	PaceReason_PACE_REASON_AT_FLOOR PaceReason = 4
+	// No back-off yet since the streams began: the pace doubles per window that holds.
+	PaceReason_PACE_REASON_SLOW_START PaceReason = 5
+	// The pace halved less than a window ago: it waits for a window at the new pace.
+	PaceReason_PACE_REASON_HOLDING PaceReason = 6
 )
 
 // Enum value maps for PaceReason.
@@ -646,6 +651,8 @@ var (
 		2: "PACE_REASON_AT_CEILING",
 		3: "PACE_REASON_BACKING_OFF",
 		4: "PACE_REASON_AT_FLOOR",
+		5: "PACE_REASON_SLOW_START",
+		6: "PACE_REASON_HOLDING",
 	}
 	PaceReason_value = map[string]int32{
 		"PACE_REASON_UNSPECIFIED": 0,
@@ -653,6 +660,8 @@ var (
 		"PACE_REASON_AT_CEILING":  2,
 		"PACE_REASON_BACKING_OFF": 3,
 		"PACE_REASON_AT_FLOOR":    4,
+		"PACE_REASON_SLOW_START":  5,
+		"PACE_REASON_HOLDING":     6,
 	}
 )
 
@@ -6018,10 +6027,16 @@ type Pace struct {
 	RateBytes uint64 `protobuf:"varint,3,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
 	// The operator's rate, the ceiling; 0 = none.
 	LimitBytes uint64 `protobuf:"varint,4,opt,name=limit_bytes,json=limitBytes,proto3" json:"limit_bytes,omitempty"`
-	// The node's p99 over the last second, and the target the pace holds it to (0: none yet).
-	P99Ms         float64    `protobuf:"fixed64,5,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
-	TargetMs      float64    `protobuf:"fixed64,6,opt,name=target_ms,json=targetMs,proto3" json:"target_ms,omitempty"`
-	Reason        PaceReason `protobuf:"varint,7,opt,name=reason,proto3,enum=ringkv.PaceReason" json:"reason,omitempty"`
+	// The node's p99 over the last window the pace decided on, and the target the pace holds
+	// it to (0: none yet).
+	P99Ms    float64    `protobuf:"fixed64,5,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	TargetMs float64    `protobuf:"fixed64,6,opt,name=target_ms,json=targetMs,proto3" json:"target_ms,omitempty"`
+	Reason   PaceReason `protobuf:"varint,7,opt,name=reason,proto3,enum=ringkv.PaceReason" json:"reason,omitempty"`
+	// The p99 of the node's goroutines' wait to run over that window: the CPU pressure, held
+	// to half the target (0: not measured).
+	CpuWaitMs float64 `protobuf:"fixed64,8,opt,name=cpu_wait_ms,json=cpuWaitMs,proto3" json:"cpu_wait_ms,omitempty"`
+	// The back-off (or hold) was for the CPU wait, the p99 being at or under the target.
+	ByCpu         bool `protobuf:"varint,9,opt,name=by_cpu,json=byCpu,proto3" json:"by_cpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6103,6 +6118,20 @@ func (x *Pace) GetReason() PaceReason {
 		return x.Reason
 	}
 	return PaceReason_PACE_REASON_UNSPECIFIED
+}
+
+func (x *Pace) GetCpuWaitMs() float64 {
+	if x != nil {
+		return x.CpuWaitMs
+	}
+	return 0
+}
+
+func (x *Pace) GetByCpu() bool {
+	if x != nil {
+		return x.ByCpu
+	}
+	return false
 }
 
 var File_kvpb_admin_proto protoreflect.FileDescriptor
@@ -6587,7 +6616,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x0ewindow_seconds\x18\x04 \x01(\rR\rwindowSeconds\x12.\n" +
 	"\x13long_window_seconds\x18\x05 \x01(\rR\x11longWindowSeconds\x12,\n" +
 	"\x06vnodes\x18\x06 \x03(\v2\x14.ringkv.VnodeLatencyR\x06vnodes\x12)\n" +
-	"\x05peers\x18\a \x03(\v2\x13.ringkv.PeerLatencyR\x05peers\"\xd9\x01\n" +
+	"\x05peers\x18\a \x03(\v2\x13.ringkv.PeerLatencyR\x05peers\"\x90\x02\n" +
 	"\x04Pace\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\asending\x18\x02 \x01(\bR\asending\x12\x1d\n" +
@@ -6597,7 +6626,9 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"limitBytes\x12\x15\n" +
 	"\x06p99_ms\x18\x05 \x01(\x01R\x05p99Ms\x12\x1b\n" +
 	"\ttarget_ms\x18\x06 \x01(\x01R\btargetMs\x12*\n" +
-	"\x06reason\x18\a \x01(\x0e2\x12.ringkv.PaceReasonR\x06reason*\x97\x01\n" +
+	"\x06reason\x18\a \x01(\x0e2\x12.ringkv.PaceReasonR\x06reason\x12\x1e\n" +
+	"\vcpu_wait_ms\x18\b \x01(\x01R\tcpuWaitMs\x12\x15\n" +
+	"\x06by_cpu\x18\t \x01(\bR\x05byCpu*\x97\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
@@ -6663,14 +6694,16 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x12HEAT_METRIC_WRITES\x10\x03\x12\x15\n" +
 	"\x11HEAT_METRIC_BYTES\x10\x04\x12\x13\n" +
 	"\x0fHEAT_METRIC_P99\x10\x05\x12\x16\n" +
-	"\x12HEAT_METRIC_ERRORS\x10\x06*\x95\x01\n" +
+	"\x12HEAT_METRIC_ERRORS\x10\x06*\xca\x01\n" +
 	"\n" +
 	"PaceReason\x12\x1b\n" +
 	"\x17PACE_REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PACE_REASON_GROWING\x10\x01\x12\x1a\n" +
 	"\x16PACE_REASON_AT_CEILING\x10\x02\x12\x1b\n" +
 	"\x17PACE_REASON_BACKING_OFF\x10\x03\x12\x18\n" +
-	"\x14PACE_REASON_AT_FLOOR\x10\x042\xac\r\n" +
+	"\x14PACE_REASON_AT_FLOOR\x10\x04\x12\x1a\n" +
+	"\x16PACE_REASON_SLOW_START\x10\x05\x12\x17\n" +
+	"\x13PACE_REASON_HOLDING\x10\x062\xac\r\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
