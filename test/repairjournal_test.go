@@ -365,3 +365,68 @@ func inRanges(plan *kvpb.RepairPlan, ends []uint64, t uint64) bool {
 	}
 	return false
 }
+
+// TestRepairWatchAcrossCoordinatorRestart: kvctl repair, watching its session, outlives a
+// SIGKILL and restart of the coordinator it watches: it reconnects and exits 0 when the
+// session is done, or, when it gives up, exits non-zero with exactly one line naming why.
+func TestRepairWatchAcrossCoordinatorRestart(t *testing.T) {
+	long(t)
+	t.Parallel()
+	c, acked := repairScenario(t, 3, nil)
+	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
+	cmd := c.kvctlCmd(context.Background(), n2, "repair", "--rate", "384K", "--reconnect", "60s")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kvctl repair: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	var id uint64
+	waitFor(t, 60*time.Second, "repair on n2 with 2 ranges done", func() error {
+		st, err := c.repairStatus(n2)
+		if err != nil {
+			return err
+		}
+		if !st.GetState().InFlight() || st.GetRangesDone() < 2 {
+			return fmt.Errorf("repair %d %s, %d ranges done", st.GetId(), st.GetState(), st.GetRangesDone())
+		}
+		id = st.GetId()
+		return nil
+	})
+	c.kill(n2)
+	time.Sleep(2 * time.Second) // kvctl sees the watch lost, and retries
+	c.restart(n2)
+	c.waitUp(n2)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("kvctl repair still runs 3 min after n2's restart; stderr:\n%s", errOut.String())
+	}
+	code := cmd.ProcessState.ExitCode()
+	t.Logf("kvctl repair (session %d) -> exit %d (%v)\nstdout:\n%s\nstderr:\n%s", id, code, err, out.String(), errOut.String())
+	if code != 0 {
+		var lines []string
+		for _, l := range strings.Split(errOut.String(), "\n") {
+			if strings.HasPrefix(l, "kvctl: ") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 {
+			t.Errorf("exit %d with %d kvctl: lines on stderr, want exactly one naming why:\n%s", code, len(lines), errOut.String())
+		}
+		return
+	}
+	final := c.waitRepairEnd(n2, id, 90*time.Second)
+	if final.GetState() != kvpb.RepairState_REPAIR_STATE_DONE {
+		t.Errorf("repair %d ended %s, want done", id, final.GetState())
+	}
+	c.checkHeld([]*proc{n1, n2, n3}, acked)
+}
