@@ -120,15 +120,18 @@ func TestDemoInTmux(t *testing.T) {
 	}
 }
 
-// TestDemoWalkInTmux walks the demo as a newcomer does, in a real terminal: a offers the spare
-// n4 pre-filled, enter and y add it and its data streams in until it is UP in the overview; x
-// stops n2, which turns DOWN, and X starts it again, UP; q quits with status 0.
+// TestDemoWalkInTmux walks the demo as a newcomer does, in a real terminal: a plans the add of
+// the spare n4 (one key) and y starts it; its data streams in (slowly: --change-rate) until P
+// and y pause it — the changes view shows the PAUSED line — and P and y resume it, until n4 is
+// UP in the overview; x stops n2, which turns DOWN, and X starts it again, UP; q quits with
+// status 0.
 func TestDemoWalkInTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the demo walk takes 20–60 s; run without -short")
 	}
 	t.Parallel()
-	x, exitFile := startDemo(t, 160, 48, "--keys", "2000", "--rate", "50")
+	// 8000 keys of 100–400 B: n4 receives about 1.5 MB, 15 s or more at 100 KB/s.
+	x, exitFile := startDemo(t, 160, 48, "--keys", "8000", "--rate", "50", "--change-rate", "100KB/s")
 	row := func(id, state string) *regexp.Regexp { return regexp.MustCompile(`(?m)^` + id + `\s+` + state + `\b`) }
 	key := func(k string) { x.must("send-keys", "-t", "demo", k) }
 
@@ -138,19 +141,31 @@ func TestDemoWalkInTmux(t *testing.T) {
 		return row("n1", "UP").MatchString(s) && row("n2", "UP").MatchString(s) && row("n3", "UP").MatchString(s)
 	})
 	key("a")
-	x.waitScreen("n4 offered pre-filled", 10*time.Second, func(s string) bool {
-		return regexp.MustCompile(`> n4=127\.0\.0\.1:\d+`).MatchString(s) && strings.Contains(s, "n5=127.0.0.1:")
-	})
-	key("Enter")
 	x.waitScreen("the plan of adding n4", 20*time.Second, func(s string) bool {
 		return strings.Contains(s, "Plan: add n4") && strings.Contains(s, "Start this change?")
 	})
 	key("y")
-	x.waitScreen("the change streaming or done", 20*time.Second, func(s string) bool {
-		return regexp.MustCompile(`Change #\d+: add n4 .* — (streaming|handing over|done)`).MatchString(s) && strings.Contains(s, "→ n4")
+	streaming := regexp.MustCompile(`Change #\d+: add n4 .* — streaming`)
+	x.waitScreen("the change streaming", 20*time.Second, func(s string) bool { return streaming.MatchString(s) && strings.Contains(s, "→ n4") })
+
+	key("P")
+	x.waitScreen("the pause confirmation", 10*time.Second, func(s string) bool { return regexp.MustCompile(`Pause change #\d+`).MatchString(s) })
+	key("y")
+	s := x.waitScreen("the PAUSED line", 20*time.Second, func(s string) bool {
+		return strings.Contains(s, "PAUSED by ") && strings.Contains(s, "paused from the console")
+	})
+	if streaming.MatchString(s) {
+		t.Errorf("paused, the changes view still says streaming:\n%s", s)
+	}
+	key("P")
+	x.waitScreen("the resume confirmation", 10*time.Second, func(s string) bool { return regexp.MustCompile(`Resume change #\d+`).MatchString(s) })
+	key("y")
+	x.waitScreen("the change streaming again, or done", 30*time.Second, func(s string) bool {
+		// The event log keeps "PAUSED by"; the change's own PAUSED line (with the reason) goes.
+		return !strings.Contains(s, "paused from the console") && regexp.MustCompile(`Change #\d+: add n4 .* — (streaming|handing over|done)`).MatchString(s)
 	})
 	key("1")
-	x.waitScreen("n4 UP in the overview", 30*time.Second, func(s string) bool { return row("n4", "UP").MatchString(s) })
+	x.waitScreen("n4 UP in the overview", 90*time.Second, func(s string) bool { return row("n4", "UP").MatchString(s) })
 
 	key("j") // the overview is sorted by node: n1, n2, ...
 	key("x")
@@ -160,7 +175,7 @@ func TestDemoWalkInTmux(t *testing.T) {
 	key("X")
 	x.waitScreen("the start confirmation", 10*time.Second, func(s string) bool { return strings.Contains(s, "Start n2") })
 	key("y")
-	s := x.waitScreen("n2 UP again", 40*time.Second, func(s string) bool { return row("n2", "UP").MatchString(s) })
+	s = x.waitScreen("n2 UP again", 40*time.Second, func(s string) bool { return row("n2", "UP").MatchString(s) })
 	for _, ev := range []string{"n2's process stopped", "n2's process started"} {
 		if !strings.Contains(s, ev) {
 			t.Errorf("pane lacks the event %q:\n%s", ev, s)
