@@ -253,7 +253,9 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	n.openOnCall(cfg)
 
 	// The data path: this node's replica, then the coordinator over it and the peers.
-	n.local = replica.NewLocal(n.st, n.metrics, replica.LocalView(cfg.ID, n.cl.View, n.cl.WaitView))
+	n.local = replica.NewLocal(n.st, n.metrics, replica.LocalView(cfg.ID, n.cl.View, n.cl.WaitView),
+		// The coordinator is built below, before any write can come in.
+		replica.LocalTimed(func(d time.Duration, err error) { n.coord.ObserveStoreWrite(d, err) }))
 	rcfg := replica.DefaultConfig()
 	rcfg.CatchUp = n.cl.WaitNewerView
 	rcfg.ReplicaTimeout = cfg.ReplicaTimeout

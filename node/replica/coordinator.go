@@ -36,6 +36,8 @@ type Coordinator struct {
 	views     map[string]heardView
 	grayHeld  map[string]heldVerdict // guarded by viewsMu
 	grayFirst map[string]firstDrawn  // guarded by viewsMu
+	// grayNow is the last verdict, for the read order (grayPeers).
+	grayNow atomic.Pointer[grayCache]
 
 	reconciles chan reconcileJob
 	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext
@@ -56,7 +58,10 @@ type Coordinator struct {
 type peer struct {
 	br      *breaker
 	latency ewma
-	link    link // recent calls and probes, and comebacks (gray.go)
+	// tail is the p90 of its calls' latencies: how long a read sent to it may take before
+	// it is hedged (hedgeDelay).
+	tail *quantile
+	link link // recent calls and probes, departures and comebacks (gray.go)
 	// watched is the Replica whose transport watchPeer follows (guarded by
 	// Coordinator.peersMu); contacted turns true once its connection has
 	// either come up or failed to: the first attempt is over.

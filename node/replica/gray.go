@@ -48,9 +48,14 @@ const (
 	// A store whose mean write is at least slowDiskFloor and slowFactor times the median of
 	// the other nodes' is slow.
 	slowDiskFloor = 10 * time.Millisecond
-	// A node that came back flapAfter times within flapWindow flaps.
+	// A node that went away or came back flapAfter times within flapWindow flaps: gone,
+	// back and gone again. flapMinUp: a departure sooner after a comeback is the same outage.
 	flapAfter  = 3
 	flapWindow = time.Minute
+	flapMinUp  = time.Second
+	// flapQuiet: a node steady that long since its last departure or comeback has settled,
+	// and its flaps are forgotten.
+	flapQuiet = 15 * time.Second
 	// viewTTL: a peer's view older than this is not used; a node heard from within aliveTTL
 	// answers (the views are swapped once a second, both ways).
 	viewTTL  = 5 * time.Second
@@ -70,7 +75,13 @@ type linkBucket struct {
 type link struct {
 	mu      sync.Mutex
 	buckets [linkWindow]linkBucket
-	backs   []time.Time // when the peer became reachable again, within flapWindow
+	// flaps are when the peer went away or came back, within flapWindow (seen); away
+	// whether its last counted flap was a departure, lastBack its last comeback, seenUp
+	// whether it was ever seen answering.
+	flaps    []time.Time
+	away     bool
+	lastBack time.Time
+	seenUp   bool
 	// The TCP counts last sampled (since start), and whether there was a sample.
 	segs, retrans uint64
 	sampled       bool
@@ -116,20 +127,46 @@ func (l *link) observe(now time.Time, d time.Duration, failed bool) {
 	}
 }
 
-// back records that the peer became reachable again after being unreachable.
-func (l *link) back(now time.Time) {
+// seen records whether the peer answers now (down: it does not). Its departures and its
+// comebacks count as flaps: a departure only once it was seen up, and not within flapMinUp
+// of its last comeback (a node that dies as it starts is one outage); a comeback only after
+// a counted departure. A restart counts two; a node stopped and started every few seconds
+// three by its second departure.
+func (l *link) seen(now time.Time, down bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.backs = append(l.backs, now)
-	l.trimBacks(now)
+	switch {
+	case !down:
+		if l.away {
+			l.flaps = append(l.flaps, now)
+			l.away, l.lastBack = false, now
+		}
+		l.seenUp = true
+	case l.seenUp && !l.away && (l.lastBack.IsZero() || now.Sub(l.lastBack) >= flapMinUp):
+		l.flaps = append(l.flaps, now)
+		l.away = true
+	}
+	l.trimFlaps(now)
 }
 
-func (l *link) trimBacks(now time.Time) {
+// flap records one departure or comeback as it is (tests).
+func (l *link) flap(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flaps = append(l.flaps, now)
+	l.trimFlaps(now)
+}
+
+func (l *link) trimFlaps(now time.Time) {
+	if n := len(l.flaps); n > 0 && now.Sub(l.flaps[n-1]) > flapQuiet {
+		l.flaps = l.flaps[:0] // settled
+		return
+	}
 	i := 0
-	for i < len(l.backs) && now.Sub(l.backs[i]) > flapWindow {
+	for i < len(l.flaps) && now.Sub(l.flaps[i]) > flapWindow {
 		i++
 	}
-	l.backs = l.backs[i:]
+	l.flaps = l.flaps[i:]
 }
 
 // stats sums the last linkWindow seconds as the LinkStats of peer.
@@ -154,8 +191,8 @@ func (l *link) stats(now time.Time, peer string) *kvpb.LinkStats {
 	if okes > 0 {
 		s.MeanMicros = sum / okes
 	}
-	l.trimBacks(now)
-	s.Flaps = uint32(len(l.backs))
+	l.trimFlaps(now)
+	s.Flaps = uint32(len(l.flaps))
 	return s
 }
 
@@ -350,7 +387,8 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 			}
 			f.last = now
 			c.grayFirst[x] = f
-			if now.Sub(f.first) >= grayConfirm {
+			// Departures and comebacks are events, not a loaded machine's noise: no wait.
+			if now.Sub(f.first) >= grayConfirm || g.GetKind() == kvpb.GrayNode_FLAPPING {
 				c.grayHeld[x] = heldVerdict{g: g, at: now}
 			}
 		} else {
@@ -366,7 +404,42 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetNode() < out[j].GetNode() })
+	named := &grayCache{at: now, nodes: make(map[string]bool, len(out))}
+	for _, g := range out {
+		named.nodes[g.GetNode()] = true
+	}
+	c.grayNow.Store(named)
 	return out
+}
+
+// grayCache is a verdict of Gray and when it was drawn.
+type grayCache struct {
+	at    time.Time
+	nodes map[string]bool
+}
+
+// grayRefresh is how old the verdict the read order goes by may be.
+const grayRefresh = 500 * time.Millisecond
+
+// grayPeers returns the nodes named gray by the last verdict, drawing it again when it is
+// older than grayRefresh (the read order's look: one request in that time pays for it).
+func (c *Coordinator) grayPeers() map[string]bool {
+	g := c.grayNow.Load()
+	if g == nil || c.cfg.Now().Sub(g.at) >= grayRefresh {
+		// Mark the verdict fresh before drawing it, so that concurrent requests do not all draw.
+		if c.grayNow.CompareAndSwap(g, &grayCache{at: c.cfg.Now(), nodes: gray(g)}) {
+			c.Gray()
+		}
+		g = c.grayNow.Load()
+	}
+	return g.nodes
+}
+
+func gray(g *grayCache) map[string]bool {
+	if g == nil {
+		return nil
+	}
+	return g.nodes
 }
 
 // firstDrawn is when a verdict on a node was first drawn in a row of looks, and last.
@@ -591,8 +664,8 @@ func slowDisk(x string, ids []string, views map[string]map[string]*kvpb.LinkStat
 		Detail: fmt.Sprintf("its own store answers in %.1fms on average, the others' in %.1fms", m, median)}
 }
 
-// flapping judges node x by how often its peers saw it come back: most of them at least
-// flapAfter times within flapWindow.
+// flapping judges node x by how often its peers saw it go away or come back: most of them at
+// least flapAfter times within flapWindow.
 func flapping(x string, ids []string, views map[string]map[string]*kvpb.LinkStats) *kvpb.GrayNode {
 	saw, most := 0, uint32(0)
 	for _, y := range ids {
@@ -605,7 +678,7 @@ func flapping(x string, ids []string, views map[string]map[string]*kvpb.LinkStat
 		return nil
 	}
 	return &kvpb.GrayNode{Node: x, Kind: kvpb.GrayNode_FLAPPING,
-		Detail: fmt.Sprintf("came back %d times in the last %v", most, flapWindow)}
+		Detail: fmt.Sprintf("went away or came back %d times in the last %v", most, flapWindow)}
 }
 
 // GrayOf returns the verdict on this node itself, nil when it is not gray.

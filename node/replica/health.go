@@ -60,7 +60,7 @@ func (c *Coordinator) peerState(id string) *peer {
 	if p, ok := c.peerSt[id]; ok {
 		return p
 	}
-	p = &peer{br: newBreaker(c.cfg.BreakerFailures, c.cfg.BreakerSlowSpell)}
+	p = &peer{br: newBreaker(c.cfg.BreakerFailures, c.cfg.BreakerSlowSpell), tail: newQuantile(0.9)}
 	c.peerSt[id] = p
 	return p
 }
@@ -193,12 +193,11 @@ func down(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-// setDown records whether the peer answers now; a peer that answers again after it did not
-// counts one comeback on its link (flapping, gray.go).
+// setDown records whether the peer answers now; its departures and comebacks count on its
+// link (flapping, gray.go).
 func (c *Coordinator) setDown(p *peer, d bool) {
-	if was := p.down.Swap(d); was && !d {
-		p.link.back(c.cfg.Now())
-	}
+	p.down.Store(d)
+	p.link.seen(c.cfg.Now(), d)
 }
 
 func (c *Coordinator) logPeer(id, what string) {
@@ -296,10 +295,7 @@ func (c *Coordinator) skipped(t target) error {
 // latency, and tells Config.Calls.
 func (c *Coordinator) account(t target, token uint64, d time.Duration, err error, read bool) {
 	if t.p == nil {
-		if !read && c.base.Err() == nil { // writes: what a slow disk slows
-			c.selfLink.observe(c.cfg.Now(), d, err != nil && !rpcerr.Alive(err))
-		}
-		return
+		return // this node's store: its writes are timed by Local (ObserveStoreWrite)
 	}
 	calls := c.cfg.Calls
 	if calls != nil && c.base.Err() == nil {
@@ -316,6 +312,7 @@ func (c *Coordinator) account(t target, token uint64, d time.Duration, err error
 	case err == nil:
 		t.p.br.success()
 		t.p.latency.observe(d)
+		t.p.tail.observe(d)
 		if read {
 			c.readP99.observe(d)
 		}
@@ -332,7 +329,16 @@ func (c *Coordinator) account(t target, token uint64, d time.Duration, err error
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.p.latency.observe(c.cfg.ReplicaTimeout)
+			t.p.tail.observe(c.cfg.ReplicaTimeout)
 		}
+	}
+}
+
+// ObserveStoreWrite records one write that this node's store applied and how long it took,
+// whoever coordinated it (replica.LocalTimed): its own link, which a slow disk slows (gray.go).
+func (c *Coordinator) ObserveStoreWrite(d time.Duration, err error) {
+	if c.base.Err() == nil {
+		c.selfLink.observe(c.cfg.Now(), d, err != nil && !rpcerr.Alive(err))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"ringkv/node/ring"
 	"ringkv/node/store"
@@ -38,6 +39,8 @@ type Local struct {
 	self string
 	view func() *ring.View
 	wait func(ctx context.Context, vid ring.ViewID) error
+	// timed, when set, is told how long each write took the store (LocalTimed).
+	timed func(d time.Duration, err error)
 
 	// gate is held shared from a write's view check until its store write is done, and
 	// exclusively, for an instant, by Fence.
@@ -54,6 +57,13 @@ type LocalOption func(*Local)
 // blocks until it has applied a view at least vid (cluster.Cluster.WaitView), for Fence.
 func LocalView(self string, view func() *ring.View, wait func(ctx context.Context, vid ring.ViewID) error) LocalOption {
 	return func(l *Local) { l.self, l.view, l.wait = self, view, wait }
+}
+
+// LocalTimed makes a Local tell f how long each write it applies took the store, whoever
+// coordinates it (Coordinator.ObserveStoreWrite: a slow disk, gray.go). f must be safe for
+// concurrent use.
+func LocalTimed(f func(d time.Duration, err error)) LocalOption {
+	return func(l *Local) { l.timed = f }
 }
 
 // NewLocal returns st as a Replica; obs may be nil.
@@ -98,8 +108,12 @@ func (l *Local) Write(ctx context.Context, key []byte, rec store.Record, vid rin
 		l.gate.RUnlock()
 		return false, err
 	}
+	start := time.Now()
 	applied, err := l.st.Apply(token, key, rec)
 	l.gate.RUnlock()
+	if l.timed != nil {
+		l.timed(time.Since(start), err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("local write: %w", err)
 	}

@@ -1,5 +1,6 @@
-// The read path: Get asks ack replicas, fastest first, hedges to more after HedgeDelay,
-// and merges the replies to the newest version.
+// The read path: Get asks ack replicas, fastest first (peers named gray last), hedges to
+// more once the first wave has taken longer than its peers usually take (hedgeDelay), and
+// merges the replies to the newest version.
 
 package replica
 
@@ -15,10 +16,32 @@ import (
 	"ringkv/node/store"
 )
 
-// HedgeDelay returns the current hedge delay of reads: the observed p99 of
-// replica reads from peers, clamped to [HedgeMin, HedgeMax].
+// HedgeDelay returns the hedge delay of a read whose first wave has no peer with figures
+// yet: the observed p99 of replica reads from peers, clamped to [HedgeMin, HedgeMax].
 func (c *Coordinator) HedgeDelay() time.Duration {
 	return min(max(c.readP99.value(), c.cfg.HedgeMin), c.cfg.HedgeMax)
+}
+
+// hedgeDelay is how long op's first wave may take before the read is hedged: the p90 of the
+// slowest peer in it, clamped to [HedgeMin, HedgeMax] (HedgeDelay when none has figures). A
+// peer whose packets are lost answers most calls at once and a few after a retransmission
+// timeout of 200 ms or more: its own p90 lets the read go on without it at once, where the
+// p99 of every peer's reads would wait out the stall those very calls feed it.
+func (c *Coordinator) hedgeDelay(op *readOp) time.Duration {
+	d := time.Duration(0)
+	for i, t := range op.ts {
+		if op.sent[i] && t.p != nil {
+			v := t.p.tail.value()
+			if v == 0 {
+				return c.HedgeDelay()
+			}
+			d = max(d, v)
+		}
+	}
+	if d == 0 {
+		return c.HedgeDelay()
+	}
+	return min(max(d, c.cfg.HedgeMin), c.cfg.HedgeMax)
 }
 
 // Get reads key from ack of its from replicas and returns the newest
@@ -89,7 +112,7 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 	}
 	var hedge <-chan time.Time
 	if op.next < len(op.ts) || len(op.deferred) > 0 {
-		timer := time.NewTimer(c.HedgeDelay())
+		timer := time.NewTimer(c.hedgeDelay(op))
 		defer timer.Stop()
 		hedge = timer.C
 	}
@@ -128,24 +151,29 @@ func (c *Coordinator) get(ctx context.Context, key []byte, ack, from int) (store
 	}
 }
 
-// order sorts targets for a read: this node first, then peers with closed
-// breakers by latency EWMA, then the others; ties keep ring order.
+// order sorts targets for a read, as Cassandra's dynamic snitch does: this node first, then
+// peers with closed breakers by latency EWMA, then peers named gray (Gray: lossy, slow links,
+// cut one way, flapping) by the same, then those with an open breaker; ties keep ring order.
+// A gray peer stays a replica: it is asked when the others do not make ack, or on a hedge.
 func (c *Coordinator) order(ts []target) []target {
+	gray := c.grayPeers()
 	rank := func(t target) int {
 		switch {
 		case t.p == nil:
 			return 0
-		case t.p.br.allow():
-			return 1
+		case !t.p.br.allow():
+			return 3
+		case gray[t.id]:
+			return 2
 		}
-		return 2
+		return 1
 	}
 	slices.SortStableFunc(ts, func(a, b target) int {
 		ra, rb := rank(a), rank(b)
 		if ra != rb {
 			return ra - rb
 		}
-		if ra == 1 {
+		if ra == 1 || ra == 2 {
 			la, lb := a.p.latency.value(), b.p.latency.value()
 			switch {
 			case la < lb:

@@ -426,7 +426,7 @@ type LinkStats struct {
 	Late   uint64                 `protobuf:"varint,4,opt,name=late,proto3" json:"late,omitempty"`
 	// Mean latency of the calls that answered, microseconds.
 	MeanMicros uint64 `protobuf:"varint,5,opt,name=mean_micros,json=meanMicros,proto3" json:"mean_micros,omitempty"`
-	// Times the peer became reachable again after being unreachable, in the last minute.
+	// Times the peer went away or came back, in the last minute (a restart counts two).
 	Flaps uint32 `protobuf:"varint,6,opt,name=flaps,proto3" json:"flaps,omitempty"`
 	// TCP segments this node sent to the peer, and how many of them it sent again (lost).
 	Segments      uint64 `protobuf:"varint,7,opt,name=segments,proto3" json:"segments,omitempty"`
