@@ -90,15 +90,23 @@ func (n *Node) readyz() error {
 const connectWait = 5 * time.Second
 
 // connected is nil once the node's first connection attempt to every peer of its ring is
-// over (connected, or refused), or connectWait after start: from then on a request that
+// over (connected, or refused) and every peer it reaches has called it (Unheard), or
+// connectWait after start: from then on a request that
 // needs a peer that is up finds its connection ready, so a client that waits for /v0/status
 // (or /readyz) and then writes with ack=N succeeds.
 func (n *Node) connected() error {
 	if n.warm.Load() {
 		return nil
 	}
-	if un := n.coord.Unreached(); len(un) > 0 && time.Since(n.started) < connectWait {
-		return fmt.Errorf("%w: %s", replica.ErrConnecting, strings.Join(un, ", "))
+	if time.Since(n.started) < connectWait {
+		if un := n.coord.Unreached(); len(un) > 0 {
+			return fmt.Errorf("%w: %s", replica.ErrConnecting, strings.Join(un, ", "))
+		}
+		// Its peers must reach it too: after a restart their connections to it wait out a
+		// reconnect backoff (1 s or more) after its own to them are up.
+		if un := n.coord.Unheard(); len(un) > 0 {
+			return fmt.Errorf("%w: not yet reached by %s", replica.ErrConnecting, strings.Join(un, ", "))
+		}
 	}
 	n.warm.Store(true)
 	return nil

@@ -365,7 +365,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Repair:   n.repairR,
 		Stopping: n.stopping,
 		Links: func(theirs *kvpb.LinkView) *kvpb.LinkView {
-			n.coord.SawLinks(theirs)
+			n.coord.CalledLinks(theirs)
 			return n.coord.LinkView()
 		},
 	}

@@ -92,3 +92,38 @@ func TestRestartedReplicaUsedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartedReadyWhenReached: a restarted node answers /readyz 200 only once its peers
+// reach it again, not as soon as it reaches them (their connections to it wait out a
+// reconnect backoff): a write with ack=3 through a peer succeeds the moment it is ready.
+func TestRestartedReadyWhenReached(t *testing.T) {
+	long(t)
+	c := startCluster(t, 3, 0)
+	n1, n3 := c.nodes[0], c.nodes[2]
+	put := func(key string) (int, string) {
+		code, body, err := request("PUT", fmt.Sprintf("http://%s/v0/entity?id=%s&ack=3", n1.http, key), []byte("v"))
+		if err != nil {
+			t.Fatalf("PUT %s via n1: %v", key, err)
+		}
+		return code, body
+	}
+	for round := range 3 {
+		c.kill(n3)
+		waitFor(t, 10*time.Second, "n1 unable to write ack=3 with n3 down", func() error {
+			if code, body := put(fmt.Sprintf("r%d-down", round)); code != http.StatusGatewayTimeout {
+				return fmt.Errorf("got %d %q", code, body)
+			}
+			return nil
+		})
+		c.restart(n3)
+		waitFor(t, 30*time.Second, "n3's /readyz 200", func() error {
+			if code := readyz(n3); code != http.StatusOK {
+				return fmt.Errorf("got %d", code)
+			}
+			return nil
+		})
+		if code, body := put(fmt.Sprintf("r%d-up", round)); code != http.StatusCreated {
+			t.Fatalf("round %d: PUT ack=3 via n1 as n3 turned ready: got %d %q, want 201", round, code, body)
+		}
+	}
+}

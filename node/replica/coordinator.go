@@ -36,6 +36,7 @@ type Coordinator struct {
 	views     map[string]heardView
 	grayHeld  map[string]heldVerdict // guarded by viewsMu
 	grayFirst map[string]firstDrawn  // guarded by viewsMu
+	calledBy  map[string]bool        // peers that called Links on this node; guarded by viewsMu
 	// grayNow is the last verdict, for the read order (grayPeers).
 	grayNow atomic.Pointer[grayCache]
 
@@ -104,6 +105,7 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		views:      make(map[string]heardView),
 		grayHeld:   make(map[string]heldVerdict),
 		grayFirst:  make(map[string]firstDrawn),
+		calledBy:   make(map[string]bool),
 		reconciles: make(chan reconcileJob, cfg.ReconcileQueue),
 		hintKick:   make(chan struct{}, 1),
 	}

@@ -246,6 +246,43 @@ func (c *Coordinator) SawLinks(v *kvpb.LinkView) {
 	c.viewsMu.Unlock()
 }
 
+// CalledLinks records a peer's view received in a Links call it made to this node, which
+// shows that the peer reaches this node (Unheard).
+func (c *Coordinator) CalledLinks(v *kvpb.LinkView) {
+	c.SawLinks(v)
+	if v.GetNode() == "" || v.GetNode() == c.self {
+		return
+	}
+	c.viewsMu.Lock()
+	c.calledBy[v.GetNode()] = true
+	c.viewsMu.Unlock()
+}
+
+// Unheard returns the peers of the current ring that this node reaches (connected, answering)
+// but that have not yet called it (CalledLinks) since it started: a node that has just
+// restarted is ready only once its peers reach it again, not when it reaches them (their
+// connections to it may still wait out a reconnect backoff). Peers that do not serve Links
+// are not waited for.
+func (c *Coordinator) Unheard() []string {
+	v := c.view()
+	if v == nil || v.Current == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range c.targets(v.Current.Members()) {
+		if t.p == nil || t.r == nil || !t.p.contacted.Load() || t.p.down.Load() || t.p.noLinks.Load() {
+			continue
+		}
+		c.viewsMu.Lock()
+		called := c.calledBy[t.id]
+		c.viewsMu.Unlock()
+		if !called {
+			out = append(out, t.id)
+		}
+	}
+	return out
+}
+
 // exchange swaps views with a peer, as the probe of watchPeer; errNoLinks when the peer
 // does not serve Links.
 func (c *Coordinator) exchange(ctx context.Context, l linker) error {

@@ -101,6 +101,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 	state := t.State()
 	moved := false // the connection has left its first idle state
 	var probed time.Time
+	prev := state
 	for c.base.Err() == nil {
 		c.peersMu.RLock()
 		current := p.watched == r
@@ -132,7 +133,11 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		// Probe every ProbeInterval while the breaker is open, and every HealthInterval
 		// while it is closed: a silent partition leaves a connection READY, and only an
 		// answer tells that the peer is there (down, for Unreachable).
-		if every := c.cfg.HealthInterval; !p.br.allow() || time.Since(probed) >= every {
+		// And at once when the connection (re)turns ready: the Links call is how the peer learns
+		// that this node reaches it again (Unheard).
+		up := state == connectivity.Ready && prev != connectivity.Ready
+		prev = state
+		if every := c.cfg.HealthInterval; up || !p.br.allow() || time.Since(probed) >= every {
 			probed = time.Now()
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
 			err := c.probe(ctx, id, p, r, t)
