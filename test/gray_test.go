@@ -30,31 +30,13 @@ import (
 // fault, checks with kvctl bench check that no acknowledged write is lost, and checks that
 // kvctl status names the node and what is wrong within 10 s.
 
-// grayUID is the user t's gray node runs as, so that iptables can tell its packets
-// (-m owner): one per test, so that drills side by side (t.Parallel) each hurt their own node
-// (four per test process: 61000 + 4 × (pid mod 1000) + the test's number).
-func grayUID(t *testing.T) uint32 {
-	grayUIDs.Lock()
-	defer grayUIDs.Unlock()
-	if grayUIDs.of == nil {
-		grayUIDs.of = map[string]uint32{}
-	}
-	uid, ok := grayUIDs.of[t.Name()]
-	if !ok {
-		uid = uint32(61000 + 4*(os.Getpid()%1000) + len(grayUIDs.of)%4)
-		grayUIDs.of[t.Name()] = uid
-	}
-	return uid
-}
+// grayUID is the user the gray node of drill k runs as, so that iptables can tell its
+// packets (-m owner): one per drill of each test process (drills run side by side).
+func grayUID(k int) uint32 { return uint32(61000 + 2*(os.Getpid()%2000) + k) }
 
-var grayUIDs struct {
-	sync.Mutex
-	of map[string]uint32 // test name -> uid
-}
-
-// grayDir is a data directory the gray node's user owns, outside the test's private
-// temporary directory (which only root can enter).
-func grayDir(t *testing.T) string {
+// grayDir is a directory the gray node's user owns, outside the test's private temporary
+// directory (which only root can enter).
+func grayDir(t *testing.T, uid uint32) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ringkv-gray-")
 	if err != nil {
@@ -62,13 +44,34 @@ func grayDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	must(t, os.Chmod(dir, 0o755))
-	must(t, os.Chown(dir, int(grayUID(t)), int(grayUID(t))))
-	return filepath.Join(dir, "data")
+	must(t, os.Chown(dir, int(uid), int(uid)))
+	return dir
 }
 
-// grayCluster starts n1..n3 with n3 as grayUID, calling setup (when set) on each node
-// before. It skips unless root with iptables.
-func grayCluster(t *testing.T, setup func(*proc)) *tcluster {
+// grayCluster starts n1..n3 with n3 as grayUID(k) on data directory dir (empty: one of its
+// own), with flags for every node, calling setup (when set) on each node before. It skips
+// unless root with iptables.
+func grayCluster(t *testing.T, k int, flags []string, dir string, setup func(*proc)) *tcluster {
+	t.Helper()
+	grayNeeds(t)
+	b := buildBins(t)
+	must(t, os.Chmod(filepath.Dir(b.kvnode), 0o755)) // the gray node's user runs kvnode
+	if dir == "" {
+		dir = filepath.Join(grayDir(t, grayUID(k)), "data")
+	}
+	return startClusterSetup(t, 3, 0, flags, map[string]string{"n3": dir}, func(p *proc) {
+		if p.id == "n3" {
+			p.cred = &syscall.Credential{Uid: grayUID(k), Gid: grayUID(k)}
+		}
+		if setup != nil {
+			setup(p)
+		}
+	})
+}
+
+// grayNeeds skips unless the test runs as root with iptables (the gray node runs as another
+// user, and iptables drops its packets).
+func grayNeeds(t *testing.T) {
 	t.Helper()
 	long(t)
 	if os.Geteuid() != 0 {
@@ -77,38 +80,67 @@ func grayCluster(t *testing.T, setup func(*proc)) *tcluster {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		t.Skip("needs iptables")
 	}
-	b := buildBins(t)
-	must(t, os.Chmod(filepath.Dir(b.kvnode), 0o755)) // the gray node's user runs kvnode
-	dir := grayDir(t)
-	return startClusterSetup(t, 3, 0, nil, map[string]string{"n3": dir}, func(p *proc) {
-		if p.id == "n3" {
-			p.cred = &syscall.Credential{Uid: grayUID(t), Gid: grayUID(t)}
+}
+
+// grayChain is the prefix of the iptables chains of the drills; a chain's name goes on with
+// the pid of the test process that made it.
+const grayChain = "RINGKV-GRAY-"
+
+// sweepGrayChains removes the drills' chains left by test processes that are gone (killed
+// before their cleanup ran), with their jumps from OUTPUT.
+func sweepGrayChains(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("iptables", "-w", "-S").CombinedOutput()
+	if err != nil {
+		t.Logf("iptables -S: %v %s", err, out)
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || f[0] != "-N" || !strings.HasPrefix(f[1], grayChain) {
+			continue
 		}
-		if setup != nil {
-			setup(p)
+		var pid int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(f[1], grayChain), "%d", &pid); err != nil || pid <= 0 {
+			continue
 		}
-	})
+		if err := syscall.Kill(pid, 0); err == nil || err == syscall.EPERM {
+			continue // its test process still runs
+		}
+		for exec.Command("iptables", "-w", "-D", "OUTPUT", "-j", f[1]).Run() == nil {
+		}
+		exec.Command("iptables", "-w", "-F", f[1]).Run()
+		if out, err := exec.Command("iptables", "-w", "-X", f[1]).CombinedOutput(); err != nil {
+			t.Logf("iptables -X %s (a stale chain): %v %s", f[1], err, out)
+		} else {
+			t.Logf("removed the stale chain %s of process %d", f[1], pid)
+		}
+	}
 }
 
 // packetLoss drops a share of the packets on every TCP connection of the gray node's user,
 // both ways (its connections are marked by their first packet it sends; each packet crosses
-// OUTPUT once on loopback). 0 removes the rule. Rules live in a chain of this process's,
-// removed at cleanup.
+// OUTPUT once on loopback). 0 removes the rule. Rules live in a chain of this process's
+// drill k, removed at cleanup; chains of test processes that are gone are swept first.
 type packetLoss struct {
 	t     *testing.T
 	chain string
+	uid   uint32
+	mark  string
 }
 
-func newPacketLoss(t *testing.T) *packetLoss {
+func newPacketLoss(t *testing.T, k int) *packetLoss {
 	t.Helper()
-	l := &packetLoss{t: t, chain: fmt.Sprintf("RINGKV-GRAY-%d", grayUID(t))}
+	sweepGrayChains(t)
+	l := &packetLoss{t: t, chain: fmt.Sprintf("%s%d-%d", grayChain, os.Getpid(), k), uid: grayUID(k),
+		mark: fmt.Sprintf("0x%x", 0x2700+(2*os.Getpid()+k)%256)}
 	l.ipt("-N", l.chain)
-	l.ipt("-I", "OUTPUT", "-j", l.chain)
 	t.Cleanup(func() {
-		l.ipt("-D", "OUTPUT", "-j", l.chain)
-		l.ipt("-F", l.chain)
-		l.ipt("-X", l.chain)
+		exec.Command("iptables", "-w", "-D", "OUTPUT", "-j", l.chain).Run()
+		exec.Command("iptables", "-w", "-F", l.chain).Run()
+		exec.Command("iptables", "-w", "-X", l.chain).Run()
 	})
+	l.ipt("-I", "OUTPUT", "-j", l.chain)
 	return l
 }
 
@@ -149,21 +181,112 @@ func (l *packetLoss) set(share float64) {
 	if share == 0 {
 		return
 	}
-	uid := grayUID(l.t)
-	mark := fmt.Sprintf("0x%x", 0x27000000+uid)
-	l.ipt("-A", l.chain, "-m", "owner", "--uid-owner", fmt.Sprint(uid), "-j", "CONNMARK", "--set-mark", mark)
-	l.ipt("-A", l.chain, "-p", "tcp", "-m", "connmark", "--mark", mark, "-m", "statistic", "--mode", "random",
+	l.ipt("-A", l.chain, "-m", "owner", "--uid-owner", fmt.Sprint(l.uid), "-j", "CONNMARK", "--set-mark", l.mark)
+	l.ipt("-A", l.chain, "-p", "tcp", "-m", "connmark", "--mark", l.mark, "-m", "statistic", "--mode", "random",
 		"--probability", fmt.Sprint(share), "-j", "DROP")
+}
+
+// slowDisk is an ext4 file system on a loop device for one node's data, and a blkio cgroup
+// (v1: this machine's io controller) that the node's process joins: on caps the device's
+// writes at some I/O operations per second, which its fsyncs wait for.
+type slowDisk struct {
+	t                  *testing.T
+	dir, loop, mnt, cg string
+	dev                string // major:minor
+}
+
+// newSlowDisk makes the file system, owned by uid; an error when the machine cannot (no
+// loop devices, no blkio throttle).
+func newSlowDisk(t *testing.T, uid uint32) (*slowDisk, error) {
+	t.Helper()
+	cgRoot := "/sys/fs/cgroup/blkio"
+	if _, err := os.Stat(filepath.Join(cgRoot, "blkio.throttle.write_iops_device")); err != nil {
+		return nil, fmt.Errorf("no blkio throttle: %w", err)
+	}
+	d := &slowDisk{t: t, dir: grayDir(t, uid)}
+	run := func(name string, args ...string) (string, error) {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %v %s", name, strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	img := filepath.Join(d.dir, "disk.img")
+	if _, err := run("truncate", "-s", "2G", img); err != nil {
+		return nil, err
+	}
+	loop, err := run("losetup", "-f", "--show", img)
+	if err != nil {
+		return nil, err
+	}
+	d.loop = loop
+	t.Cleanup(d.close)
+	if _, err := run("mkfs.ext4", "-q", loop); err != nil {
+		return nil, err
+	}
+	d.mnt = filepath.Join(d.dir, "mnt")
+	must(t, os.Mkdir(d.mnt, 0o755))
+	if _, err := run("mount", loop, d.mnt); err != nil {
+		d.mnt = ""
+		return nil, err
+	}
+	must(t, os.Chown(d.mnt, int(uid), int(uid)))
+	dev, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(loop), "dev"))
+	if err != nil {
+		return nil, err
+	}
+	d.dev = strings.TrimSpace(string(dev))
+	d.cg = filepath.Join(cgRoot, fmt.Sprintf("ringkv-gray-%d", os.Getpid()))
+	if err := os.Mkdir(d.cg, 0o755); err != nil {
+		d.cg = ""
+		return nil, err
+	}
+	return d, nil
+}
+
+// data is the node's data directory on the file system.
+func (d *slowDisk) data() string { return filepath.Join(d.mnt, "data") }
+
+// join moves process pid (every thread) into the cgroup.
+func (d *slowDisk) join(pid int) {
+	d.t.Helper()
+	must(d.t, os.WriteFile(filepath.Join(d.cg, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0))
+}
+
+// limit caps the device's writes at iops per second (0: no cap).
+func (d *slowDisk) limit(iops int) {
+	d.t.Helper()
+	must(d.t, os.WriteFile(filepath.Join(d.cg, "blkio.throttle.write_iops_device"), []byte(fmt.Sprintf("%s %d", d.dev, iops)), 0))
+}
+
+// close runs after the cluster's cleanup (registered before it): the node is gone.
+func (d *slowDisk) close() {
+	if d.cg != "" {
+		os.WriteFile(filepath.Join(d.cg, "blkio.throttle.write_iops_device"), []byte(d.dev+" 0"), 0)
+		if err := os.Remove(d.cg); err != nil {
+			d.t.Logf("remove cgroup %s: %v", d.cg, err)
+		}
+	}
+	if d.mnt != "" {
+		if out, err := exec.Command("umount", d.mnt).CombinedOutput(); err != nil {
+			d.t.Logf("umount %s: %v %s", d.mnt, err, out)
+		}
+	}
+	if out, err := exec.Command("losetup", "-d", d.loop).CombinedOutput(); err != nil {
+		d.t.Logf("losetup -d %s: %v %s", d.loop, err, out)
+	}
 }
 
 // balancer is a load balancer in front of nodes' HTTP ports: it checks each node's /readyz
 // once a second and sends each request to the next node that answered 200 (to every node
-// when none did).
+// when none did), of those the drill has not taken out (rotate).
 type balancer struct {
 	nodes   []*proc
 	targets []*loadgen.HTTPTarget
 	ready   []atomic.Bool
-	next    atomic.Uint64
+	// out are the nodes the drill keeps out of rotation, whatever their /readyz.
+	out  []atomic.Bool
+	next atomic.Uint64
 	// unready counts, per node, the health checks it failed; grayOut those that failed
 	// because it found itself gray.
 	unready, grayOut []atomic.Int64
@@ -183,7 +306,7 @@ func (b *balancer) flips() []string {
 var _ loadgen.Target = (*balancer)(nil)
 
 func newBalancer(nodes []*proc, conns int) *balancer {
-	b := &balancer{nodes: nodes, ready: make([]atomic.Bool, len(nodes)), unready: make([]atomic.Int64, len(nodes)),
+	b := &balancer{nodes: nodes, ready: make([]atomic.Bool, len(nodes)), out: make([]atomic.Bool, len(nodes)), unready: make([]atomic.Int64, len(nodes)),
 		grayOut: make([]atomic.Int64, len(nodes)), stop: make(chan struct{}), started: time.Now()}
 	for i, p := range nodes {
 		b.targets = append(b.targets, loadgen.NewHTTPTarget(p.http, conns, 0, 0))
@@ -231,6 +354,11 @@ func newBalancer(nodes []*proc, conns int) *balancer {
 	return b
 }
 
+// rotate puts p in the balancer's rotation or takes it out, whatever its /readyz.
+func (b *balancer) rotate(p *proc, in bool) {
+	b.out[slices.Index(b.nodes, p)].Store(!in)
+}
+
 func (b *balancer) close() {
 	close(b.stop)
 	b.done.Wait()
@@ -243,7 +371,12 @@ func (b *balancer) pick() *loadgen.HTTPTarget {
 	n := uint64(len(b.targets))
 	start := b.next.Add(1)
 	for k := range n {
-		if i := (start + k) % n; b.ready[i].Load() {
+		if i := (start + k) % n; b.ready[i].Load() && !b.out[i].Load() {
+			return b.targets[i]
+		}
+	}
+	for k := range n {
+		if i := (start + k) % n; !b.out[i].Load() {
 			return b.targets[i]
 		}
 	}
@@ -413,13 +546,16 @@ func readyz(p *proc) int {
 type grayFault struct {
 	name, want string
 	on, off    func()
-	// lasts is how long the fault lasts (0: 22 s); named is how soon kvctl status must
-	// name it (0: 10 s). A fault that stops the node does not check its readiness (stopped).
+	// lasts is how long the fault lasts (0: 16 s: 10 s to notice, 6 s to measure); named is
+	// how soon kvctl status must name it (0: 10 s). A fault that stops the node does not check its readiness (stopped).
 	lasts, named time.Duration
 	stops        bool
 	// measured: whether and when it is named is logged, not required (a goal this drill
 	// still misses; docs/bench.md says why).
 	measured bool
+	// inRotation: the balancer sends the gray node its share of the load during this fault
+	// (and the gap after), as over a lossy node; otherwise the load goes through the others.
+	inRotation bool
 }
 
 // grayDrill runs a constant-rate mix of quorum writes and reads through lb while each fault
@@ -432,13 +568,16 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 	const (
 		before = 8 * time.Second
 		notice = 10 * time.Second
-		gap    = 10 * time.Second
+		gap    = 6 * time.Second
 	)
 	lasts := func(f grayFault) time.Duration {
 		if f.lasts > 0 {
 			return f.lasts
 		}
-		return 22 * time.Second
+		return 16 * time.Second
+	}
+	if len(faults) > 0 {
+		lb.rotate(gray, faults[0].inRotation)
 	}
 	acks := newAckLog(t)
 	cfg := loadgen.DefaultConfig()
@@ -472,13 +611,14 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 		}
 		time.Sleep(time.Until(start.Add(at)))
 		load := loadAvg()
+		lb.rotate(gray, f.inRotation)
 		f.on()
 		faultAt := time.Now()
 		peek := time.AfterFunc(5*time.Second, func() { c.logLinks(c.nodes...) })
 		line, took := c.grayNamed(via, gray.id, f.want, within+5*time.Second)
 		peek.Stop()
 		unreadyAt, reason := time.Duration(0), ""
-		for time.Since(faultAt) < 15*time.Second && !f.stops {
+		for time.Since(faultAt) < min(15*time.Second, faultFor-time.Second) && !f.stops {
 			if code, body, err := request(http.MethodGet, "http://"+gray.admin+"/readyz", nil); err == nil && code == http.StatusServiceUnavailable {
 				unreadyAt, reason = time.Since(faultAt), strings.TrimSpace(body)
 				break
@@ -496,7 +636,7 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 			t.Errorf("%s: kvctl status named %s after %v, want within %v", f.name, gray.id, took, within)
 		}
 		if unreadyAt == 0 && !f.stops && !f.measured {
-			t.Errorf("%s: %s's /readyz still 200 after 15 s", f.name, gray.id)
+			t.Errorf("%s: %s's /readyz still 200 after %v", f.name, gray.id, min(15*time.Second, faultFor-time.Second))
 		}
 		phases = append(phases,
 			&drillPhase{name: f.name + ", first 10s", from: at, to: at + notice},
@@ -515,7 +655,8 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 	for _, p := range lb.nodes {
 		via2 = append(via2, p.id)
 	}
-	t.Logf("drill, load average %s, %.0f req/s mixed get=50,put=50 at quorum through %s by /readyz:", loadAvg(), cfg.Rate, strings.Join(via2, ", "))
+	t.Logf("drill, load average %s, %.0f req/s mixed get=50,put=50 at quorum through %s by /readyz (%s only while the fault allows):",
+		loadAvg(), cfg.Rate, strings.Join(via2, ", "), gray.id)
 	for _, p := range phases {
 		t.Logf("  %s", p)
 	}
@@ -544,30 +685,6 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 	if res.code != 0 {
 		t.Errorf("kvctl bench check: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-}
-
-// TestGrayLossyNode: 5% and then 20% of the packets of n3 dropped, with the load spread over
-// all three nodes by a balancer that health-checks /readyz. n3 must find itself the odd one
-// out and leave readiness within 10 s while n1 and n2 stay ready, kvctl status must name it
-// lossy, and no acknowledged write may be lost.
-func TestGrayLossyNode(t *testing.T) {
-	t.Parallel()
-	c := grayCluster(t, nil)
-	loss := newPacketLoss(t)
-	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
-	lb := newBalancer([]*proc{n1, n2, n3}, 32)
-	defer lb.close()
-	var faults []grayFault
-	for _, share := range []float64{0.05, 0.20} {
-		name := fmt.Sprintf("%.0f%% loss on n3", 100*share)
-		faults = append(faults, grayFault{name: name, want: "lossy",
-			on: func() { loss.set(share) },
-			off: func() {
-				t.Logf("%s: %s", name, loss.dropped())
-				loss.set(0)
-			}})
-	}
-	grayDrill(t, c, lb, n1, n3, "gray-loss:", faults)
 }
 
 // delayProxy forwards TCP connections from its address to target, holding every chunk
@@ -650,47 +767,61 @@ func (p *delayProxy) close() {
 	p.wg.Wait()
 }
 
-// TestGrayLinksAndCuts: n3's peers reach it through a proxy that adds 50 ms, then 200 ms
-// (slow links); then its inbound gRPC is cut (it reaches its peers, they cannot reach it),
-// then its outbound (the reverse). The load goes through the healthy nodes n1 and n2. Each
-// time kvctl status must name n3 and the fault within 10 s, n3's readiness must say which
-// side is cut, n1 and n2 must stay ready, and no acknowledged write may be lost.
-func TestGrayLinksAndCuts(t *testing.T) {
+// TestGrayNetwork: n3's network goes gray in turn, each fault 16 s with 6 s between, under
+// one load. Lossy: 5% and then 20% of its packets dropped, with the load spread over all
+// three nodes by a balancer that health-checks /readyz: n3 must find itself the odd one out
+// and leave readiness while n1 and n2 stay ready. Slow links: its peers reach it through a
+// proxy that adds 50 ms, then 200 ms. Cut one way: its inbound gRPC is cut (it reaches its
+// peers, they cannot reach it), then its outbound (the reverse); readiness must say which
+// side is cut and the ring metadata must not split. From the slow links on, the load goes
+// through the healthy nodes n1 and n2. Each time kvctl status must name n3 and the fault
+// within 10 s, and no acknowledged write may be lost.
+func TestGrayNetwork(t *testing.T) {
+	grayNeeds(t)
 	t.Parallel()
 	var proxy *delayProxy
-	c := grayCluster(t, func(p *proc) {
+	c := grayCluster(t, 0, nil, "", func(p *proc) {
 		if p.id == "n3" {
 			p.advertise = freeAddr(t)
 			proxy = newDelayProxy(t, p.advertise, p.grpc)
 		}
 	})
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
-	cut := newPacketLoss(t)
+	ipt := newPacketLoss(t, 0)
 	port := func(addr string) string {
 		_, p, err := net.SplitHostPort(addr)
 		must(t, err)
 		return p
 	}
-	lb := newBalancer([]*proc{n1, n2}, 32)
+	lb := newBalancer([]*proc{n1, n2, n3}, 32)
 	defer lb.close()
 	var faults []grayFault
+	for _, share := range []float64{0.05, 0.20} {
+		name := fmt.Sprintf("%.0f%% loss on n3", 100*share)
+		faults = append(faults, grayFault{name: name, want: "lossy", inRotation: true,
+			on: func() { ipt.set(share) },
+			off: func() {
+				t.Logf("%s: %s", name, ipt.dropped())
+				ipt.set(0)
+			}})
+	}
 	for _, d := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
 		faults = append(faults, grayFault{name: fmt.Sprintf("+%v on n3's links", d), want: "slow links",
-			on: func() { proxy.set(d) }, off: func() { proxy.set(0) }, measured: d < 200*time.Millisecond})
+			on: func() { proxy.set(d) }, off: func() { proxy.set(0) }})
 	}
 	faults = append(faults,
 		grayFault{name: "n3 inbound cut", want: "unreachable from its peers",
-			on:  func() { cut.rules([]string{"-p", "tcp", "--dport", port(n3.grpc), "-j", "DROP"}) },
-			off: func() { cut.rules() }},
+			on:  func() { ipt.rules([]string{"-p", "tcp", "--dport", port(n3.grpc), "-j", "DROP"}) },
+			off: func() { ipt.rules() }},
 		grayFault{name: "n3 outbound cut", want: "cut off from its peers",
 			on: func() {
-				uid := fmt.Sprint(grayUID(t))
-				cut.rules(
+				uid := fmt.Sprint(ipt.uid)
+				ipt.rules(
 					[]string{"-m", "owner", "--uid-owner", uid, "-p", "tcp", "--dport", port(n1.grpc), "-j", "DROP"},
 					[]string{"-m", "owner", "--uid-owner", uid, "-p", "tcp", "--dport", port(n2.grpc), "-j", "DROP"})
 			},
-			off: func() { cut.rules() }})
-	grayDrill(t, c, lb, n1, n3, "gray-links:", faults)
+			off: func() { ipt.rules() }})
+	grayDrill(t, c, lb, n1, n3, "gray-net:", faults)
 	// One ring for all: no node took its own view of the metadata during the cuts.
 	epochs := map[uint64][]string{}
 	for _, p := range c.nodes {
@@ -702,20 +833,38 @@ func TestGrayLinksAndCuts(t *testing.T) {
 	}
 }
 
-// TestGrayFlappingNode: n3 is stopped (SIGKILL) and started again every 5 s for a minute
-// while the load goes through n1 and n2. kvctl status must name it flapping, n1 and n2 must
-// stay ready with no error storm, and once it settles it must serve again with nothing
-// acknowledged lost.
-func TestGrayFlappingNode(t *testing.T) {
-	long(t)
+// TestGrayDiskAndFlapping: every node with --sync-writes. Slow disk: n3's data lies on a loop
+// device whose writes a blkio cgroup caps, 10x slower fsyncs, for 16 s with the load spread
+// over all three nodes by /readyz: kvctl status must name it "slow disk" within 10 s and it
+// must leave readiness. Flapping: n3 stopped (SIGKILL) and started every 5 s for 30 s, the
+// load through n1 and n2: kvctl status must name it flapping once it is gone the second time
+// (one restart is not flapping), n1 and n2 must stay ready with no error storm, and once it
+// settles it must serve again. No acknowledged write may be lost.
+func TestGrayDiskAndFlapping(t *testing.T) {
+	grayNeeds(t)
 	t.Parallel()
-	c := startCluster(t, 3, 0)
+	var faults []grayFault
+	disk, err := newSlowDisk(t, grayUID(1))
+	dir := ""
+	if err != nil {
+		t.Logf("no slow disk drill, the machine cannot slow a disk: %v", err)
+	} else {
+		dir = disk.data()
+	}
+	c := grayCluster(t, 1, []string{"--sync-writes"}, dir, nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
-	lb := newBalancer([]*proc{n1, n2}, 32)
+	lb := newBalancer([]*proc{n1, n2, n3}, 32)
 	defer lb.close()
+	if disk != nil {
+		disk.join(n3.cmd.Process.Pid)
+		faults = append(faults, grayFault{name: "n3's disk 10x slower", want: "slow disk", inRotation: true,
+			on: func() { disk.limit(slowDiskIOPS) }, off: func() { disk.limit(0) }})
+	}
 	stop := make(chan struct{})
 	var flapping sync.WaitGroup
-	flap := grayFault{name: "n3 flapping", want: "flapping", lasts: time.Minute, named: 30 * time.Second, stops: true,
+	faults = append(faults, grayFault{name: "n3 flapping", want: "flapping", lasts: 30 * time.Second, stops: true,
+		// It flaps from its second departure, 10 s in: one restart is not flapping.
+		named: 12 * time.Second,
 		on: func() {
 			flapping.Go(func() {
 				for {
@@ -738,8 +887,8 @@ func TestGrayFlappingNode(t *testing.T) {
 		off: func() {
 			close(stop)
 			flapping.Wait()
-		}}
-	grayDrill(t, c, lb, n1, n3, "gray-flap:", []grayFault{flap})
+		}})
+	grayDrill(t, c, lb, n1, n3, "gray-disk:", faults)
 	for _, p := range []*proc{n1, n2} {
 		info, err := c.admin(p).NodeInfo(context.Background(), &kvpb.NodeInfoRequest{})
 		must(t, err)
@@ -748,3 +897,7 @@ func TestGrayFlappingNode(t *testing.T) {
 		}
 	}
 }
+
+// slowDiskIOPS caps the slow disk's writes: an fsync of badger's (data and the file
+// system's journal) took 1 ms on this machine's disk, 10 ms or more at this cap.
+const slowDiskIOPS = 100
