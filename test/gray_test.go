@@ -863,8 +863,9 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 	stop := make(chan struct{})
 	var flapping sync.WaitGroup
 	faults = append(faults, grayFault{name: "n3 flapping", want: "flapping", lasts: 30 * time.Second, stops: true,
-		// It flaps from its second departure, 10 s in: one restart is not flapping.
-		named: 12 * time.Second,
+		// It flaps from its second departure, 10 s in (one restart is not flapping), later
+		// when a loaded machine starts it slowly: its comeback must be seen before it goes.
+		named: 20 * time.Second,
 		on: func() {
 			flapping.Go(func() {
 				for {

@@ -52,7 +52,7 @@ const (
 	// back and gone again. flapMinUp: a departure sooner after a comeback is the same outage.
 	flapAfter  = 3
 	flapWindow = time.Minute
-	flapMinUp  = time.Second
+	flapMinUp  = 500 * time.Millisecond
 	// flapQuiet: a node steady that long since its last departure or comeback has settled,
 	// and its flaps are forgotten.
 	flapQuiet = 15 * time.Second
