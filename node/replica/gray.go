@@ -388,6 +388,10 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	var alone []*kvpb.GrayNode
 	for _, x := range ids {
 		if g := grayLinks(x, ids, views, heard[x]); g != nil {
+			// Writes to a node whose disk is slow are slow calls: its store says which.
+			if d := slowDisk(x, ids, views); d != nil && g.GetKind() == kvpb.GrayNode_LATENCY {
+				g = d
+			}
 			drawn[x] = g
 		} else if g := flapping(x, ids, views); g != nil {
 			drawn[x] = g

@@ -107,6 +107,16 @@ func TestGrayVerdict(t *testing.T) {
 			return disk(2 * time.Millisecond), f == to
 		}), "", "n2 SLOW_DISK"},
 		{"flapping", uniform(func(f, to string) (linkSpec, bool) { return flappy, to == "n1" && f != to }), "", "n1 FLAPPING"},
+		// Its peers' writes to it wait on its disk: their calls to it are slow too.
+		{"slow disk slows the calls to it", uniform(func(f, to string) (linkSpec, bool) {
+			switch {
+			case f == to && f == "n2":
+				return disk(40 * time.Millisecond), true
+			case f == to:
+				return disk(time.Millisecond), true
+			}
+			return slow, to == "n2"
+		}), "", "n2 SLOW_DISK"},
 	}
 	now := time.Unix(1_800_000_000, 0)
 	for _, tc := range cases {
