@@ -9,6 +9,7 @@ import (
 
 	"ringkv/node/cluster"
 	"ringkv/node/heat"
+	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
 
@@ -37,8 +38,13 @@ func (n *Node) watchEvents(ctx context.Context) {
 		now = time.Now
 	}
 	prev := n.eventState()
+	var owned uint64 // the ring epoch whose owners the history holds
 	for {
 		cw, rw := n.cl.Watch(), n.repairs.Watch()
+		if r := n.currentRing(); r != nil && r.Epoch() != owned {
+			n.heat.SetOwners(bucketOwners(r))
+			owned = r.Epoch()
+		}
 		cur := n.eventState()
 		for _, e := range heatEvents(prev, cur, now()) {
 			n.heat.AddEventAt(e.Time, e.Kind, e.Text)
@@ -52,6 +58,46 @@ func (n *Node) watchEvents(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// bucketOwners names the owner of each heat bucket in r: the member owning the most of the
+// bucket's tokens (a bucket holds 2^56 tokens, a vnode of a 64-vnode node of a 3-node ring
+// about 2^55: most buckets have one or two owners).
+func bucketOwners(r *ring.Ring) [heat.Buckets]string {
+	var share [heat.Buckets]map[string]uint64
+	add := func(b int, id string, n uint64) {
+		if share[b] == nil {
+			share[b] = map[string]uint64{}
+		}
+		share[b][id] += n
+	}
+	// Each vnode covers (start, end], wrapping past the top when start >= end (one vnode: all).
+	span := func(lo, hi uint64, id string) { // [lo, hi]
+		for b := heat.Bucket(lo); b <= heat.Bucket(hi); b++ {
+			first, last := heat.BucketRange(b)
+			add(b, id, min(hi, last)-max(lo, first)+1)
+		}
+	}
+	for _, rg := range r.Ranges() {
+		if rg.Start < rg.End {
+			span(rg.Start+1, rg.End, rg.Owner)
+			continue
+		}
+		if rg.Start != ^uint64(0) {
+			span(rg.Start+1, ^uint64(0), rg.Owner)
+		}
+		span(0, rg.End, rg.Owner)
+	}
+	var out [heat.Buckets]string
+	for b, m := range share {
+		var best uint64
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			if m[id] > best {
+				out[b], best = id, m[id]
+			}
+		}
+	}
+	return out
 }
 
 func (n *Node) eventState() eventState {

@@ -3,6 +3,7 @@ package oncall
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -52,7 +53,10 @@ type Heat struct {
 	Columns     []time.Time `json:"columns"`
 	Rows        []string    `json:"rows"`
 	Values      [][]*uint64 `json:"values"`
-	Events      []Event     `json:"events"`
+	// Owners[row][column] is the node that owned most of the row's tokens at the column's end
+	// (as most answering nodes saw the ring), "" when no node knows.
+	Owners [][]string `json:"owners"`
+	Events []Event    `json:"events"`
 }
 
 // MergeHeat sums the nodes' values per row and column (p99: the highest); a step is present when
@@ -79,9 +83,13 @@ func MergeHeat(reps []*kvpb.HeatResponse, metric string) (*Heat, error) {
 	}
 	const buckets = 256
 	res.Values = make([][]*uint64, buckets)
+	res.Owners = make([][]string, buckets)
+	votes := make([][]map[string]int, buckets)
 	for b := range buckets {
 		res.Rows = append(res.Rows, fmt.Sprintf("%016x-%016x", uint64(b)<<56, uint64(b)<<56|(1<<56-1)))
 		res.Values[b] = make([]*uint64, len(times))
+		res.Owners[b] = make([]string, len(times))
+		votes[b] = make([]map[string]int, len(times))
 	}
 	seen := false
 	for _, r := range reps {
@@ -90,6 +98,10 @@ func MergeHeat(reps []*kvpb.HeatResponse, metric string) (*Heat, error) {
 		if nb != buckets || len(r.GetValues()) != nb*len(r.GetColumnsUnixNanos()) {
 			return nil, fmt.Errorf("node %s answered %d values for %d columns of %d buckets", r.GetNode(), len(r.GetValues()), len(r.GetColumnsUnixNanos()), nb)
 		}
+		owners, names := r.GetOwners(), r.GetOwnerNames()
+		if len(owners) != len(r.GetValues()) {
+			owners = nil // a node that keeps no owners
+		}
 		for ci, c := range r.GetColumnsUnixNanos() {
 			if !r.GetPresent()[ci] {
 				continue
@@ -97,6 +109,14 @@ func MergeHeat(reps []*kvpb.HeatResponse, metric string) (*Heat, error) {
 			seen = true
 			col := cols[c]
 			for b := range buckets {
+				if owners != nil {
+					if o := int(owners[ci*buckets+b]); o > 0 && o <= len(names) {
+						if votes[b][col] == nil {
+							votes[b][col] = map[string]int{}
+						}
+						votes[b][col][names[o-1]]++
+					}
+				}
 				v := r.GetValues()[ci*buckets+b]
 				p := res.Values[b][col]
 				switch {
@@ -120,9 +140,48 @@ func MergeHeat(reps []*kvpb.HeatResponse, metric string) (*Heat, error) {
 		}
 		return nil, fmt.Errorf("%w since %s: no node (%s) has history for it", ErrNoData, from, strings.Join(res.Nodes, ", "))
 	}
+	for b := range buckets {
+		for c, vs := range votes[b] {
+			best := 0
+			for _, id := range slices.Sorted(maps.Keys(vs)) {
+				if vs[id] > best {
+					res.Owners[b][c], best = id, vs[id]
+				}
+			}
+		}
+	}
 	slices.SortStableFunc(res.Events, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	res.Events = dedupe(res.Events)
 	return res, nil
+}
+
+// RowOwners is, for the buckets lo..hi (a row of the table), the owner of most of them at each
+// column ("" when no bucket's owner is known), and for each column whether any bucket's owner
+// differs from the column before (both known).
+func (res *Heat) RowOwners(lo, hi int) (owners []string, changed []bool) {
+	for c := range res.Columns {
+		n := map[string]int{}
+		ch := false
+		for b := lo; b <= hi && b < len(res.Owners); b++ {
+			o := res.Owners[b][c]
+			if o == "" {
+				continue
+			}
+			n[o]++
+			if c > 0 && res.Owners[b][c-1] != "" && res.Owners[b][c-1] != o {
+				ch = true
+			}
+		}
+		best, most := "", 0
+		for _, id := range slices.Sorted(maps.Keys(n)) {
+			if n[id] > most {
+				best, most = id, n[id]
+			}
+		}
+		owners = append(owners, best)
+		changed = append(changed, ch)
+	}
+	return owners, changed
 }
 
 // HeatLabelWidth is the width of a heat row's label ("0x00-0x0f ").
@@ -213,7 +272,11 @@ func DrawHeat(w io.Writer, res *Heat, width int) error {
 		pad := max(1, shown-len(start)-len(end))
 		fmt.Fprintf(&sb, "%*s%s%*s%s\n", HeatLabelWidth, "", start, pad, "", end)
 	}
-	fmt.Fprintf(&sb, "legend: %c no data  %c 0", glyphNoData, glyphZero)
+	zero := "0"
+	if res.Metric == "p99" {
+		zero = fmt.Sprintf("under %d ops (no p99)", kvpb.MinLatencySamples)
+	}
+	fmt.Fprintf(&sb, "legend: %c no data  %c %s", glyphNoData, glyphZero, zero)
 	for i, g := range levels {
 		fmt.Fprintf(&sb, "  %c <=%s", g, scale(res.Metric, top*uint64(i+1)/uint64(len(levels))))
 	}
@@ -241,6 +304,7 @@ func (res *Heat) Window(from, to time.Time) *Heat {
 	out := *res
 	out.Columns, out.Events = nil, []Event{}
 	out.Values = make([][]*uint64, len(res.Values))
+	out.Owners = make([][]string, len(res.Owners))
 	step := time.Duration(res.StepSeconds) * time.Second
 	var keep []int
 	for i, c := range res.Columns {
@@ -253,6 +317,12 @@ func (res *Heat) Window(from, to time.Time) *Heat {
 		out.Values[r] = make([]*uint64, 0, len(keep))
 		for _, i := range keep {
 			out.Values[r] = append(out.Values[r], row[i])
+		}
+	}
+	for r, row := range res.Owners {
+		out.Owners[r] = make([]string, 0, len(keep))
+		for _, i := range keep {
+			out.Owners[r] = append(out.Owners[r], row[i])
 		}
 	}
 	for _, e := range res.Events {

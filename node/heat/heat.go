@@ -102,9 +102,10 @@ type Cell struct {
 func (c Config) MemoryBound() int {
 	n := 0
 	for _, t := range c.Tiers {
-		n += t.Len * (8 + Buckets*int(unsafe.Sizeof(Cell{})))
+		n += t.Len * (8 + Buckets*int(unsafe.Sizeof(Cell{})+1))
 	}
 	n += Buckets * int(unsafe.Sizeof(live{}))
+	n += Buckets + MaxOwners*(int(unsafe.Sizeof(""))+MaxOwnerName)
 	n += c.MaxEvents * (int(unsafe.Sizeof(Event{})) + MaxEventText + MaxEventKind)
 	return n
 }
@@ -113,6 +114,13 @@ func (c Config) MemoryBound() int {
 const (
 	MaxEventText = 256
 	MaxEventKind = 32
+)
+
+// MaxOwners is how many distinct owners (node ids) a history names; an owner beyond them is
+// kept as unknown. MaxOwnerName caps an owner's id, in bytes.
+const (
+	MaxOwners    = 255
+	MaxOwnerName = 64
 )
 
 // Event is something that happened, to be drawn on the time axis.
@@ -132,17 +140,22 @@ type History struct {
 	// advanced is the last base step whose slots are stamped.
 	advanced atomic.Int64
 
-	mu     sync.Mutex // guards tiers and events
+	mu     sync.Mutex // guards tiers, events and owners
 	tiers  []tier
 	events []Event // ring; evNext is the next slot
 	evNext int
 	evLen  int
+	// names are the owners seen, owner o is names[o-1] (0: unknown); owners is each bucket's
+	// owner now, stamped into every step the node sees.
+	names  []string
+	owners [Buckets]uint8
 }
 
 type tier struct {
 	Tier
 	stamps []int64 // step number held by each slot; -1 none
 	cells  []Cell  // Len x Buckets
+	owners []uint8 // Len x Buckets: each bucket's owner at the step's end (History.names)
 }
 
 type live struct {
@@ -162,7 +175,7 @@ func New(cfg Config) *History {
 		h.now = time.Now
 	}
 	for _, t := range cfg.Tiers {
-		tr := tier{Tier: t, stamps: make([]int64, t.Len), cells: make([]Cell, t.Len*Buckets)}
+		tr := tier{Tier: t, stamps: make([]int64, t.Len), cells: make([]Cell, t.Len*Buckets), owners: make([]uint8, t.Len*Buckets)}
 		for i := range tr.stamps {
 			tr.stamps[i] = -1
 		}
@@ -231,16 +244,16 @@ func (h *History) advance(cur int64) {
 			first = last - int64(t.Len) + 1
 		}
 		for s := first; s <= last; s++ {
-			t.claim(s)
+			t.claim(s, &h.owners)
 		}
 	}
 	h.advanced.Store(cur)
 }
 
-// claim makes slot of step s hold s, zeroed if it held an older step; it reports false when
-// the slot holds a newer step (s has left the tier).
-func (t *tier) claim(s int64) (int, bool) {
-	i := int(((s % int64(t.Len)) + int64(t.Len)) % int64(t.Len))
+// claim makes slot of step s hold s, zeroed and owned by owners if it held an older step; it
+// reports false when the slot holds a newer step (s has left the tier).
+func (t *tier) claim(s int64, owners *[Buckets]uint8) (int, bool) {
+	i := t.slot(s)
 	switch {
 	case t.stamps[i] == s:
 		return i, true
@@ -249,7 +262,49 @@ func (t *tier) claim(s int64) (int, bool) {
 	}
 	t.stamps[i] = s
 	clear(t.cells[i*Buckets : (i+1)*Buckets])
+	copy(t.owners[i*Buckets:(i+1)*Buckets], owners[:])
 	return i, true
+}
+
+func (t *tier) slot(s int64) int { return int(((s % int64(t.Len)) + int64(t.Len)) % int64(t.Len)) }
+
+// SetOwners records which node owns each bucket from now on (the owner of most of its tokens;
+// "" unknown): the step in progress of every tier and the steps after it are stamped with it.
+func (h *History) SetOwners(owners [Buckets]string) {
+	cur := h.step(h.now())
+	if h.advanced.Load() < cur {
+		h.advance(cur)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for b, id := range owners {
+		h.owners[b] = h.intern(id)
+	}
+	for i := range h.tiers {
+		t := &h.tiers[i]
+		if slot, ok := t.claim(floorDiv(cur, int64(t.Step/h.base)), &h.owners); ok {
+			copy(t.owners[slot*Buckets:(slot+1)*Buckets], h.owners[:])
+		}
+	}
+}
+
+// intern returns id's number in h.names, adding it; 0 for "" or when MaxOwners are named.
+// h.mu is held.
+func (h *History) intern(id string) uint8 {
+	if id == "" {
+		return 0
+	}
+	id = clip(id, MaxOwnerName)
+	for i, n := range h.names {
+		if n == id {
+			return uint8(i + 1)
+		}
+	}
+	if len(h.names) == MaxOwners {
+		return 0
+	}
+	h.names = append(h.names, id)
+	return uint8(len(h.names))
 }
 
 // flush adds bucket b's live step to every tier and starts step cur; l.mu is held.
@@ -259,7 +314,7 @@ func (h *History) flush(b int, l *live, cur int64) {
 		h.mu.Lock()
 		for i := range h.tiers {
 			t := &h.tiers[i]
-			slot, ok := t.claim(floorDiv(l.step, int64(t.Step/h.base)))
+			slot, ok := t.claim(floorDiv(l.step, int64(t.Step/h.base)), &h.owners)
 			if !ok {
 				continue
 			}
@@ -318,12 +373,16 @@ func P99(v uint16) (d time.Duration, ok bool) {
 	return BinUpper(int(v) - 1), true
 }
 
+// MinP99Samples is the fewest operations a step's p99 is kept from: from fewer, a p99 is the
+// slowest of a handful, not a percentile, and the step has none (kvpb.MinLatencySamples).
+const MinP99Samples = 50
+
 func p99(h *[nbins]uint32) uint16 {
 	var n uint64
 	for _, c := range h {
 		n += uint64(c)
 	}
-	if n == 0 {
+	if n < MinP99Samples {
 		return 0
 	}
 	rank := (n*99 + 99) / 100
@@ -370,9 +429,15 @@ type View struct {
 	Present []bool
 	// Cells holds Buckets cells per column: Cells[col*Buckets+bucket].
 	Cells []Cell
+	// Owners holds Buckets owners per column, as Cells: the node that owned the bucket at the
+	// step's end, "" when unknown (a step not seen, or seen before owners were kept).
+	Owners []string
 	// Events are the events from the window's start on, oldest first.
 	Events []Event
 }
+
+// Owner returns the owner of a column and bucket.
+func (v *View) Owner(col, bucket int) string { return v.Owners[col*Buckets+bucket] }
 
 // Cell returns the cell of a column and bucket.
 func (v *View) Cell(col, bucket int) Cell { return v.Cells[col*Buckets+bucket] }
@@ -432,14 +497,18 @@ func (h *History) Query(since time.Time, step time.Duration) (View, error) {
 	first := max(floorDiv(since.UnixNano(), int64(t.Step)), last-int64(t.Len)+1)
 	v := View{Step: t.Step}
 	for s := first; s <= last; s++ {
-		i := int(((s % int64(t.Len)) + int64(t.Len)) % int64(t.Len))
+		i := t.slot(s)
 		v.Columns = append(v.Columns, time.Unix(0, s*int64(t.Step)))
 		ok := t.stamps[i] == s
 		v.Present = append(v.Present, ok)
 		if ok {
 			v.Cells = append(v.Cells, t.cells[i*Buckets:(i+1)*Buckets]...)
+			for _, o := range t.owners[i*Buckets : (i+1)*Buckets] {
+				v.Owners = append(v.Owners, h.name(o))
+			}
 		} else {
 			v.Cells = append(v.Cells, make([]Cell, Buckets)...)
+			v.Owners = append(v.Owners, make([]string, Buckets)...)
 		}
 	}
 	start := time.Unix(0, first*int64(t.Step))
@@ -451,6 +520,14 @@ func (h *History) Query(since time.Time, step time.Duration) (View, error) {
 	}
 	slices.SortStableFunc(v.Events, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	return v, nil
+}
+
+// name is owner o's id, "" for unknown; h.mu is held.
+func (h *History) name(o uint8) string {
+	if o == 0 || int(o) > len(h.names) {
+		return ""
+	}
+	return h.names[o-1]
 }
 
 // Run saves the history every SaveEvery until ctx ends, then once more. Without a Dir it

@@ -1,10 +1,12 @@
 package heat
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -112,8 +114,8 @@ func TestP99AndErrors(t *testing.T) {
 		if !ok || rp < 40*time.Millisecond || rp > 45*time.Millisecond {
 			t.Errorf("step %v: got read p99 %v, want 40ms to 45ms", step, rp)
 		}
-		if wp, _ := P99(c.WriteP99); wp < 5*time.Millisecond || wp > 5625*time.Microsecond {
-			t.Errorf("step %v: got write p99 %v, want 5ms to 5.625ms", step, wp)
+		if wp, ok := P99(c.WriteP99); ok {
+			t.Errorf("step %v: one write: got a write p99 %v, want none (under %d samples)", step, wp, MinP99Samples)
 		}
 		if c.Reads != 1000 || c.Writes != 1 || c.Errors != 1 || c.Bytes != 100007 {
 			t.Errorf("step %v: got %+v, want 1000 reads, 1 write, 1 error, 100007 bytes", step, c)
@@ -210,6 +212,13 @@ func TestMemoryBound(t *testing.T) {
 	long := string(make([]byte, 1000))
 	for i := range 3000 {
 		h.AddEvent(long, long)
+		if i%10 == 0 { // more owners than are named, with the longest names
+			var o [Buckets]string
+			for b := range o {
+				o[b] = fmt.Sprintf("%s-%d", long[:MaxOwnerName-4], (i+b)%300)
+			}
+			h.SetOwners(o)
+		}
 		for b := range Buckets {
 			h.Record(uint64(b)<<56, i%2 == 0, 1000, time.Duration(i)*time.Millisecond, i%3 == 0)
 		}
@@ -221,6 +230,45 @@ func TestMemoryBound(t *testing.T) {
 		t.Errorf("got %d bytes in use, want at most the bound %d", used, cfg.MemoryBound())
 	}
 	t.Logf("in use %d bytes, bound %d", used, cfg.MemoryBound())
+}
+
+// TestOwners: each step keeps the owner of each bucket as the ring stood at its end; steps
+// before any owner was set, and steps not seen, have none; a restart keeps them.
+func TestOwners(t *testing.T) {
+	dir := t.TempDir()
+	clk := testclock.New(epoch)
+	h := New(testConfig(clk, dir))
+	var o [Buckets]string
+	for b := range o {
+		o[b] = "n1"
+	}
+	clk.Advance(10 * time.Second) // step 1: no owner yet
+	h.SetOwners(o)                // step 1 ends owned by n1
+	clk.Advance(10 * time.Second)
+	o[0x42] = "n4"
+	h.SetOwners(o) // step 2: 0x42 moved to n4
+	clk.Advance(10 * time.Second)
+	if err := h.Save(); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := Open(testConfig(clk, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, hh := range map[string]*History{"live": h, "reopened": h2} {
+		v, err := hh.Query(epoch, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{v.Owner(0, 0x42), v.Owner(1, 0x42), v.Owner(2, 0x42), v.Owner(2, 0x41)}
+		if want := []string{"", "n1", "n4", "n1"}; !slices.Equal(got, want) {
+			t.Errorf("%s: got owners of 0x42 at steps 0-2 and of 0x41 at 2 %q, want %q", name, got, want)
+		}
+	}
+	v, _ := h2.Query(epoch, 10*time.Second)
+	if last := len(v.Columns) - 1; v.Owner(last, 0x42) != "" && !v.Present[last] {
+		t.Errorf("a step not seen has owner %q, want none", v.Owner(last, 0x42))
+	}
 }
 
 func TestConcurrentRecordAndQuery(t *testing.T) {

@@ -16,7 +16,12 @@ import (
 // FileName is the history's file in Config.Dir.
 const FileName = "heat.bin"
 
-const magic = "RKVHEAT1"
+// The file's formats: 2 adds each step's owners (and the names they refer to) to 1, which is
+// still read (its steps' owners unknown).
+const (
+	magic   = "RKVHEAT2"
+	magicV1 = "RKVHEAT1"
+)
 
 // Open returns a History of cfg holding what was saved in cfg.Dir. A missing file is an empty
 // history; a file that cannot be read (damaged, or saved with other tiers) is set aside as
@@ -88,6 +93,11 @@ func (h *History) write(w *bufio.Writer) error {
 		buf = binary.AppendUvarint(buf, uint64(t.Step))
 		buf = binary.AppendUvarint(buf, uint64(t.Len))
 	}
+	buf = binary.AppendUvarint(buf, uint64(len(h.names)))
+	for _, n := range h.names {
+		buf = binary.AppendUvarint(buf, uint64(len(n)))
+		buf = append(buf, n...)
+	}
 	if _, err := w.Write(buf); err != nil {
 		return err
 	}
@@ -103,6 +113,7 @@ func (h *History) write(w *bufio.Writer) error {
 					buf = binary.AppendUvarint(buf, uint64(c.ReadP99))
 					buf = binary.AppendUvarint(buf, uint64(c.WriteP99))
 				}
+				buf = append(buf, t.owners[i*Buckets:(i+1)*Buckets]...)
 			}
 			if _, err := w.Write(buf); err != nil {
 				return err
@@ -129,9 +140,10 @@ func (h *History) load(r io.Reader) error {
 	}
 	br := bufio.NewReader(zr)
 	head := make([]byte, len(magic))
-	if _, err := io.ReadFull(br, head); err != nil || string(head) != magic {
+	if _, err := io.ReadFull(br, head); err != nil || string(head) != magic && string(head) != magicV1 {
 		return fmt.Errorf("not a heat history")
 	}
+	withOwners := string(head) == magic
 	u := func() uint64 {
 		v, e := binary.ReadUvarint(br)
 		if err == nil {
@@ -148,8 +160,27 @@ func (h *History) load(r io.Reader) error {
 			return fmt.Errorf("saved tier %v x %d, want %v x %d", step, l, t.Step, t.Len)
 		}
 	}
+	var names []string
+	if withOwners {
+		nn := u()
+		if err != nil || nn > MaxOwners {
+			return fmt.Errorf("saved with %d owners, want at most %d", nn, MaxOwners)
+		}
+		for range nn {
+			name := make([]byte, min(u(), MaxOwnerName))
+			if _, e := io.ReadFull(br, name); e != nil {
+				return e
+			}
+			names = append(names, string(name))
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The saved owners' numbers, as this history numbers them.
+	renum := [MaxOwners + 1]uint8{}
+	for i, n := range names {
+		renum[i+1] = h.intern(n)
+	}
 	cur := h.advanced.Load()
 	for ti := range h.tiers {
 		t := &h.tiers[ti]
@@ -168,6 +199,15 @@ func (h *History) load(r io.Reader) error {
 				c.Reads, c.Writes, c.Bytes, c.Errors = uint32(u()), uint32(u()), uint32(u()), uint32(u())
 				c.ReadP99, c.WriteP99 = uint16(u()), uint16(u())
 			}
+			var owners [Buckets]uint8
+			if withOwners {
+				if _, e := io.ReadFull(br, owners[:]); e != nil {
+					return e
+				}
+				for b, o := range owners {
+					owners[b] = renum[o]
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -182,6 +222,7 @@ func (h *History) load(r io.Reader) error {
 			if t.stamps[i] != s {
 				t.stamps[i] = s
 				clear(t.cells[i*Buckets : (i+1)*Buckets])
+				copy(t.owners[i*Buckets:(i+1)*Buckets], owners[:])
 			}
 			for b, c := range cells {
 				d := &t.cells[i*Buckets+b]

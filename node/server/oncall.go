@@ -134,6 +134,18 @@ func (s *Admin) Heat(_ context.Context, req *kvpb.HeatRequest) (*kvpb.HeatRespon
 	for _, c := range v.Cells {
 		resp.Values = append(resp.Values, c.Value(m))
 	}
+	resp.Owners = make([]byte, len(v.Owners))
+	for i, o := range v.Owners {
+		if o == "" {
+			continue
+		}
+		j := slices.Index(resp.OwnerNames, o)
+		if j < 0 {
+			j = len(resp.OwnerNames)
+			resp.OwnerNames = append(resp.OwnerNames, o)
+		}
+		resp.Owners[i] = byte(min(j+1, 255))
+	}
 	for _, e := range v.Events {
 		resp.Events = append(resp.Events, &kvpb.HeatEvent{UnixNanos: e.Time.UnixNano(), Kind: e.Kind, Text: e.Text})
 	}

@@ -2312,7 +2312,9 @@ type NodeStats struct {
 	GcPauseLastNs       uint64  `protobuf:"varint,15,opt,name=gc_pause_last_ns,json=gcPauseLastNs,proto3" json:"gc_pause_last_ns,omitempty"`
 	HeapBytes           uint64  `protobuf:"varint,16,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
 	OpsPerSec           float64 `protobuf:"fixed64,17,opt,name=ops_per_sec,json=opsPerSec,proto3" json:"ops_per_sec,omitempty"`
-	P99Ms               float64 `protobuf:"fixed64,18,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	// The coordinator's p99 over every op; 0 when it coordinated fewer than
+	// kvpb.MinLatencySamples in the window (no percentile).
+	P99Ms float64 `protobuf:"fixed64,18,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
 	// The data volume is below the node's reserve: writes are refused (NodeInfo.disk_full says why).
 	DiskFull      bool `protobuf:"varint,19,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -5462,9 +5464,14 @@ type HeatResponse struct {
 	// False for a step the node did not see (down, or before its history): "no data".
 	Present []bool `protobuf:"varint,5,rep,packed,name=present,proto3" json:"present,omitempty"`
 	// buckets values per column, column after column: values[col*buckets + bucket].
-	Buckets       uint32       `protobuf:"varint,6,opt,name=buckets,proto3" json:"buckets,omitempty"`
-	Values        []uint64     `protobuf:"varint,7,rep,packed,name=values,proto3" json:"values,omitempty"`
-	Events        []*HeatEvent `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"`
+	Buckets uint32       `protobuf:"varint,6,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	Values  []uint64     `protobuf:"varint,7,rep,packed,name=values,proto3" json:"values,omitempty"`
+	Events  []*HeatEvent `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"`
+	// The node that owned each bucket at each column's end as this node saw the ring, laid out
+	// as values: owners[col*buckets + bucket] is 0 when unknown (a step not seen) or i, naming
+	// owner_names[i-1].
+	OwnerNames    []string `protobuf:"bytes,9,rep,name=owner_names,json=ownerNames,proto3" json:"owner_names,omitempty"`
+	Owners        []byte   `protobuf:"bytes,10,opt,name=owners,proto3" json:"owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5551,6 +5558,20 @@ func (x *HeatResponse) GetValues() []uint64 {
 func (x *HeatResponse) GetEvents() []*HeatEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *HeatResponse) GetOwnerNames() []string {
+	if x != nil {
+		return x.OwnerNames
+	}
+	return nil
+}
+
+func (x *HeatResponse) GetOwners() []byte {
+	if x != nil {
+		return x.Owners
 	}
 	return nil
 }
@@ -6569,7 +6590,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"\x96\x02\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\xcf\x02\n" +
 	"\fHeatResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12!\n" +
 	"\fstep_seconds\x18\x02 \x01(\rR\vstepSeconds\x12*\n" +
@@ -6578,7 +6599,11 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\apresent\x18\x05 \x03(\bR\apresent\x12\x18\n" +
 	"\abuckets\x18\x06 \x01(\rR\abuckets\x12\x16\n" +
 	"\x06values\x18\a \x03(\x04R\x06values\x12)\n" +
-	"\x06events\x18\b \x03(\v2\x11.ringkv.HeatEventR\x06events\"\x0f\n" +
+	"\x06events\x18\b \x03(\v2\x11.ringkv.HeatEventR\x06events\x12\x1f\n" +
+	"\vowner_names\x18\t \x03(\tR\n" +
+	"ownerNames\x12\x16\n" +
+	"\x06owners\x18\n" +
+	" \x01(\fR\x06owners\"\x0f\n" +
 	"\rVnodesRequest\"o\n" +
 	"\x10LatencyHistogram\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\rR\x05first\x12\x16\n" +

@@ -52,7 +52,11 @@ byte by 16; JSON keeps all 256), columns are time steps. Each node keeps 10 s st
 hour, 1 min steps for a day and 10 min steps for a week, and saves them in its data directory;
 a step no node saw (all down, or before their history) is "no data" (- in the table, null in
 JSON), not zero. p99 is the higher of the read and write p99 (the highest over the nodes and
-finer steps: a bound), from a histogram of 8 bins per power of two (at most 12.5% high).
+finer steps: a bound), from a histogram of 8 bins per power of two (at most 12.5% high); a
+step of a range with fewer than 50 operations has no p99 (0, drawn as a zero).
+
+JSON "owners" is, per row and column, the node that owned most of the row's tokens at the
+step's end as the nodes saw the ring ("" unknown): where it changes, a ring change moved it.
 
 Without --step, the finest step whose history reaches --since. The table fits the terminal
 (--width to choose): adjacent steps are merged when there are more than columns.`,
