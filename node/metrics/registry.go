@@ -416,7 +416,11 @@ func (r *Registry) Snapshot(withVnodes bool) *kvpb.NodeStats {
 			coord.Merge(scratch)
 		}
 	}
-	ns.P99Ms = quantilesOf(coord).p99
+	// A p99 over a handful of operations is their slowest, not a percentile: none (0) below
+	// kvpb.MinLatencySamples.
+	if coord.TotalCount() >= kvpb.MinLatencySamples {
+		ns.P99Ms = quantilesOf(coord).p99
+	}
 	if r.cfg.Store != nil {
 		lsm, vlog := r.cfg.Store.Size()
 		ns.DiskBytes = uint64(max(lsm+vlog, 0))

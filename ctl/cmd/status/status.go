@@ -221,7 +221,7 @@ func hints(info *kvpb.NodeInfoResponse) string {
 
 func p99(ms float64) string {
 	if ms <= 0 {
-		return "-"
+		return present.NoSamples // fewer than kvpb.MinLatencySamples operations
 	}
 	return fmt.Sprintf("%.2fms", ms)
 }

@@ -164,7 +164,7 @@ func TestPrint(t *testing.T) {
 		"repair #2 on n2: n3's ranges, comparing, ranges 3/12 (25%)",
 		"NODE\tADDR\tSTATE\tROLE\tEPOCH\tOPS/S\tP99\tKEYS\tDISK\tFREE\tHINTS\tLAST-REPAIRED\tBREAKERS\tNOTE",
 		"n1\t127.0.0.1:9091\tUP\tleader\t9\t812.3\t4.20ms\t1200\t3.0 MiB\t40.0 GiB\t120 (15.0 KiB)\t5m ago\topen: n3\tslow for others: p90 48.0ms vs 4.1ms (seen by n2,n3)",
-		"n2\t127.0.0.1:9092\tUP\tvoter\t8\t0.0\t-\t0\t0 B\t-\t0, 3 dropped\tnever\tok\tepoch behind (8)",
+		"n2\t127.0.0.1:9092\tUP\tvoter\t8\t0.0\t–\t0\t0 B\t-\t0, 3 dropped\tnever\tok\tepoch behind (8)",
 		"n3\t127.0.0.1:9093\tDOWN\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tconnection refused",
 	}
 	got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
