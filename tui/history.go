@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,14 +169,21 @@ func (m Model) historyView(h int) string {
 	}
 	var b strings.Builder
 	b.WriteString(head + m.st.Dim.Render(" · "+lines[0]) + "\n")
-	for i, l := range lines[1:table] {
+	rows := lines[1:table]
+	if h < table+2 { // no room for the legend besides the owner and detail lines
+		rows = rows[:len(rows)-1]
+	}
+	for i, l := range rows {
 		if i == m.hist.row {
 			l = m.st.Selected.Render(l)
 		}
 		b.WriteString(l + "\n")
+		if i == historyRows-1 {
+			b.WriteString(m.ownerLine() + "\n") // under the rows, on their time axis
+		}
 	}
 	b.WriteString(m.rowDetail() + "\n")
-	if room := h - table - 1; room > 0 {
+	if room := h - table - 2; room > 0 {
 		evs := lines[table:]
 		if len(evs) > room {
 			evs = evs[len(evs)-room:]
@@ -186,11 +195,99 @@ func (m Model) historyView(h int) string {
 	return b.String()
 }
 
+// rowBuckets are the buckets of the selected row.
+func (h history) rowBuckets() (lo, hi int) { return h.row * historyRows, (h.row+1)*historyRows - 1 }
+
+// ownerLine draws the selected row's owner along the time axis, a glyph per drawn column
+// (the columns kvctl heat's table draws, adjacent steps merged as it merges them): the owner
+// at the column's end, highlighted where ownership changed; "-" where no node knows.
+func (m Model) ownerLine() string {
+	res := m.hist.res
+	owners, changed := res.RowOwners(m.hist.rowBuckets())
+	ncols := len(owners)
+	group := max(1, (ncols+m.width-oncall.HeatLabelWidth-1)/max(1, m.width-oncall.HeatLabelWidth))
+	glyphs := ownerGlyphs(owners)
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("%-*s", oncall.HeatLabelWidth, "owner"))
+	for c := 0; c < ncols; c += group {
+		end := min(c+group, ncols)
+		o, ch := owners[end-1], slices.Contains(changed[c:end], true)
+		g := "-"
+		if o != "" {
+			g = glyphs[o]
+		}
+		if ch {
+			g = m.st.Warn.Reverse(true).Render(g)
+		}
+		b.WriteString(g)
+	}
+	return b.String()
+}
+
+// ownerGlyphs gives each owner one character: the last of its id when those differ (n1 → 1),
+// else a letter by id order.
+func ownerGlyphs(owners []string) map[string]string {
+	ids := map[string]bool{}
+	for _, o := range owners {
+		if o != "" {
+			ids[o] = true
+		}
+	}
+	sorted := slices.Sorted(maps.Keys(ids))
+	out := map[string]string{}
+	last := map[string]bool{}
+	for _, id := range sorted {
+		r := []rune(id)
+		g := string(r[len(r)-1])
+		if last[g] {
+			out = map[string]string{}
+			for i, id := range sorted {
+				out[id] = string(rune('A' + i%26))
+			}
+			return out
+		}
+		last[g], out[id] = true, g
+	}
+	return out
+}
+
+// ownerDetail says who owns the selected row at the window's end and when it last changed
+// hands: "owner n3 (1 → 3), since 14:32:10, before n2".
+func (m Model) ownerDetail() string {
+	owners, changed := m.hist.res.RowOwners(m.hist.rowBuckets())
+	now := ""
+	for i := len(owners) - 1; i >= 0 && now == ""; i-- {
+		now = owners[i]
+	}
+	if now == "" {
+		return ""
+	}
+	glyphs := ownerGlyphs(owners)
+	var legend []string
+	for _, id := range slices.Sorted(maps.Keys(glyphs)) {
+		if glyphs[id] != id[len(id)-1:] {
+			legend = append(legend, glyphs[id]+"="+id)
+		}
+	}
+	s := " owner " + now
+	for c := len(changed) - 1; c > 0; c-- {
+		if changed[c] {
+			before := owners[c-1]
+			s += fmt.Sprintf(" since %s (was %s)", m.hist.res.Columns[c].Local().Format("15:04:05"), before)
+			break
+		}
+	}
+	if len(legend) > 0 {
+		s += " [" + strings.Join(legend, " ") + "]"
+	}
+	return s
+}
+
 // rowDetail is the selected row's detail: its buckets (a token's top byte), the window's
 // total, its peak step and last step, and the steps no node saw.
 func (m Model) rowDetail() string {
 	res := m.hist.res
-	lo, hi := m.hist.row*historyRows, (m.hist.row+1)*historyRows-1
+	lo, hi := m.hist.rowBuckets()
 	var total, peak, last uint64
 	var peakAt time.Time
 	missing := 0
@@ -214,7 +311,7 @@ func (m Model) rowDetail() string {
 		}
 	}
 	step := present.Duration(time.Duration(res.StepSeconds) * time.Second)
-	s := fmt.Sprintf("0x%02x-0x%02x: %s ops", lo, hi, present.Count(float64(total)))
+	s := fmt.Sprintf("0x%02x-0x%02x%s: %s ops", lo, hi, m.ownerDetail(), present.Count(float64(total)))
 	if peak > 0 {
 		s += fmt.Sprintf(" · peak %s/%s at %s · last %s", present.Count(float64(peak)), step, peakAt.Local().Format("15:04:05"), present.Count(float64(last)))
 	}

@@ -139,6 +139,10 @@ type Model struct {
 	liveAt   time.Time       // when they were last asked for
 	liveBusy bool            // a call for them is under way
 	hist     history
+
+	lat     *oncall.Vnodes // the latency per vnode and replica, for the heatmap (nil: unknown)
+	latAt   time.Time      // when it was last asked for
+	latBusy bool           // a call for it is under way
 }
 
 // New returns the console's model on opts.
@@ -161,6 +165,7 @@ func New(opts Options) Model {
 		height:       24,
 		view:         max(0, min(opts.Start, numViews-1)),
 	}
+	m.heat.SetCalls(m.onCall() != nil)
 	m.resize()
 	return m
 }
@@ -182,7 +187,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg.(type) {
 	case StatusMsg, RingMsg, StatsMsg, ChangeMsg, TickMsg:
 		if m.apply(msg, m.opts.Now()) {
-			m.heat.SetRows(m.heatRows())
+			m.heat.SetRows(m.heatmapRows())
 		}
 	}
 	switch msg := msg.(type) {
@@ -195,6 +200,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		next, cmd := m.onKey(msg)
 		if nm, ok := next.(Model); ok && nm.view == ScreenHistory && was != ScreenHistory {
 			fetch := nm.fetchHeat() // the history is read as the view opens
+			return nm, tea.Batch(cmd, fetch)
+		}
+		if nm, ok := next.(Model); ok && nm.view == ScreenHeatmap && was != ScreenHeatmap {
+			fetch := nm.fetchVnodes() // and the latency per vnode as the heatmap opens
 			return nm, tea.Batch(cmd, fetch)
 		}
 		return next, cmd
@@ -226,6 +235,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case HeatMsg:
 		m.onHeat(msg)
+		return m, nil
+	case VnodesMsg:
+		m.onVnodes(msg)
 		return m, nil
 	case inputMsg:
 		return m.submitInput(msg)

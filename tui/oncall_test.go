@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"ringkv/ctl/oncall"
 	"ringkv/proto/kvpb"
 )
 
@@ -50,13 +51,23 @@ func (fakeOnCall) Heat(_ context.Context, req *kvpb.HeatRequest) ([]*kvpb.HeatRe
 	first := fixedNow.Add(-time.Hour).Truncate(step)
 	var out []*kvpb.HeatResponse
 	for n, id := range []string{"n1", "n2", "n3"} {
-		r := &kvpb.HeatResponse{Node: id, StepSeconds: 10, Metric: req.GetMetric(), Buckets: 256}
+		r := &kvpb.HeatResponse{Node: id, StepSeconds: 10, Metric: req.GetMetric(), Buckets: 256, OwnerNames: []string{"n1", "n2", "n3"}}
 		for t := first; !t.After(fixedNow); t = t.Add(step) {
 			ago := fixedNow.Sub(t)
 			down := ago > 40*time.Minute && ago <= 45*time.Minute
 			r.ColumnsUnixNanos = append(r.ColumnsUnixNanos, t.UnixNano())
 			r.Present = append(r.Present, !down)
 			for b := range 256 {
+				// Each row of 16 buckets has one owner; the change 28 minutes ago moved the
+				// hot row from n2 to n3.
+				o := byte((b>>4)%3 + 1)
+				switch {
+				case down:
+					o = 0
+				case b>>4 == 4 && ago < 28*time.Minute:
+					o = 3
+				}
+				r.Owners = append(r.Owners, o)
 				v := uint64((b*7+n*3)%20 + 5)
 				switch {
 				case down:
@@ -71,6 +82,59 @@ func (fakeOnCall) Heat(_ context.Context, req *kvpb.HeatRequest) ([]*kvpb.HeatRe
 			{UnixNanos: fixedNow.Add(-40 * time.Minute).UnixNano(), Kind: "node-start", Text: id + " started"},
 			{UnixNanos: fixedNow.Add(-30 * time.Minute).UnixNano(), Kind: "change-begin", Text: "ring change 3 begun: rebalance, 64.0 MiB/s"},
 			{UnixNanos: fixedNow.Add(-28 * time.Minute).UnixNano(), Kind: "change-commit", Text: "ring change 3 committed: rebalance, epoch 7"},
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// fakeHist is a latency histogram of n samples at us µs, slow of them at slowUS.
+func fakeHist(n int, us uint64, slow int, slowUS uint64) *kvpb.LatencyHistogram {
+	var dense [kvpb.LatencyBuckets]uint64
+	dense[kvpb.LatencyBucket(us)] += uint64(n - slow)
+	dense[kvpb.LatencyBucket(slowUS)] += uint64(slow)
+	return kvpb.NewLatencyHistogram(dense[:], max(us, slowUS), 0)
+}
+
+// Vnodes implements OnCall: each node coordinated 300 reads (p99 about 2ms) and 120 writes of
+// every vnode over the last 10 s, but the hot vnode's reads have a slow tail (p99 about 40ms)
+// and every 7th vnode saw only 10 writes per node (30 in all: no write p99). Its calls to n3
+// for the hot vnode are slow; n3 timed out 4 times and had 12 reads hedged away.
+func (fakeOnCall) Vnodes(context.Context, *kvpb.VnodesRequest) ([]*kvpb.VnodesResponse, error) {
+	hot := 29 * fakeStep
+	var out []*kvpb.VnodesResponse
+	for _, id := range []string{"n1", "n2", "n3"} {
+		r := &kvpb.VnodesResponse{Node: id, EndUnixNanos: fixedNow.UnixNano(), SliceSeconds: 5, WindowSeconds: 10, LongWindowSeconds: 60}
+		for k := range FakeNodes * FakeVnodes {
+			tok := uint64(k+1) * fakeStep
+			v := &kvpb.VnodeLatency{Token: tok, Start: tok - fakeStep, Reads_10S: fakeHist(100, 400, 2, 1800), Writes_10S: fakeHist(40, 900, 1, 2500)}
+			if k%7 == 3 {
+				v.Writes_10S = fakeHist(10, 900, 0, 900)
+			}
+			if tok == hot {
+				v.Reads_10S = fakeHist(1000, 500, 30, 40000)
+			}
+			for _, p := range []string{"n1", "n2", "n3"} {
+				if p == id {
+					continue
+				}
+				h := fakeHist(60, 300, 1, 900)
+				if tok == hot && p == "n3" {
+					h = fakeHist(60, 300, 12, 45000)
+				}
+				v.Replicas = append(v.Replicas, &kvpb.ReplicaLatency{Node: p, Calls_10S: h})
+			}
+			r.Vnodes = append(r.Vnodes, v)
+		}
+		for _, p := range []string{"n1", "n2", "n3"} {
+			if p == id {
+				continue
+			}
+			pl := &kvpb.PeerLatency{Node: p, Calls_10S: fakeHist(5000, 300, 50, 900)}
+			if p == "n3" {
+				pl.Timeouts_10S, pl.Hedges_10S = 2, 6
+			}
+			r.Peers = append(r.Peers, pl)
 		}
 		out = append(out, r)
 	}
@@ -94,24 +158,74 @@ func TestGoldenOnCall(t *testing.T) {
 		}{
 			{"alert", "", "hot key user:42 is 90% of vnode"},
 			{"hotkeys", "2k", "Hot keys of vnode"},
-			{"history", "4", "0x00-0x0f: "},
-			{"history-row", "4↓↓↓↓", "0x40-0x4f: "},
+			{"history", "4", "0x00-0x0f owner n1: "},
+			{"history-row", "4↓↓↓↓", "0x40-0x4f owner n3 since"},
 		} {
 			t.Run(sc.name+"-"+itoa(sz.w)+"x"+itoa(sz.h), func(t *testing.T) {
 				tm := onCallConsole(t, sz.w, sz.h)
-				for _, k := range sc.keys {
-					if k == '↓' {
-						tm.Send(tea.KeyPressMsg{Code: tea.KeyDown})
-						continue
-					}
-					tm.Type(string(k))
-				}
+				pressKeys(tm, sc.keys)
 				if sc.keys != "" { // the alert was drawn before onCallConsole returned
 					waitText(t, tm, sc.want)
 				}
 				teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
 			})
 		}
+	}
+}
+
+// TestGoldenLatency draws the heatmap coloured by the clients' read p99 and write p99 (m, m
+// again), with the selected vnode's replicas as the coordinators see them, on the first vnode
+// and on n2's hot vnode (its reads' slow tail, and n3 slow to answer it), at 80×24 and 160×48.
+func TestGoldenLatency(t *testing.T) {
+	for _, sz := range []struct{ w, h int }{{80, 24}, {160, 48}} {
+		// The cursor to n2's 10th vnode: at 80 columns a node's 96 vnodes take two lines.
+		toHot := strings.Repeat("↓", map[int]int{80: 2, 160: 1}[sz.w]) + strings.Repeat("→", 9)
+		for _, sc := range []struct {
+			name, keys, want string
+		}{
+			{"read-p99", "m", "read p99 (m)"},
+			{"write-p99", "mm", "write p99 (m)"},
+			{"replicas-hot", "m" + toHot, "38.2ms write"},
+		} {
+			t.Run(sc.name+"-"+itoa(sz.w)+"x"+itoa(sz.h), func(t *testing.T) {
+				tm := onCallConsole(t, sz.w, sz.h)
+				tm.Type("2")
+				waitText(t, tm, "hedge") // the coordinators answered
+				pressKeys(tm, sc.keys)
+				waitText(t, tm, sc.want)
+				teatest.RequireEqualOutput(t, finalScreen(t, tm, colorprofile.ANSI256))
+			})
+		}
+	}
+}
+
+// pressKeys types keys, ↓ and → as arrow keys.
+func pressKeys(tm *teatest.TestModel, keys string) {
+	for _, k := range keys {
+		switch k {
+		case '↓':
+			tm.Send(tea.KeyPressMsg{Code: tea.KeyDown})
+		case '→':
+			tm.Send(tea.KeyPressMsg{Code: tea.KeyRight})
+		default:
+			tm.Type(string(k))
+		}
+	}
+}
+
+// TestMetricCycle: m on the heatmap goes ops → read p99 → write p99 → the load metrics → ops.
+func TestMetricCycle(t *testing.T) {
+	m := New(Options{Source: fakeOnCall{NewFakeSource()}, Now: func() time.Time { return fixedNow }})
+	m.view = ScreenHeatmap
+	var got []string
+	for range 7 {
+		got = append(got, m.heat.Metric().String())
+		next, _ := m.onKey(tea.KeyPressMsg{Code: 'm', Text: "m"})
+		m = next.(Model)
+	}
+	want := "ops/s,read p99,write p99,writes/s,bytes,keys,ops/s"
+	if strings.Join(got, ",") != want {
+		t.Errorf("got %s, want %s", strings.Join(got, ","), want)
 	}
 }
 
@@ -169,5 +283,28 @@ func TestHistoryBadInput(t *testing.T) {
 	m = next.(Model)
 	if got := m.Render(); !strings.Contains(got, "no data from") || !strings.Contains(got, "no node has history for this window") {
 		t.Errorf("no data: got\n%s\nwant one line saying so", got)
+	}
+}
+
+// TestHotKeyAlertThreshold: a mild skew (the demo's zipf 1.1: its top key at 12% of 200 ops/s)
+// raises no hot-key alert; one key taking a node's worth of load does.
+func TestHotKeyAlertThreshold(t *testing.T) {
+	m := New(Options{Source: fakeOnCall{NewFakeSource()}, Now: func() time.Time { return fixedNow }})
+	next, _ := m.Update(RingMsg{Resp: func() *kvpb.RingResponse { r, _ := NewFakeSource().Ring(context.Background()); return r }()})
+	m = next.(Model)
+	tests := []struct {
+		name       string
+		total, key float64
+		share      float64
+		want       bool
+	}{
+		{"zipf 1.1 top key, 12% of 200 ops/s", 200, 24, 0.93, false},
+		{"deliberate skew, 300 of 500 ops/s on one key", 500, 300, 0.99, true},
+	}
+	for _, tt := range tests {
+		m.live = &oncall.HotKeys{OpsPerSec: tt.total, Keys: []oncall.HotKey{{Key: "k", ReadsPerSec: tt.key, ShareOfVnode: tt.share, VnodeToken: fakeStep}}}
+		if got := m.hotKeyAlert() != ""; got != tt.want {
+			t.Errorf("%s: got alert %v (%q), want %v", tt.name, got, m.hotKeyAlert(), tt.want)
+		}
 	}
 }

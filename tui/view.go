@@ -599,8 +599,12 @@ func sparkline(xs []float64, w int) string {
 	return b.String()
 }
 
-// p50 is the node's coordinator p50, weighted by each op's rate.
+// p50 is the node's coordinator p50, weighted by each op's rate; 0 (none) when the node has
+// no p99 either (fewer than kvpb.MinLatencySamples ops).
 func p50(s *kvpb.NodeStats) float64 {
+	if s.GetP99Ms() <= 0 {
+		return 0
+	}
 	var sum, w float64
 	for _, o := range s.GetOps() {
 		if o.GetRole() != kvpb.OpRole_OP_ROLE_COORDINATOR {
@@ -619,7 +623,7 @@ func p50(s *kvpb.NodeStats) float64 {
 func fmtMs(ms float64) string {
 	switch {
 	case ms <= 0:
-		return "-"
+		return present.NoSamples
 	case ms < 10:
 		return fmt.Sprintf("%.2fms", ms)
 	case ms < 1000:

@@ -2,6 +2,7 @@ package oncall
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -45,12 +46,26 @@ type Vnode struct {
 	p99   time.Duration // the worse of read and write p99; 0 when neither has enough samples
 }
 
+// Peer is what the coordinators saw of their calls to one node over all its vnodes, short
+// window. Percentiles over fewer than kvpb.MinLatencySamples calls are null.
+type Peer struct {
+	Node         string   `json:"node"`
+	Calls        uint64   `json:"calls"`
+	P50Ms        *float64 `json:"p50_ms"`
+	P99Ms        *float64 `json:"p99_ms"`
+	Timeouts     uint64   `json:"timeouts"`
+	Hedges       uint64   `json:"hedges"`
+	BreakerTrips uint64   `json:"breaker_trips"`
+}
+
 // Vnodes is the merged answer (kvctl vnodes -o json).
 type Vnodes struct {
 	WindowSeconds int       `json:"window_seconds"`
 	End           time.Time `json:"end"`
 	Nodes         []string  `json:"nodes"`
 	Vnodes        []Vnode   `json:"vnodes"`
+	// Peers are the nodes called as replicas, by id.
+	Peers []Peer `json:"peers"`
 
 	p99 map[string]*kvpb.LatencyHistogram // calls per node over every vnode, for SlowestReplica
 }
@@ -64,7 +79,8 @@ type VnodeCounts = []*kvpb.VnodeStats
 // coordinator saw an operation on is listed with zeros.
 func MergeVnodes(reps []*kvpb.VnodesResponse, counts []VnodeCounts, rs *kvpb.RingState) *Vnodes {
 	ring := NewRing(rs)
-	res := &Vnodes{Vnodes: []Vnode{}, p99: map[string]*kvpb.LatencyHistogram{}}
+	res := &Vnodes{Vnodes: []Vnode{}, Peers: []Peer{}, p99: map[string]*kvpb.LatencyHistogram{}}
+	peers := map[string]*Peer{}
 	type acc struct {
 		reads, writes *kvpb.LatencyHistogram
 		replicas      map[string]*kvpb.LatencyHistogram
@@ -100,7 +116,23 @@ func MergeVnodes(reps []*kvpb.VnodesResponse, counts []VnodeCounts, rs *kvpb.Rin
 				res.p99[p.GetNode()] = h
 			}
 			h.Merge(p.GetCalls_10S())
+			pr := peers[p.GetNode()]
+			if pr == nil {
+				pr = &Peer{Node: p.GetNode()}
+				peers[p.GetNode()] = pr
+			}
+			pr.Timeouts += p.GetTimeouts_10S()
+			pr.Hedges += p.GetHedges_10S()
+			pr.BreakerTrips += p.GetBreakerTrips_10S()
 		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		pr := peers[id]
+		h := res.p99[id]
+		pr.Calls = h.Count()
+		pr.P50Ms, _ = quantileMs(h, 0.5)
+		pr.P99Ms, _ = quantileMs(h, 0.99)
+		res.Peers = append(res.Peers, *pr)
 	}
 	keys, bytes := map[uint64]uint64{}, map[uint64]uint64{}
 	for _, vs := range counts {
@@ -222,3 +254,6 @@ func quantileMs(h *kvpb.LatencyHistogram, q float64) (*float64, time.Duration) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Token is the vnode's token: its range is (previous token, Token].
+func (v Vnode) Token() uint64 { return v.token }

@@ -1,6 +1,7 @@
 // Package heatmap draws every vnode of the ring as one cell, a row per node holding the vnodes
-// that node owns in token order, coloured by a chosen metric on a legend scale, with a cursor
-// that selects a vnode and a list of the hottest vnodes.
+// that node owns in token order, coloured by a chosen metric (load, or the clients' read or
+// write p99) on a legend scale, with a cursor that selects a vnode, the selected vnode's
+// replicas as the coordinators see them, and a list of the hottest vnodes.
 package heatmap
 
 import (
@@ -8,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -15,6 +17,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"ringkv/ctl/present"
+	"ringkv/proto/kvpb"
 	"ringkv/tui/keys"
 	"ringkv/tui/styles"
 )
@@ -22,20 +25,30 @@ import (
 // Metric is what the cells are coloured by.
 type Metric int
 
-// The metrics, in the order the metric key cycles through them.
+// The metrics, in the order the metric key cycles through them: the load, then the clients'
+// read and write p99 (what a page for latency asks first), then the rest.
 const (
 	Ops Metric = iota
+	ReadP99
+	WriteP99
 	Writes
 	Bytes
 	Keys
 	numMetrics
 )
 
+// Latency tells whether m is a latency (a p99 in µs, the highest of a group, not a sum).
+func (m Metric) Latency() bool { return m == ReadP99 || m == WriteP99 }
+
 // String names the metric as the legend shows it.
 func (m Metric) String() string {
 	switch m {
 	case Ops:
 		return "ops/s"
+	case ReadP99:
+		return "read p99"
+	case WriteP99:
+		return "write p99"
 	case Writes:
 		return "writes/s"
 	case Bytes:
@@ -58,11 +71,46 @@ type Cell struct {
 	Writes     float64  // per second, summed over replicas
 	Keys       uint64
 	Bytes      uint64
+	// ReadP99 and WriteP99 are the p99 of the clients' reads and writes of the vnode over the
+	// last 10 s, merged over every coordinator; nil when fewer than kvpb.MinLatencySamples
+	// operations (or not known yet): drawn "–", never 0.
+	ReadP99, WriteP99 *time.Duration
+	// Calls is what the coordinators saw of their calls to each replica, owner first; nil
+	// when not known yet.
+	Calls []ReplicaCalls
 }
 
-// Value returns the cell's value of metric m.
+// ReplicaCalls is what the coordinators saw of their calls to one replica of a vnode.
+type ReplicaCalls struct {
+	Node string
+	// Calls to it for this vnode over the last 10 s, and their p50 and p99 (nil: fewer than
+	// kvpb.MinLatencySamples calls).
+	Calls    uint64
+	P50, P99 *time.Duration
+	// Over all its vnodes, last 10 s: calls that missed their deadline, reads hedged to
+	// another replica while it had not answered, and times its breaker opened.
+	Timeouts, Hedges, Trips uint64
+	// Breaker is its circuit breaker as the coordinators hold it now: "closed", or "open
+	// (n1,n3)" naming the coordinators whose breaker is open.
+	Breaker string
+}
+
+// p99 is the cell's p99 of metric m, nil when it has none.
+func (c Cell) p99(m Metric) *time.Duration {
+	if m == WriteP99 {
+		return c.WriteP99
+	}
+	return c.ReadP99
+}
+
+// Value returns the cell's value of metric m (a p99 in µs, 0 when there is none).
 func (c Cell) Value(m Metric) float64 {
 	switch m {
+	case ReadP99, WriteP99:
+		if d := c.p99(m); d != nil {
+			return float64(d.Microseconds())
+		}
+		return 0
 	case Ops:
 		return c.Reads + c.Writes
 	case Writes:
@@ -88,10 +136,14 @@ type Group struct {
 	Cells []Cell
 }
 
-// Value sums the group's cells.
+// Value sums the group's cells; a latency is the highest of them.
 func (g Group) Value(m Metric) float64 {
 	var v float64
 	for _, c := range g.Cells {
+		if m.Latency() {
+			v = max(v, c.Value(m))
+			continue
+		}
 		v += c.Value(m)
 	}
 	return v
@@ -132,8 +184,13 @@ type Model struct {
 	col     int // cursor column, in groups
 	width   int
 	height  int
-	hottest int // how many of the hottest groups are marked
+	hottest int  // how many of the hottest groups are marked
+	calls   bool // the selection shows its p99 and its replicas' calls (SetCalls)
 }
+
+// SetCalls says whether the cells carry latency (the console's source answers for it): the
+// selection then shows its p99 and its replicas as the coordinators see them.
+func (m *Model) SetCalls(on bool) { m.calls = on }
 
 // New returns an empty heatmap.
 func New(st styles.Styles, km keys.KeyMap) Model {
@@ -296,6 +353,9 @@ func level(v, top float64) int {
 // View draws the legend, the rows (one per node: the vnodes it owns), the selected vnode's
 // details and, where there is room, the hottest vnodes.
 func (m Model) View() string {
+	if m.width < MinWidth {
+		return clip(m.st.Down.Render(fmt.Sprintf("widen to %d columns (now %d)", MinWidth, m.width)), m.width)
+	}
 	var b strings.Builder
 	lay := m.Layout()
 	lw := m.labelWidth()
@@ -333,15 +393,23 @@ func (m Model) View() string {
 	}
 	for l := 0; l <= levels; l++ {
 		lo := math.Expm1(math.Log1p(top) * float64(l-1) / styles.HeatLevels)
-		label := "0"
-		if l > 0 {
+		label, glyph := "0", m.st.HeatGlyph[l]
+		switch {
+		case l > 0:
 			label = ">" + FormatValue(m.metric, lo)
+		case m.metric.Latency():
+			label, glyph = fmt.Sprintf("<%d ops", MinSamples), present.NoSamples
 		}
-		legend = append(legend, m.st.Heat[l].Render(m.st.HeatGlyph[l])+m.st.Dim.Render(label))
+		legend = append(legend, m.st.Heat[l].Render(glyph)+m.st.Dim.Render(label))
 	}
-	if top <= 0 {
+	switch {
+	case top <= 0 && m.metric.Latency():
+		legend = append(legend, m.st.Dim.Render(fmt.Sprintf("no vnode has %d ops in 10 s yet", MinSamples)))
+	case top <= 0:
 		legend = append(legend, m.st.Dim.Render("every vnode is at 0 (no "+m.metric.String()+" yet)"))
-	} else {
+	case m.metric.Latency():
+		legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("slowest"))
+	default:
 		legend = append(legend, m.st.Hot.Render(m.st.HotGlyph)+m.st.Dim.Render("hottest"))
 	}
 	if lay.Group > 1 {
@@ -397,6 +465,9 @@ func (m Model) View() string {
 			for c := lo; c < hi; c++ {
 				l := level(grid[r][c].Value(m.metric), top)
 				glyph, st := m.st.HeatGlyph[l], m.st.Heat[l]
+				if l == 0 && m.metric.Latency() {
+					glyph = present.NoSamples
+				}
 				if hot[pos{r, c}] {
 					glyph, st = m.st.HotGlyph, m.st.Hot
 				}
@@ -435,21 +506,40 @@ func (m Model) View() string {
 		}
 		b.WriteByte('\n')
 		b.WriteString(fmt.Sprintf("%s %s of %s  range %s\n", m.st.Header.Render("selected"), what, first.Node, present.TokenRange(first.Start, last.End)))
-		b.WriteString(fmt.Sprintf("replicas %s · load %s r/s + %s w/s (all replicas) · %s keys, %s\n",
-			strings.Join(first.Replicas, ","), FormatRate(rd), FormatRate(wr), present.Count(float64(ks)), present.BytesShort(float64(bs))))
+		p99 := ""
+		if m.calls && len(sel.Cells) == 1 {
+			p99 = fmt.Sprintf(" · p99 read %s write %s", latency(first.ReadP99), latency(first.WriteP99))
+		}
+		b.WriteString(fmt.Sprintf("replicas %s%s · load %s r/s + %s w/s (all replicas) · %s keys, %s\n",
+			strings.Join(first.Replicas, ","), p99, FormatRate(rd), FormatRate(wr), present.Count(float64(ks)), present.BytesShort(float64(bs))))
 		drawn += 3
+		if room := m.height - (2 + drawn); m.calls && room >= 2 {
+			lines := m.callsPanel(sel, room)
+			for _, l := range lines {
+				b.WriteString(l + "\n")
+			}
+			drawn += len(lines)
+		}
 	}
 
-	// The hottest vnodes, as many as fit.
+	// The hottest vnodes (the slowest, by a latency), as many as fit.
 	if room := m.height - (2 + drawn) - 3; room >= 1 {
 		if hs := m.Hottest(min(room, hottestRows)); len(hs) > 0 {
 			b.WriteByte('\n')
-			b.WriteString(m.st.Header.Render("hottest vnodes by "+m.metric.String()) + "\n")
-			b.WriteString(m.st.Dim.Render(fmt.Sprintf("  %-17s  %-*s %-*s %7s %7s %7s %8s", "range", lw-1, "owner", replicasWidth(hs), "replicas", "ops/s", "w/s", "keys", "size")) + "\n")
+			title, c3, c4, c5 := "hottest vnodes by "+m.metric.String(), "w/s", "keys", "size"
+			if m.metric.Latency() {
+				title, c3, c4, c5 = "slowest vnodes by "+m.metric.String(), "rd-p99", "wr-p99", ""
+			}
+			b.WriteString(m.st.Header.Render(title) + "\n")
+			b.WriteString(m.st.Dim.Render(strings.TrimRight(fmt.Sprintf("  %-17s  %-*s %-*s %7s %7s %7s %8s", "range", lw-1, "owner", replicasWidth(hs), "replicas", "ops/s", c3, c4, c5), " ")) + "\n")
 			for _, c := range hs {
-				b.WriteString(fmt.Sprintf("  %s  %-*s %-*s %7s %7s %7s %8s\n", present.TokenRangeShort(c.Start, c.End),
+				v3, v4, v5 := FormatRate(c.Writes), present.Count(float64(c.Keys)), present.BytesShort(float64(c.Bytes))
+				if m.metric.Latency() {
+					v3, v4, v5 = latency(c.ReadP99), latency(c.WriteP99), ""
+				}
+				b.WriteString(strings.TrimRight(fmt.Sprintf("  %s  %-*s %-*s %7s %7s %7s %8s", present.TokenRangeShort(c.Start, c.End),
 					lw-1, c.Node, replicasWidth(hs), strings.Join(c.Replicas, ","),
-					FormatRate(c.Reads+c.Writes), FormatRate(c.Writes), present.Count(float64(c.Keys)), present.BytesShort(float64(c.Bytes))))
+					FormatRate(c.Reads+c.Writes), v3, v4, v5), " ") + "\n")
 			}
 		}
 	}
@@ -477,8 +567,53 @@ func (m Model) explain() string {
 	switch m.metric {
 	case Keys, Bytes:
 		what = "owner's " + m.metric.String()
+	case ReadP99, WriteP99:
+		what = fmt.Sprintf("clients' %s, last 10 s, all coordinators", m.metric)
 	}
 	return "row = vnodes the node owns, in token order · cell = " + what
+}
+
+// MinWidth is the narrowest the heatmap is drawn: below it, one line says so.
+const MinWidth = 40
+
+// MinSamples is the fewest operations a p99 is shown for (kvpb.MinLatencySamples).
+const MinSamples = 50
+
+// latency is a p99 as the heatmap shows it: present.NoSamples when there is none.
+func latency(d *time.Duration) string {
+	if d == nil {
+		return present.NoSamples
+	}
+	return present.Latency(*d)
+}
+
+// callsPanel is the selected vnode's replicas as the coordinators see their calls to them,
+// in at most room lines: a header and a line per replica.
+func (m Model) callsPanel(sel Group, room int) []string {
+	if len(sel.Cells) != 1 {
+		return []string{m.st.Dim.Render(fmt.Sprintf("replica latency: select one vnode (a cell is %d vnodes at this width)", len(sel.Cells)))}
+	}
+	c := sel.Cells[0]
+	if c.Calls == nil {
+		return []string{m.st.Dim.Render("replica latency: asking the coordinators…")}
+	}
+	lines := []string{m.st.Dim.Render(fmt.Sprintf("%-9s %6s %7s %7s %5s %5s %5s  %-9s · calls to it for this vnode, 10 s; t/o hedge trips: all its vnodes",
+		"replica", "calls", "p50", "p99", "t/o", "hedge", "trips", "breaker"))}
+	for _, rc := range c.Calls {
+		if len(lines) == room {
+			break
+		}
+		name := rc.Node
+		if rc.Node == c.Node {
+			name += "*"
+		}
+		l := fmt.Sprintf("%-9s %6s %7s %7s %5d %5d %5d  %s", name, present.Count(float64(rc.Calls)), latency(rc.P50), latency(rc.P99), rc.Timeouts, rc.Hedges, rc.Trips, rc.Breaker)
+		if rc.Breaker != present.BreakerState(kvpb.BreakerState_CLOSED) || rc.Timeouts > 0 {
+			l = m.st.Down.Render(l)
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 func replicasWidth(cs []Cell) int {
@@ -503,6 +638,8 @@ func clip(s string, w int) string {
 // FormatValue formats v as metric m shows it.
 func FormatValue(m Metric, v float64) string {
 	switch m {
+	case ReadP99, WriteP99:
+		return present.Latency(time.Duration(v) * time.Microsecond)
 	case Bytes:
 		return present.BytesShort(v)
 	case Keys:

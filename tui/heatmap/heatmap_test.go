@@ -38,3 +38,32 @@ func TestLegendAtZero(t *testing.T) {
 		}
 	}
 }
+
+// TestTooNarrow: below MinWidth the heatmap is one line saying so, not wrapped garbage.
+func TestTooNarrow(t *testing.T) {
+	m := New(styles.DefaultStyles(), keys.DefaultKeyMap())
+	m.SetSize(30, 20)
+	m.SetRows([]Row{{Node: "n1", Cells: []Cell{{Node: "n1", End: 1 << 63, Reads: 5}}}})
+	if got := ansi.Strip(m.View()); got != "widen to 40 columns (now 30)" {
+		t.Errorf("got %q, want one line asking to widen to 40 columns", got)
+	}
+}
+
+// TestLatencyWithoutSamples: a vnode with too few operations for a p99 is drawn "–" and its
+// detail says "–", never 0.
+func TestLatencyWithoutSamples(t *testing.T) {
+	m := New(styles.DefaultStyles(), keys.DefaultKeyMap())
+	m.SetSize(80, 20)
+	m.SetMetric(ReadP99)
+	m.SetCalls(true)
+	m.SetRows([]Row{{Node: "n1", Cells: []Cell{{Node: "n1", End: 1 << 63, Reads: 5, Replicas: []string{"n1"}}}}})
+	got := ansi.Strip(m.View())
+	for _, want := range []string{"–<50 ops", "n1   ––", "replicas n1 · p99 read – write –"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got\n%s\nwant %q", got, want)
+		}
+	}
+	if strings.Contains(got, "0µs") || strings.Contains(got, "0.0ms") {
+		t.Errorf("got\n%s\nwant no zero latency", got)
+	}
+}
