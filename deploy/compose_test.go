@@ -42,7 +42,8 @@ import (
 // heal, by a local scan of each node and a dry-run repair, without client reads (converge),
 // and then reads every acknowledged write back at a quorum (kvctl bench check).
 func TestCompose(t *testing.T) {
-	c := startCompose(t)
+	t.Parallel()
+	c := startCompose(t, nil)
 	ports, certsDir := c.ports, c.certs
 	grpc1 := fmt.Sprintf("127.0.0.1:%d", ports["RINGKV_N1_GRPC"])
 	code, stdout, stderr := kvctl(t, "--addr", grpc1, "--certs-dir", certsDir, "status")
@@ -300,10 +301,25 @@ type composeCluster struct {
 	ports   map[string]int // RINGKV_N<i>_HTTP|GRPC -> host port
 }
 
-// startCompose runs deploy/up.sh (with upArgs) on free loopback ports with its own project name and
-// certificates, and deploy/down.sh at cleanup (checking nothing is left). It skips the test
-// without a Docker engine or compose, or with -short.
-func startCompose(t *testing.T, upArgs ...string) *composeCluster {
+// TestMain runs the package's cases with kvctl's environment cleared: the in-process kvctl
+// reads KVCTL_CERTS_DIR, and the cases, side by side (t.Parallel), cannot t.Setenv.
+func TestMain(m *testing.M) {
+	os.Unsetenv("KVCTL_CERTS_DIR")
+	os.Exit(m.Run())
+}
+
+// composeSeq numbers this process's compose clusters, so that each has a project and an
+// image of its own.
+var (
+	composeSeq atomic.Int64
+	upMu       sync.Mutex
+)
+
+// startCompose runs deploy/up.sh (with upArgs, and env added to the environment) on free
+// loopback ports with its own project name and certificates, and deploy/down.sh at cleanup
+// (checking nothing is left). It skips the test without a Docker engine or compose, or with
+// -short.
+func startCompose(t *testing.T, env []string, upArgs ...string) *composeCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: no containers")
@@ -316,11 +332,10 @@ func startCompose(t *testing.T, upArgs ...string) *composeCluster {
 			t.Skip("neither docker-compose nor docker compose")
 		}
 	}
-	t.Setenv("KVCTL_CERTS_DIR", "")
 	// Names of their own (project, image), so that no other cluster or build collides.
-	c := &composeCluster{project: fmt.Sprintf("ringkvtest%d", os.Getpid()), certs: t.TempDir(), ports: map[string]int{}}
+	c := &composeCluster{project: fmt.Sprintf("ringkvtest%dc%d", os.Getpid(), composeSeq.Add(1)), certs: t.TempDir(), ports: map[string]int{}}
 	image := "ringkv:" + c.project
-	c.env = append(os.Environ(), "RINGKV_PROJECT="+c.project, "RINGKV_CERTS="+c.certs, "RINGKV_UP_TIMEOUT=60", "RINGKV_IMAGE="+image,
+	c.env = append(append(os.Environ(), env...), "RINGKV_PROJECT="+c.project, "RINGKV_CERTS="+c.certs, "RINGKV_UP_TIMEOUT=60", "RINGKV_IMAGE="+image,
 		"RINGKV_REPAIR_INTERVAL="+composeRepairInterval)
 	for i := 1; i <= 3; i++ {
 		for _, kind := range []string{"HTTP", "GRPC"} {
@@ -342,7 +357,12 @@ func startCompose(t *testing.T, upArgs ...string) *composeCluster {
 			t.Logf("docker rmi %s: %v %s", image, err, out)
 		}
 	})
-	if out, err := c.script("up.sh", upArgs...).CombinedOutput(); err != nil {
+	// One up.sh at a time: each builds its image from the tree, and the second build, once
+	// the first is done, is a build cache hit rather than the same compile beside it.
+	upMu.Lock()
+	out, err := c.script("up.sh", upArgs...).CombinedOutput()
+	upMu.Unlock()
+	if err != nil {
 		t.Fatalf("up.sh: %v\n%s", err, out)
 	}
 	return c

@@ -29,6 +29,7 @@ var forLine = regexp.MustCompile(`(?m)^(\s*)for: .*$`)
 // minute; starting n3 again clears it. Skipped without a Docker engine, without the
 // prometheus package on the host, or with -short.
 func TestComposeMonitoring(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: no containers")
 	}
@@ -38,15 +39,13 @@ func TestComposeMonitoring(t *testing.T) {
 	rules := shortRules(t)
 	port := freePort(t)
 	image := fmt.Sprintf("ringkv-prometheus:test%d", os.Getpid())
-	t.Setenv("RINGKV_PROMETHEUS_PORT", strconv.Itoa(port))
-	t.Setenv("RINGKV_PROMETHEUS_RULES", rules)
-	t.Setenv("RINGKV_PROMETHEUS_IMAGE", image)
+	env := []string{"RINGKV_PROMETHEUS_PORT=" + strconv.Itoa(port), "RINGKV_PROMETHEUS_RULES=" + rules, "RINGKV_PROMETHEUS_IMAGE=" + image}
 	t.Cleanup(func() { // after down.sh (cleanups run last registered first)
 		if out, err := exec.Command("docker", "rmi", image).CombinedOutput(); err != nil {
 			t.Logf("docker rmi %s: %v %s", image, err, out)
 		}
 	})
-	c := startCompose(t, "--monitoring")
+	c := startCompose(t, env, "--monitoring")
 	prom := fmt.Sprintf("http://127.0.0.1:%d", port)
 	hc := &http.Client{Timeout: 5 * time.Second}
 
