@@ -12,6 +12,7 @@ import (
 	"ringkv/node/auth"
 	"ringkv/node/replica"
 	"ringkv/node/ring"
+	"ringkv/node/server"
 	"ringkv/proto/kvpb"
 )
 
@@ -45,6 +46,10 @@ func dialOptions(secret string, limit int, creds credentials.TransportCredential
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)),
+		// Fixed flow-control windows (see server.StreamWindow) turn off gRPC's bandwidth-delay
+		// estimator, whose PING and PING ack cost two write syscalls per replica message at low load.
+		grpc.WithInitialWindowSize(server.StreamWindow),
+		grpc.WithInitialConnWindowSize(server.ConnWindow),
 		// Reconnect to a restarted peer within ~2s rather than gRPC's default backoff of up to 2m.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
