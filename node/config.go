@@ -127,6 +127,12 @@ type Config struct {
 	// RepairTakeoverAfter is how long the coordinator of a repair session in flight must fail
 	// to answer before the raft leader takes the session over and continues it.
 	RepairTakeoverAfter time.Duration
+	// PredictionDelay after a ring change commits, the leader observes each node's load for
+	// PredictionWindow and journals it beside the plan's prediction (0 window: not observed).
+	PredictionDelay, PredictionWindow time.Duration
+	// LoadWindow is the time constant of the per-vnode load the rebalance planner measures
+	// (metrics.Config.LoadWindow); 0 = its default, a minute. Tests only.
+	LoadWindow time.Duration
 	// TombstoneGrace is how long a tombstone is kept at least: it is purged only once older
 	// than this AND a completed repair of its range began after it was written. 0 = never purge.
 	TombstoneGrace time.Duration
@@ -165,6 +171,9 @@ func DefaultConfig() Config {
 		RepairRate:          4 << 20,
 		RepairTakeoverAfter: 30 * time.Second,
 		TombstoneGrace:      10 * 24 * time.Hour,
+		// Predicted vs observed load of ring changes.
+		PredictionDelay:  time.Minute,
+		PredictionWindow: time.Minute,
 	}
 }
 
@@ -208,6 +217,8 @@ func (c Config) complete() (Config, error) {
 		return c, fmt.Errorf("%w: --max-hint-bytes %d: must not be negative", ErrInvalidConfig, c.MaxHintBytes)
 	case c.MaxHintWindow < 0:
 		return c, fmt.Errorf("%w: --max-hint-window %v: must not be negative", ErrInvalidConfig, c.MaxHintWindow)
+	case c.PredictionDelay < 0 || c.PredictionWindow < 0:
+		return c, fmt.Errorf("%w: --prediction-delay %v, --prediction-window %v: must not be negative", ErrInvalidConfig, c.PredictionDelay, c.PredictionWindow)
 	case c.RepairTakeoverAfter < 0:
 		return c, fmt.Errorf("%w: --repair-takeover-after %v: must not be negative", ErrInvalidConfig, c.RepairTakeoverAfter)
 	case c.RepairInterval < 0:
@@ -461,6 +472,8 @@ func (c *Config) FlagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.RepairInterval, "repair-interval", c.RepairInterval, "how often this node repairs the ranges it is the primary replica of: compares them with the other replicas by Merkle trees and streams only what differs, paced by --repair-rate (±10% jitter; 0 = off; kvctl repair runs one at once)")
 	fs.DurationVar(&c.RepairTakeoverAfter, "repair-takeover-after", c.RepairTakeoverAfter, "how long the coordinator of a repair session must fail to answer before the raft leader takes the session over and continues it from the ranges done (a restarted coordinator continues its own at once)")
 	fs.Var(uint64BytesValue{&c.RepairRate}, "repair-rate", "pace of background repair per replica, bytes/s walked into trees and pulled (0 = unthrottled; K/M/G suffixes); tree walks go slower while this node's p99 is above --move-latency-target, or above 1.5 times the p99 seen when they began")
+	fs.DurationVar(&c.PredictionDelay, "prediction-delay", c.PredictionDelay, "a ring change's load is observed starting this long after it commits (the leader journals it beside the plan's prediction: kvctl ring history)")
+	fs.DurationVar(&c.PredictionWindow, "prediction-window", c.PredictionWindow, "how long a ring change's load is observed, per node, to compare with the plan's prediction (0 = not observed)")
 	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a deleted key's tombstone is kept at least this long, and purged only after a repair that began after the delete covered its range on every replica (keep it longer than a replica may stay down; 0 = never purge)")
 	fs.BoolFunc("hot-keys", "keep the hot keys summary of the keys this node coordinates (default true; false only to measure what it costs: kvctl hotkeys then skips this node)", func(v string) error {
 		on, err := strconv.ParseBool(v)

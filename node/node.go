@@ -75,6 +75,7 @@ type Node struct {
 	offsets *hlc.Monitor // this node's clock offset to each peer
 	cl      *cluster.Cluster
 	mover   *cluster.Mover
+	changes *change.Service // plans ring changes; samples the load they are observed by
 	local   *replica.Local
 	coord   *replica.Coordinator
 	hints   *hints.Log
@@ -236,6 +237,9 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 
 	mcfg := metrics.DefaultConfig()
 	mcfg.ID, mcfg.Ring, mcfg.Store = cfg.ID, n.currentRing, n.st
+	if cfg.LoadWindow > 0 {
+		mcfg.LoadWindow = cfg.LoadWindow
+	}
 	mcfg.ClockRejected = n.clock.Rejected
 	mcfg.Batches = n.batches.Load
 	mcfg.Hints = n.hints.Queues
@@ -348,6 +352,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	changes := change.New(change.Config{
 		Cluster: n.cl, View: n.cl.View, Peers: pr, Info: n.nodeInfo, Stats: n.stats,
 		Counter: n.st, Mover: n.mover, DefaultRate: cfg.ChangeRate,
+		PredictionDelay: cfg.PredictionDelay, PredictionWindow: cfg.PredictionWindow,
 		Paces: func() []*kvpb.Pace { return paces(cfg.ID, rangeClient.Pace(), sendPace.State(), time.Now()) },
 	})
 
@@ -377,6 +382,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		rdeps.Baseline = n.baseline.Median
 	}
 	kvpb.RegisterReplicaServer(n.grpcSrv, server.NewReplica(rdeps))
+	n.changes = changes
 	kvpb.RegisterAdminServer(n.grpcSrv, server.NewAdmin(server.AdminDeps{
 		Node: describer{n}, View: n.cl.View, Peers: pr, Stats: n.stats, Profiler: server.ProfilerFunc(admin.Capture),
 		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: hotKeysDep(n.hot), Heat: n.heat, Latency: n.lat, Draining: n.drainc,

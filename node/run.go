@@ -47,6 +47,8 @@ func (n *Node) Run(ctx context.Context) error {
 			n.logger.Warn("mover", "err", err)
 		}
 	})
+	// The leader observes the load after each ring change, for its predicted vs observed.
+	cwg.Go(func() { n.cl.Observe(cctx, n.changes) })
 	cwg.Go(func() { n.watchRing(cctx) })
 	cwg.Go(func() { n.watchEvents(cctx) })
 	cwg.Go(func() {

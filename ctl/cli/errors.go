@@ -72,7 +72,8 @@ func ExitCode(err error) int {
 //     refusals, a change that would lose replicas, a change or repair already running, a
 //     member that exists, a pause with nothing streaming or already paused, a resume of what
 //     is not paused); --force or waiting changes the answer;
-//   - 4 not found: what was named does not exist (a key, a member, a change or repair);
+//   - 4 not found: what was named does not exist (a key, a member, a change or repair, a
+//     change in the history, any history at all);
 //   - 1 failure: everything else, the node could not do it now (unavailable, no leader, a
 //     stale ring view, a clock offset, a damaged range, a full disk, a busy capture).
 func ReasonExit(r kvpb.Reason) int {
@@ -88,7 +89,8 @@ func ReasonExit(r kvpb.Reason) int {
 		kvpb.Reason_REASON_NOT_PAUSED:
 		return ExitRefused
 	case kvpb.Reason_REASON_NOT_FOUND, kvpb.Reason_REASON_UNKNOWN_MEMBER,
-		kvpb.Reason_REASON_NO_CHANGE, kvpb.Reason_REASON_NO_REPAIR:
+		kvpb.Reason_REASON_NO_CHANGE, kvpb.Reason_REASON_NO_REPAIR,
+		kvpb.Reason_REASON_UNKNOWN_CHANGE, kvpb.Reason_REASON_NO_HISTORY:
 		return ExitNotFound
 	}
 	return ExitFailure

@@ -63,6 +63,8 @@ var wantExit = map[kvpb.Reason]int{
 	kvpb.Reason_REASON_ALREADY_PAUSED:      ExitRefused,
 	kvpb.Reason_REASON_NOT_PAUSED:          ExitRefused,
 	kvpb.Reason_REASON_NOT_COORDINATOR:     ExitFailure,
+	kvpb.Reason_REASON_UNKNOWN_CHANGE:      ExitNotFound,
+	kvpb.Reason_REASON_NO_HISTORY:          ExitNotFound,
 }
 
 // TestExitCodePerReason: a node's answer of each reason, encoded as the node does, exits

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"ringkv/node/cluster"
 	"ringkv/node/peers"
@@ -37,6 +38,7 @@ type Cluster interface {
 	Resume(ctx context.Context, by string) error
 	Change() *cluster.Change
 	LastChange() *cluster.Change
+	History(limit int, id uint64) ([]cluster.ChangeRecord, error)
 	Watch() <-chan struct{}
 }
 
@@ -81,6 +83,9 @@ type Config struct {
 	// Paces returns this node's paces of the streams it pulls and serves, those in use; nil:
 	// none reported.
 	Paces func() []*kvpb.Pace
+	// PredictionDelay after a change commits, its load is observed for PredictionWindow and
+	// compared with the plan's prediction (0 window: not observed).
+	PredictionDelay, PredictionWindow time.Duration
 }
 
 // Service plans, starts and reports ring changes. Safe for concurrent use.
@@ -105,7 +110,7 @@ type rangeCount struct{ keys, bytes uint64 }
 
 // Plan computes what a change would do, with estimates, warnings and refusals.
 func (s *Service) Plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	plan, _, _, err := s.plan(ctx, req)
+	plan, _, _, _, err := s.plan(ctx, req)
 	return plan, err
 }
 
@@ -115,7 +120,7 @@ func (s *Service) Plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 // down (no live replica of the range, or a receiver that does not answer): it records them
 // done, so that the change completes without those nodes.
 func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, error) {
-	plan, est, cp, err := s.plan(ctx, req)
+	plan, est, cp, pred, err := s.plan(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +134,7 @@ func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Cha
 	if cr.RateBytes == 0 {
 		cr.RateBytes = s.cfg.DefaultRate
 	}
+	cr.By, cr.Prediction = req.GetBy(), pred
 	ch, err := s.cfg.Cluster.Begin(ctx, cr)
 	if err != nil {
 		return nil, err

@@ -49,8 +49,11 @@ func (c *fakeCluster) Pause(context.Context, string, string) error   { return ni
 func (c *fakeCluster) Resume(context.Context, string) error          { return nil }
 func (c *fakeCluster) Change() *cluster.Change                       { return nil }
 func (c *fakeCluster) LastChange() *cluster.Change                   { return nil }
-func (c *fakeCluster) Watch() <-chan struct{}                        { return make(chan struct{}) }
-func (c *fakeCluster) View() *ring.View                              { return &ring.View{Current: c.cur} }
+func (c *fakeCluster) History(int, uint64) ([]cluster.ChangeRecord, error) {
+	return nil, cluster.ErrNoHistory
+}
+func (c *fakeCluster) Watch() <-chan struct{} { return make(chan struct{}) }
+func (c *fakeCluster) View() *ring.View       { return &ring.View{Current: c.cur} }
 func (c *fakeCluster) info(context.Context) *kvpb.NodeInfoResponse {
 	return &kvpb.NodeInfoResponse{Id: "n1", Epoch: 1}
 }

@@ -16,20 +16,21 @@ import (
 
 // plan builds the ChangePlan of req against this node's ring: the cluster's plan, the moves'
 // estimated keys and bytes (asked of each move's source), ownership before and after, and
-// warnings and refusals from the nodes' answers.
-func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, map[moveKey]rangeCount, copies, error) {
+// warnings and refusals from the nodes' answers, and the load prediction a started change
+// journals.
+func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.ChangePlan, map[moveKey]rangeCount, copies, *cluster.Prediction, error) {
 	var rbWarnings []string
 	var measured, predicted map[string]float64
 	if req.GetKind() == kvpb.ChangeRequest_REBALANCE {
 		cur, _ := peers.Members(s.cfg.View())
 		if cur == nil {
-			return nil, nil, copies{}, cluster.ErrNoRing
+			return nil, nil, copies{}, nil, cluster.ErrNoRing
 		}
 		var full *kvpb.ChangeRequest
 		var err error
 		full, measured, predicted, err = s.planRebalance(ctx, cur, req, &rbWarnings)
 		if err != nil {
-			return nil, nil, copies{}, err
+			return nil, nil, copies{}, nil, err
 		}
 		if full == nil { // nothing worth moving: a plan without moves (StartChange refuses it)
 			out := &kvpb.ChangePlan{Request: req, FromEpoch: cur.Epoch(), ToEpoch: cur.Epoch(), Warnings: rbWarnings}
@@ -45,17 +46,17 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 			})
 			setLoad(out.Before, measured)
 			out.After = out.Before
-			return out, nil, copies{}, nil
+			return out, nil, copies{}, nil, nil
 		}
 		req = full
 	}
 	cr, err := changeRequest(req)
 	if err != nil {
-		return nil, nil, copies{}, err
+		return nil, nil, copies{}, nil, err
 	}
 	p, err := s.cfg.Cluster.Plan(cr)
 	if err != nil {
-		return nil, nil, copies{}, err
+		return nil, nil, copies{}, nil, err
 	}
 	out := &kvpb.ChangePlan{
 		Request: req, FromEpoch: p.Current.Epoch(), ToEpoch: p.Next.Epoch(),
@@ -139,7 +140,10 @@ func (s *Service) plan(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Chan
 	}
 	setLoad(out.Before, measured)
 	setLoad(out.After, predicted)
-	return out, est, cp, nil
+	if measured == nil { // an add, a remove, or a rebalance that named its vnodes
+		measured, predicted = s.predictLoads(ctx, p.Current, p.Next)
+	}
+	return out, est, cp, s.prediction(measured, predicted, out.EstBytes), nil
 }
 
 // estimate asks each move's source to count its range or, when the source is dead or does not

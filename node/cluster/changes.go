@@ -30,6 +30,9 @@ type ChangeRequest struct {
 	Force bool
 	// RateBytes throttles streaming per receiver in bytes per second; 0 = unthrottled.
 	RateBytes uint64
+	// By is who asks; Prediction the plan's load per node before and after (nil: none).
+	By         string
+	Prediction *Prediction
 }
 
 // Plan is what a change would do, computed from this node's current ring.
@@ -113,10 +116,17 @@ func (c *Cluster) Begin(ctx context.Context, req ChangeRequest) (*Change, error)
 		id, err = c.beginLocal(req)
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
-		resp, err := cl.BeginChange(ctx, &kvpb.BeginChangeRequest{
+		breq := &kvpb.BeginChangeRequest{
 			Kind: req.Kind, NodeId: req.NodeID, GrpcAddr: req.Addr, Force: req.Force, RateBytes: req.RateBytes,
-			TokenMoves: TokenMovesToProto(req.Tokens),
-		})
+			TokenMoves: TokenMovesToProto(req.Tokens), By: req.By,
+		}
+		if req.Prediction != nil {
+			var err error
+			if breq.PredictionJson, err = json.Marshal(req.Prediction); err != nil {
+				return fmt.Errorf("encode prediction: %w", err)
+			}
+		}
+		resp, err := cl.BeginChange(ctx, breq)
 		id = resp.GetChangeId()
 		return err
 	})
@@ -150,14 +160,16 @@ func (c *Cluster) beginLocal(req ChangeRequest) (uint64, error) {
 	}
 	ch := &Change{
 		Kind: req.Kind, NodeID: req.NodeID, Addr: req.Addr, Force: req.Force, RateBytes: req.RateBytes,
-		Tokens:    slices.Clone(req.Tokens),
+		Tokens: slices.Clone(req.Tokens),
+		By:     req.By, Prediction: req.Prediction.clone(),
 		FromEpoch: plan.Current.Epoch(),
 		Next:      ringStateOf(plan.Next),
 	}
 	for _, m := range plan.Moves {
 		ch.Moves = append(ch.Moves, MoveState{Start: m.Start, End: m.End, Source: m.Source, Target: m.Target})
 	}
-	res, err := c.apply(command{Op: opBegin, Change: ch, Unix: time.Now().Unix()})
+	now := time.Now()
+	res, err := c.apply(command{Op: opBegin, Change: ch, Unix: now.Unix(), UnixMs: now.UnixMilli()})
 	if err != nil {
 		return 0, err
 	}
@@ -174,7 +186,8 @@ func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
 	// which this node may not even have seen begin yet.
 	lastBefore := lastID(c.fsm.load().last)
 	err := c.onLeader(ctx, func() error {
-		res, err := c.apply(command{Op: opAbort, ChangeID: changeID, Unix: time.Now().Unix()})
+		now := time.Now()
+		res, err := c.apply(command{Op: opAbort, ChangeID: changeID, Unix: now.Unix(), UnixMs: now.UnixMilli()})
 		applied = res.changeID
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
@@ -284,7 +297,8 @@ func (c *Cluster) Resume(ctx context.Context, by string) error {
 
 // commit flips the ring to the change's next epoch; leader only (Run calls it).
 func (c *Cluster) commit(changeID uint64) error {
-	_, err := c.apply(command{Op: opCommit, ChangeID: changeID, Unix: time.Now().Unix()})
+	now := time.Now()
+	_, err := c.apply(command{Op: opCommit, ChangeID: changeID, Unix: now.Unix(), UnixMs: now.UnixMilli()})
 	if err == nil {
 		c.logger.Info("ring change committed", "change", changeID, "epoch", c.Epoch())
 	}

@@ -81,6 +81,11 @@ type Change struct {
 	NodeRates map[string]uint64 `json:"node_rates,omitempty"`
 	// Parallel is the pulls at once per receiver; 0 = each node's default.
 	Parallel int `json:"parallel,omitempty"`
+	// By is who started the change; StartedUnixMs when, in milliseconds.
+	By            string `json:"by,omitempty"`
+	StartedUnixMs int64  `json:"started_unix_ms,omitempty"`
+	// Prediction is the plan's load per node before and after (history.go); nil: none.
+	Prediction *Prediction `json:"prediction,omitempty"`
 }
 
 // Pause is one pause of a change: who paused it, when and why, and who resumed it when.
@@ -144,6 +149,7 @@ func (c *Change) clone() *Change {
 	cp.Next.Members = slices.Clone(c.Next.Members)
 	cp.Pauses = slices.Clone(c.Pauses)
 	cp.NodeRates = maps.Clone(c.NodeRates)
+	cp.Prediction = c.Prediction.clone()
 	return &cp
 }
 
@@ -158,6 +164,8 @@ type fsmState struct {
 	LastChangeID uint64     `json:"last_change_id"`
 	// Repair is the repair journal (repairs.go).
 	Repair *RepairJournal `json:"repair,omitempty"`
+	// History is the journal of finished changes (history.go).
+	History *History `json:"history,omitempty"`
 }
 
 // Command ops.
@@ -171,6 +179,7 @@ const (
 	opPause     = "pause"
 	opResume    = "resume"
 	opParallel  = "set_parallel"
+	opObserve   = "observe"
 )
 
 // command is one raft log entry, JSON-encoded: ring changes are rare and small, and JSON keeps
@@ -190,6 +199,9 @@ type command struct {
 	Reason   string     `json:"reason,omitempty"`
 	Parallel int        `json:"parallel,omitempty"`
 	Repair   *repairCmd `json:"repair,omitempty"`
+	// UnixMs is Unix in milliseconds (begin, commit, abort).
+	UnixMs  int64       `json:"unix_ms,omitempty"`
+	Observe *observeCmd `json:"observe,omitempty"`
 }
 
 // applyResult is what fsm.Apply returns through raft's ApplyFuture.Response.
@@ -208,6 +220,7 @@ type published struct {
 	change   *Change
 	last     *Change
 	repair   *RepairJournal
+	history  *History
 	// index is the raft index of the last entry applied.
 	index uint64
 }
@@ -351,7 +364,7 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 		if ch.Kind == KindRemove {
 			setState(st.Ring.Members, ch.NodeID, ring.StateLeaving)
 		}
-		ch.StartedUnix = cmd.Unix
+		ch.StartedUnix, ch.StartedUnixMs = cmd.Unix, cmd.UnixMs
 		st.Change = ch
 		return applyResult{changeID: ch.ID}
 	case opMoveDone:
@@ -432,7 +445,14 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 		}
 		ch.FinishedUnix = cmd.Unix
 		st.Last, st.Change = ch, nil
+		ms := cmd.UnixMs
+		if ms == 0 {
+			ms = cmd.Unix * 1000
+		}
+		st.recordFinished(ch, ms)
 		return applyResult{changeID: ch.ID}
+	case opObserve:
+		return applyObserveLocked(st, cmd.ChangeID, cmd.Observe)
 	default:
 		if isRepairOp(cmd.Op) {
 			return applyRepairLocked(st, cmd.Op, cmd.Unix, cmd.Repair)
@@ -460,7 +480,7 @@ func setState(ms []ring.Member, id string, s ring.State) {
 
 // publishLocked rebuilds what readers see and, when persist is set, writes the local copy.
 func (f *fsm) publishLocked(persist bool) {
-	p := &published{change: f.state.Change.clone(), last: f.state.Last.clone(), repair: f.state.Repair.clone(), index: f.state.Index}
+	p := &published{change: f.state.Change.clone(), last: f.state.Last.clone(), repair: f.state.Repair.clone(), history: f.state.History.clone(), index: f.state.Index}
 	if f.state.Ring != nil {
 		cur, err := f.state.Ring.build()
 		if err != nil {

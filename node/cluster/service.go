@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,10 +33,17 @@ func (s *service) BeginChange(ctx context.Context, req *kvpb.BeginChangeRequest)
 	if !s.c.IsLeader() {
 		return nil, rpcerr.Encode(ErrNotLeader)
 	}
-	id, err := s.c.beginLocal(ChangeRequest{
+	cr := ChangeRequest{
 		Kind: req.GetKind(), NodeID: req.GetNodeId(), Addr: req.GetGrpcAddr(), Force: req.GetForce(), RateBytes: req.GetRateBytes(),
-		Tokens: TokenMovesFromProto(req.GetTokenMoves()),
-	})
+		Tokens: TokenMovesFromProto(req.GetTokenMoves()), By: req.GetBy(),
+	}
+	if b := req.GetPredictionJson(); len(b) > 0 {
+		cr.Prediction = &Prediction{}
+		if err := json.Unmarshal(b, cr.Prediction); err != nil {
+			return nil, rpcerr.Encode(fmt.Errorf("decode prediction: %v: %w", err, ErrInvalidArgument))
+		}
+	}
+	id, err := s.c.beginLocal(cr)
 	if err != nil {
 		return nil, rpcerr.Encode(err)
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	// CountInterval is how often Run refreshes the per-vnode key counts. Default 30s.
 	// The node's total key count does not wait for it: it comes from Store.KeyCount.
 	CountInterval time.Duration
+	// LoadWindow is the time constant of the slow rates ("_1m" fields: per-vnode load, the
+	// rebalance planner's input). Default 1 min; tests shorten it to reach a steady load sooner.
+	LoadWindow time.Duration
 	// VnodeMetrics exports one Prometheus series per vnode (reads, writes, keys, bytes).
 	// Off by default: a cluster has thousands of vnodes; the default export is a summary family.
 	VnodeMetrics bool
@@ -61,6 +64,7 @@ func DefaultConfig() Config {
 		Tick:          time.Second,
 		LatencyWindow: 10 * time.Second,
 		CountInterval: 30 * time.Second,
+		LoadWindow:    time.Minute,
 	}
 }
 

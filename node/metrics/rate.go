@@ -19,8 +19,9 @@ type rate struct {
 
 func (r *rate) add(n uint64) { r.total.Add(n) }
 
-// tick folds the events since the previous tick into the rates; dt is the time since then.
-func (r *rate) tick(dt time.Duration) {
+// tick folds the events since the previous tick into the rates; dt is the time since then,
+// window the time constant of the slow rate (rate1m).
+func (r *rate) tick(dt, window time.Duration) {
 	now := r.total.Load()
 	delta := now - r.last
 	r.last = now
@@ -30,7 +31,7 @@ func (r *rate) tick(dt time.Duration) {
 	}
 	inst := float64(delta) / sec
 	r.r1s.Store(math.Float64bits(decay(math.Float64frombits(r.r1s.Load()), inst, sec, 1)))
-	r.r1m.Store(math.Float64bits(decay(math.Float64frombits(r.r1m.Load()), inst, sec, 60)))
+	r.r1m.Store(math.Float64bits(decay(math.Float64frombits(r.r1m.Load()), inst, sec, window.Seconds())))
 }
 
 // decay moves old toward inst by the weight an exponential window of tau seconds gives to

@@ -92,6 +92,9 @@ func New(cfg Config) *Registry {
 	if cfg.CountInterval <= 0 {
 		cfg.CountInterval = def.CountInterval
 	}
+	if cfg.LoadWindow <= 0 {
+		cfg.LoadWindow = def.LoadWindow
+	}
 	if cfg.ErrorKind == nil {
 		cfg.ErrorKind = DefaultErrorKind
 	}
@@ -316,15 +319,15 @@ func (r *Registry) tick(dt time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range r.slots {
-		r.slots[i].count.tick(dt)
+		r.slots[i].count.tick(dt, r.cfg.LoadWindow)
 	}
 	if t := r.vt.Load(); t != nil {
 		for i := range t.v {
 			v := &t.v[i]
-			v.reads.tick(dt)
-			v.writes.tick(dt)
-			v.bytesIn.tick(dt)
-			v.bytesOut.tick(dt)
+			v.reads.tick(dt, r.cfg.LoadWindow)
+			v.writes.tick(dt, r.cfg.LoadWindow)
+			v.bytesIn.tick(dt, r.cfg.LoadWindow)
+			v.bytesOut.tick(dt, r.cfg.LoadWindow)
 		}
 	}
 }

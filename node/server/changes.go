@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"ringkv/node/change"
 	"ringkv/proto/kvpb"
 	"ringkv/proto/rpcerr"
@@ -32,6 +34,9 @@ type Changes interface {
 	Watch() <-chan struct{}
 	// CountRanges counts what this node stores in each range.
 	CountRanges(ranges []*kvpb.TokenRange) ([]*kvpb.RangeCount, error)
+	// History lists the last finished changes, newest first, with their predicted and
+	// observed load (limit 0: all kept; id: only that one).
+	History(limit int, id uint64) ([]*kvpb.ChangeRecord, error)
 }
 
 var _ Changes = (*change.Service)(nil)
@@ -58,8 +63,22 @@ func (s *Admin) StartChange(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb
 	if err := s.changes(); err != nil {
 		return nil, rpcerr.Encode(err)
 	}
+	req = proto.CloneOf(req)
+	req.By = caller(ctx, req.GetBy())
 	plan, err := s.d.Changes.Start(ctx, req)
 	return plan, rpcerr.Encode(err)
+}
+
+// ChangeHistory lists the last finished changes with their predicted and observed load.
+func (s *Admin) ChangeHistory(_ context.Context, req *kvpb.ChangeHistoryRequest) (*kvpb.ChangeHistoryResponse, error) {
+	if err := s.changes(); err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	recs, err := s.d.Changes.History(int(req.GetLimit()), req.GetId())
+	if err != nil {
+		return nil, rpcerr.Encode(err)
+	}
+	return &kvpb.ChangeHistoryResponse{Changes: recs}, nil
 }
 
 // CountRanges counts what this node stores in each range.

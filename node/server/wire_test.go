@@ -52,6 +52,8 @@ var domainErrors = []struct {
 	{cluster.ErrUnsafe, kvpb.Reason_REASON_UNSAFE},
 	{cluster.ErrChangeInFlight, kvpb.Reason_REASON_CHANGE_IN_FLIGHT},
 	{cluster.ErrNoChange, kvpb.Reason_REASON_NO_CHANGE},
+	{cluster.ErrUnknownChange, kvpb.Reason_REASON_UNKNOWN_CHANGE},
+	{cluster.ErrNoHistory, kvpb.Reason_REASON_NO_HISTORY},
 	{cluster.ErrMemberExists, kvpb.Reason_REASON_MEMBER_EXISTS},
 	{cluster.ErrUnknownMember, kvpb.Reason_REASON_UNKNOWN_MEMBER},
 	{cluster.ErrNoRing, kvpb.Reason_REASON_NO_RING},

@@ -692,6 +692,110 @@ func (PaceReason) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
+type ChangeOutcome int32
+
+const (
+	ChangeOutcome_CHANGE_OUTCOME_UNSPECIFIED ChangeOutcome = 0
+	// The ring flipped to the change's next epoch.
+	ChangeOutcome_CHANGE_OUTCOME_DONE    ChangeOutcome = 1
+	ChangeOutcome_CHANGE_OUTCOME_ABORTED ChangeOutcome = 2
+)
+
+// Enum value maps for ChangeOutcome.
+var (
+	ChangeOutcome_name = map[int32]string{
+		0: "CHANGE_OUTCOME_UNSPECIFIED",
+		1: "CHANGE_OUTCOME_DONE",
+		2: "CHANGE_OUTCOME_ABORTED",
+	}
+	ChangeOutcome_value = map[string]int32{
+		"CHANGE_OUTCOME_UNSPECIFIED": 0,
+		"CHANGE_OUTCOME_DONE":        1,
+		"CHANGE_OUTCOME_ABORTED":     2,
+	}
+)
+
+func (x ChangeOutcome) Enum() *ChangeOutcome {
+	p := new(ChangeOutcome)
+	*p = x
+	return p
+}
+
+func (x ChangeOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
+}
+
+func (ChangeOutcome) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[11]
+}
+
+func (x ChangeOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeOutcome.Descriptor instead.
+func (ChangeOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{11}
+}
+
+type Observation int32
+
+const (
+	Observation_OBSERVATION_UNSPECIFIED Observation = 0
+	// Waiting for the observation window to end (observe_to_unix_ms).
+	Observation_OBSERVATION_OBSERVING Observation = 1
+	Observation_OBSERVATION_OBSERVED  Observation = 2
+	// No observed figures; observation_note says why (aborted, no prediction, leader changed).
+	Observation_OBSERVATION_NOT_OBSERVED Observation = 3
+)
+
+// Enum value maps for Observation.
+var (
+	Observation_name = map[int32]string{
+		0: "OBSERVATION_UNSPECIFIED",
+		1: "OBSERVATION_OBSERVING",
+		2: "OBSERVATION_OBSERVED",
+		3: "OBSERVATION_NOT_OBSERVED",
+	}
+	Observation_value = map[string]int32{
+		"OBSERVATION_UNSPECIFIED":  0,
+		"OBSERVATION_OBSERVING":    1,
+		"OBSERVATION_OBSERVED":     2,
+		"OBSERVATION_NOT_OBSERVED": 3,
+	}
+)
+
+func (x Observation) Enum() *Observation {
+	p := new(Observation)
+	*p = x
+	return p
+}
+
+func (x Observation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Observation) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_admin_proto_enumTypes[12].Descriptor()
+}
+
+func (Observation) Type() protoreflect.EnumType {
+	return &file_kvpb_admin_proto_enumTypes[12]
+}
+
+func (x Observation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Observation.Descriptor instead.
+func (Observation) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{12}
+}
+
 type GrayNode_Kind int32
 
 const (
@@ -743,11 +847,11 @@ func (x GrayNode_Kind) String() string {
 }
 
 func (GrayNode_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[11].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[13].Descriptor()
 }
 
 func (GrayNode_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[11]
+	return &file_kvpb_admin_proto_enumTypes[13]
 }
 
 func (x GrayNode_Kind) Number() protoreflect.EnumNumber {
@@ -795,11 +899,11 @@ func (x BreakerState_State) String() string {
 }
 
 func (BreakerState_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[12].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[14].Descriptor()
 }
 
 func (BreakerState_State) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[12]
+	return &file_kvpb_admin_proto_enumTypes[14]
 }
 
 func (x BreakerState_State) Number() protoreflect.EnumNumber {
@@ -847,11 +951,11 @@ func (x ChangeRequest_Kind) String() string {
 }
 
 func (ChangeRequest_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_admin_proto_enumTypes[13].Descriptor()
+	return file_kvpb_admin_proto_enumTypes[15].Descriptor()
 }
 
 func (ChangeRequest_Kind) Type() protoreflect.EnumType {
-	return &file_kvpb_admin_proto_enumTypes[13]
+	return &file_kvpb_admin_proto_enumTypes[15]
 }
 
 func (x ChangeRequest_Kind) Number() protoreflect.EnumNumber {
@@ -2685,7 +2789,10 @@ type ChangeRequest struct {
 	// with them starts exactly the plan that was shown (empty: chooses again).
 	TokenMoves []*TokenMove `protobuf:"bytes,6,rep,name=token_moves,json=tokenMoves,proto3" json:"token_moves,omitempty"`
 	// REBALANCE: at most this many vnodes move; 0 = 8.
-	MaxMoves      uint32 `protobuf:"varint,7,opt,name=max_moves,json=maxMoves,proto3" json:"max_moves,omitempty"`
+	MaxMoves uint32 `protobuf:"varint,7,opt,name=max_moves,json=maxMoves,proto3" json:"max_moves,omitempty"`
+	// Who asks ("kvctl@host"); a caller with a client certificate is named by its CN instead.
+	// Kept in the change's history.
+	By            string `protobuf:"bytes,8,opt,name=by,proto3" json:"by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2767,6 +2874,13 @@ func (x *ChangeRequest) GetMaxMoves() uint32 {
 		return x.MaxMoves
 	}
 	return 0
+}
+
+func (x *ChangeRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
 }
 
 // One vnode handed from one node to another by a rebalance.
@@ -6155,6 +6269,383 @@ func (x *Pace) GetByCpu() bool {
 	return false
 }
 
+type ChangeHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many changes, newest first; 0 = every change kept.
+	Limit uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only this change (NOT_FOUND reason UNKNOWN_CHANGE when it is not kept); 0 = any.
+	Id            uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeHistoryRequest) Reset() {
+	*x = ChangeHistoryRequest{}
+	mi := &file_kvpb_admin_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeHistoryRequest) ProtoMessage() {}
+
+func (x *ChangeHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeHistoryRequest.ProtoReflect.Descriptor instead.
+func (*ChangeHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ChangeHistoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ChangeHistoryRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type ChangeHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Changes       []*ChangeRecord `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeHistoryResponse) Reset() {
+	*x = ChangeHistoryResponse{}
+	mi := &file_kvpb_admin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeHistoryResponse) ProtoMessage() {}
+
+func (x *ChangeHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeHistoryResponse.ProtoReflect.Descriptor instead.
+func (*ChangeHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ChangeHistoryResponse) GetChanges() []*ChangeRecord {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// One finished ring change and the load it moved.
+type ChangeRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind  ChangeRequest_Kind     `protobuf:"varint,2,opt,name=kind,proto3,enum=ringkv.ChangeRequest_Kind" json:"kind,omitempty"`
+	// The node added or removed; empty for a rebalance.
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Who started it.
+	By             string        `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	Outcome        ChangeOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=ringkv.ChangeOutcome" json:"outcome,omitempty"`
+	StartedUnixMs  int64         `protobuf:"varint,6,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	FinishedUnixMs int64         `protobuf:"varint,7,opt,name=finished_unix_ms,json=finishedUnixMs,proto3" json:"finished_unix_ms,omitempty"`
+	// The bytes the plan estimated to stream.
+	EstBytes        uint64      `protobuf:"varint,8,opt,name=est_bytes,json=estBytes,proto3" json:"est_bytes,omitempty"`
+	VnodesMoved     uint32      `protobuf:"varint,9,opt,name=vnodes_moved,json=vnodesMoved,proto3" json:"vnodes_moved,omitempty"`
+	RangesMoved     uint32      `protobuf:"varint,10,opt,name=ranges_moved,json=rangesMoved,proto3" json:"ranges_moved,omitempty"`
+	Observation     Observation `protobuf:"varint,11,opt,name=observation,proto3,enum=ringkv.Observation" json:"observation,omitempty"`
+	ObservationNote string      `protobuf:"bytes,12,opt,name=observation_note,json=observationNote,proto3" json:"observation_note,omitempty"`
+	// The observation window: from prediction-delay after the commit, prediction-window long
+	// (as measured: the samples' own times once observed).
+	ObserveFromUnixMs int64                 `protobuf:"varint,13,opt,name=observe_from_unix_ms,json=observeFromUnixMs,proto3" json:"observe_from_unix_ms,omitempty"`
+	ObserveToUnixMs   int64                 `protobuf:"varint,14,opt,name=observe_to_unix_ms,json=observeToUnixMs,proto3" json:"observe_to_unix_ms,omitempty"`
+	Nodes             []*NodeLoadPrediction `protobuf:"bytes,15,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ChangeRecord) Reset() {
+	*x = ChangeRecord{}
+	mi := &file_kvpb_admin_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeRecord) ProtoMessage() {}
+
+func (x *ChangeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeRecord.ProtoReflect.Descriptor instead.
+func (*ChangeRecord) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ChangeRecord) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetKind() ChangeRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return ChangeRequest_KIND_UNSPECIFIED
+}
+
+func (x *ChangeRecord) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ChangeRecord) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ChangeRecord) GetOutcome() ChangeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ChangeOutcome_CHANGE_OUTCOME_UNSPECIFIED
+}
+
+func (x *ChangeRecord) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetFinishedUnixMs() int64 {
+	if x != nil {
+		return x.FinishedUnixMs
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetEstBytes() uint64 {
+	if x != nil {
+		return x.EstBytes
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetVnodesMoved() uint32 {
+	if x != nil {
+		return x.VnodesMoved
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetRangesMoved() uint32 {
+	if x != nil {
+		return x.RangesMoved
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetObservation() Observation {
+	if x != nil {
+		return x.Observation
+	}
+	return Observation_OBSERVATION_UNSPECIFIED
+}
+
+func (x *ChangeRecord) GetObservationNote() string {
+	if x != nil {
+		return x.ObservationNote
+	}
+	return ""
+}
+
+func (x *ChangeRecord) GetObserveFromUnixMs() int64 {
+	if x != nil {
+		return x.ObserveFromUnixMs
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetObserveToUnixMs() int64 {
+	if x != nil {
+		return x.ObserveToUnixMs
+	}
+	return 0
+}
+
+func (x *ChangeRecord) GetNodes() []*NodeLoadPrediction {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// One node's replica load (reads plus writes it served as a replica, per second).
+type NodeLoadPrediction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Measured over the minute before the change began (the rebalance planner's input).
+	Before float64 `protobuf:"fixed64,2,opt,name=before,proto3" json:"before,omitempty"`
+	// What the plan predicted once the change is done: each vnode's measured load moved with
+	// its token range to its new replicas.
+	Predicted float64 `protobuf:"fixed64,3,opt,name=predicted,proto3" json:"predicted,omitempty"`
+	// Measured over the observation window; valid when observed_ok.
+	Observed   float64 `protobuf:"fixed64,4,opt,name=observed,proto3" json:"observed,omitempty"`
+	ObservedOk bool    `protobuf:"varint,5,opt,name=observed_ok,json=observedOk,proto3" json:"observed_ok,omitempty"`
+	// (observed - predicted) / predicted; valid when error_ok (a prediction of 0 has none).
+	Error   float64 `protobuf:"fixed64,6,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorOk bool    `protobuf:"varint,7,opt,name=error_ok,json=errorOk,proto3" json:"error_ok,omitempty"`
+	// |error| > 25%: the prediction is off.
+	Off bool `protobuf:"varint,8,opt,name=off,proto3" json:"off,omitempty"`
+	// Why there is no observed figure for this node, if there is none.
+	Note          string `protobuf:"bytes,9,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoadPrediction) Reset() {
+	*x = NodeLoadPrediction{}
+	mi := &file_kvpb_admin_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoadPrediction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoadPrediction) ProtoMessage() {}
+
+func (x *NodeLoadPrediction) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_admin_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoadPrediction.ProtoReflect.Descriptor instead.
+func (*NodeLoadPrediction) Descriptor() ([]byte, []int) {
+	return file_kvpb_admin_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *NodeLoadPrediction) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeLoadPrediction) GetBefore() float64 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+func (x *NodeLoadPrediction) GetPredicted() float64 {
+	if x != nil {
+		return x.Predicted
+	}
+	return 0
+}
+
+func (x *NodeLoadPrediction) GetObserved() float64 {
+	if x != nil {
+		return x.Observed
+	}
+	return 0
+}
+
+func (x *NodeLoadPrediction) GetObservedOk() bool {
+	if x != nil {
+		return x.ObservedOk
+	}
+	return false
+}
+
+func (x *NodeLoadPrediction) GetError() float64 {
+	if x != nil {
+		return x.Error
+	}
+	return 0
+}
+
+func (x *NodeLoadPrediction) GetErrorOk() bool {
+	if x != nil {
+		return x.ErrorOk
+	}
+	return false
+}
+
+func (x *NodeLoadPrediction) GetOff() bool {
+	if x != nil {
+		return x.Off
+	}
+	return false
+}
+
+func (x *NodeLoadPrediction) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_kvpb_admin_proto_rawDesc = "" +
@@ -6338,7 +6829,7 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x0eLogTailRequest\x12\x14\n" +
 	"\x05lines\x18\x01 \x01(\rR\x05lines\"'\n" +
 	"\x0fLogTailResponse\x12\x14\n" +
-	"\x05lines\x18\x01 \x03(\tR\x05lines\"\xbd\x02\n" +
+	"\x05lines\x18\x01 \x03(\tR\x05lines\"\xcd\x02\n" +
 	"\rChangeRequest\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.ringkv.ChangeRequest.KindR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -6348,7 +6839,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\x122\n" +
 	"\vtoken_moves\x18\x06 \x03(\v2\x11.ringkv.TokenMoveR\n" +
 	"tokenMoves\x12\x1b\n" +
-	"\tmax_moves\x18\a \x01(\rR\bmaxMoves\"@\n" +
+	"\tmax_moves\x18\a \x01(\rR\bmaxMoves\x12\x0e\n" +
+	"\x02by\x18\b \x01(\tR\x02by\"@\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03ADD\x10\x01\x12\n" +
@@ -6653,7 +7145,40 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\ttarget_ms\x18\x06 \x01(\x01R\btargetMs\x12*\n" +
 	"\x06reason\x18\a \x01(\x0e2\x12.ringkv.PaceReasonR\x06reason\x12\x1e\n" +
 	"\vcpu_wait_ms\x18\b \x01(\x01R\tcpuWaitMs\x12\x15\n" +
-	"\x06by_cpu\x18\t \x01(\bR\x05byCpu*\x97\x01\n" +
+	"\x06by_cpu\x18\t \x01(\bR\x05byCpu\"<\n" +
+	"\x14ChangeHistoryRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"G\n" +
+	"\x15ChangeHistoryResponse\x12.\n" +
+	"\achanges\x18\x01 \x03(\v2\x14.ringkv.ChangeRecordR\achanges\"\xcf\x04\n" +
+	"\fChangeRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.ringkv.ChangeRequest.KindR\x04kind\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12/\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x15.ringkv.ChangeOutcomeR\aoutcome\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x06 \x01(\x03R\rstartedUnixMs\x12(\n" +
+	"\x10finished_unix_ms\x18\a \x01(\x03R\x0efinishedUnixMs\x12\x1b\n" +
+	"\test_bytes\x18\b \x01(\x04R\bestBytes\x12!\n" +
+	"\fvnodes_moved\x18\t \x01(\rR\vvnodesMoved\x12!\n" +
+	"\franges_moved\x18\n" +
+	" \x01(\rR\vrangesMoved\x125\n" +
+	"\vobservation\x18\v \x01(\x0e2\x13.ringkv.ObservationR\vobservation\x12)\n" +
+	"\x10observation_note\x18\f \x01(\tR\x0fobservationNote\x12/\n" +
+	"\x14observe_from_unix_ms\x18\r \x01(\x03R\x11observeFromUnixMs\x12+\n" +
+	"\x12observe_to_unix_ms\x18\x0e \x01(\x03R\x0fobserveToUnixMs\x120\n" +
+	"\x05nodes\x18\x0f \x03(\v2\x1a.ringkv.NodeLoadPredictionR\x05nodes\"\xee\x01\n" +
+	"\x12NodeLoadPrediction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06before\x18\x02 \x01(\x01R\x06before\x12\x1c\n" +
+	"\tpredicted\x18\x03 \x01(\x01R\tpredicted\x12\x1a\n" +
+	"\bobserved\x18\x04 \x01(\x01R\bobserved\x12\x1f\n" +
+	"\vobserved_ok\x18\x05 \x01(\bR\n" +
+	"observedOk\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\x01R\x05error\x12\x19\n" +
+	"\berror_ok\x18\a \x01(\bR\aerrorOk\x12\x10\n" +
+	"\x03off\x18\b \x01(\bR\x03off\x12\x12\n" +
+	"\x04note\x18\t \x01(\tR\x04note*\x97\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
@@ -6728,7 +7253,16 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x17PACE_REASON_BACKING_OFF\x10\x03\x12\x18\n" +
 	"\x14PACE_REASON_AT_FLOOR\x10\x04\x12\x1a\n" +
 	"\x16PACE_REASON_SLOW_START\x10\x05\x12\x17\n" +
-	"\x13PACE_REASON_HOLDING\x10\x062\xac\r\n" +
+	"\x13PACE_REASON_HOLDING\x10\x06*d\n" +
+	"\rChangeOutcome\x12\x1e\n" +
+	"\x1aCHANGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CHANGE_OUTCOME_DONE\x10\x01\x12\x1a\n" +
+	"\x16CHANGE_OUTCOME_ABORTED\x10\x02*}\n" +
+	"\vObservation\x12\x1b\n" +
+	"\x17OBSERVATION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15OBSERVATION_OBSERVING\x10\x01\x12\x18\n" +
+	"\x14OBSERVATION_OBSERVED\x10\x02\x12\x1c\n" +
+	"\x18OBSERVATION_NOT_OBSERVED\x10\x032\xfa\r\n" +
 	"\x05Admin\x127\n" +
 	"\x06Status\x12\x15.ringkv.StatusRequest\x1a\x16.ringkv.StatusResponse\x12=\n" +
 	"\bNodeInfo\x12\x17.ringkv.NodeInfoRequest\x1a\x18.ringkv.NodeInfoResponse\x121\n" +
@@ -6747,7 +7281,8 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\rSetChangeRate\x12\x1c.ringkv.SetChangeRateRequest\x1a\x16.ringkv.ChangeProgress\x12A\n" +
 	"\vPauseChange\x12\x1a.ringkv.PauseChangeRequest\x1a\x16.ringkv.ChangeProgress\x12C\n" +
 	"\fResumeChange\x12\x1b.ringkv.ResumeChangeRequest\x1a\x16.ringkv.ChangeProgress\x12M\n" +
-	"\x11SetChangeParallel\x12 .ringkv.SetChangeParallelRequest\x1a\x16.ringkv.ChangeProgress\x12F\n" +
+	"\x11SetChangeParallel\x12 .ringkv.SetChangeParallelRequest\x1a\x16.ringkv.ChangeProgress\x12L\n" +
+	"\rChangeHistory\x12\x1c.ringkv.ChangeHistoryRequest\x1a\x1d.ringkv.ChangeHistoryResponse\x12F\n" +
 	"\vCountRanges\x12\x1a.ringkv.CountRangesRequest\x1a\x1b.ringkv.CountRangesResponse\x127\n" +
 	"\n" +
 	"PlanRepair\x12\x15.ringkv.RepairRequest\x1a\x12.ringkv.RepairPlan\x128\n" +
@@ -6773,8 +7308,8 @@ func file_kvpb_admin_proto_rawDescGZIP() []byte {
 	return file_kvpb_admin_proto_rawDescData
 }
 
-var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 16)
+var file_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: ringkv.NodeState
 	(RaftRole)(0),                    // 1: ringkv.RaftRole
@@ -6787,209 +7322,222 @@ var file_kvpb_admin_proto_goTypes = []any{
 	(RangeRepairState)(0),            // 8: ringkv.RangeRepairState
 	(HeatMetric)(0),                  // 9: ringkv.HeatMetric
 	(PaceReason)(0),                  // 10: ringkv.PaceReason
-	(GrayNode_Kind)(0),               // 11: ringkv.GrayNode.Kind
-	(BreakerState_State)(0),          // 12: ringkv.BreakerState.State
-	(ChangeRequest_Kind)(0),          // 13: ringkv.ChangeRequest.Kind
-	(*StatusRequest)(nil),            // 14: ringkv.StatusRequest
-	(*StatusResponse)(nil),           // 15: ringkv.StatusResponse
-	(*NodeStatus)(nil),               // 16: ringkv.NodeStatus
-	(*SlowReplica)(nil),              // 17: ringkv.SlowReplica
-	(*NodeInfoRequest)(nil),          // 18: ringkv.NodeInfoRequest
-	(*NodeInfoResponse)(nil),         // 19: ringkv.NodeInfoResponse
-	(*GrayNode)(nil),                 // 20: ringkv.GrayNode
-	(*HintQueue)(nil),                // 21: ringkv.HintQueue
-	(*BreakerState)(nil),             // 22: ringkv.BreakerState
-	(*RingRequest)(nil),              // 23: ringkv.RingRequest
-	(*Member)(nil),                   // 24: ringkv.Member
-	(*RingState)(nil),                // 25: ringkv.RingState
-	(*NodeOwnership)(nil),            // 26: ringkv.NodeOwnership
-	(*RingResponse)(nil),             // 27: ringkv.RingResponse
-	(*StatsRequest)(nil),             // 28: ringkv.StatsRequest
-	(*OpStats)(nil),                  // 29: ringkv.OpStats
-	(*VnodeStats)(nil),               // 30: ringkv.VnodeStats
-	(*NodeStats)(nil),                // 31: ringkv.NodeStats
-	(*ProfileRequest)(nil),           // 32: ringkv.ProfileRequest
-	(*ProfileChunk)(nil),             // 33: ringkv.ProfileChunk
-	(*LogTailRequest)(nil),           // 34: ringkv.LogTailRequest
-	(*LogTailResponse)(nil),          // 35: ringkv.LogTailResponse
-	(*ChangeRequest)(nil),            // 36: ringkv.ChangeRequest
-	(*TokenMove)(nil),                // 37: ringkv.TokenMove
-	(*RangeMove)(nil),                // 38: ringkv.RangeMove
-	(*ChangePlan)(nil),               // 39: ringkv.ChangePlan
-	(*RangeProgress)(nil),            // 40: ringkv.RangeProgress
-	(*MoveStall)(nil),                // 41: ringkv.MoveStall
-	(*ChangePause)(nil),              // 42: ringkv.ChangePause
-	(*NodeRate)(nil),                 // 43: ringkv.NodeRate
-	(*ChangeProgress)(nil),           // 44: ringkv.ChangeProgress
-	(*ChangeStatusRequest)(nil),      // 45: ringkv.ChangeStatusRequest
-	(*TokenRange)(nil),               // 46: ringkv.TokenRange
-	(*CountRangesRequest)(nil),       // 47: ringkv.CountRangesRequest
-	(*RangeCount)(nil),               // 48: ringkv.RangeCount
-	(*CountRangesResponse)(nil),      // 49: ringkv.CountRangesResponse
-	(*AbortChangeRequest)(nil),       // 50: ringkv.AbortChangeRequest
-	(*SetChangeRateRequest)(nil),     // 51: ringkv.SetChangeRateRequest
-	(*PauseChangeRequest)(nil),       // 52: ringkv.PauseChangeRequest
-	(*ResumeChangeRequest)(nil),      // 53: ringkv.ResumeChangeRequest
-	(*SetChangeParallelRequest)(nil), // 54: ringkv.SetChangeParallelRequest
-	(*RepairRequest)(nil),            // 55: ringkv.RepairRequest
-	(*RepairRange)(nil),              // 56: ringkv.RepairRange
-	(*RepairPlan)(nil),               // 57: ringkv.RepairPlan
-	(*PairRepair)(nil),               // 58: ringkv.PairRepair
-	(*RangeRepair)(nil),              // 59: ringkv.RangeRepair
-	(*RepairProgress)(nil),           // 60: ringkv.RepairProgress
-	(*RepairStatusRequest)(nil),      // 61: ringkv.RepairStatusRequest
-	(*AbortRepairRequest)(nil),       // 62: ringkv.AbortRepairRequest
-	(*PauseRepairRequest)(nil),       // 63: ringkv.PauseRepairRequest
-	(*ResumeRepairRequest)(nil),      // 64: ringkv.ResumeRepairRequest
-	(*HotKeysRequest)(nil),           // 65: ringkv.HotKeysRequest
-	(*HotKey)(nil),                   // 66: ringkv.HotKey
-	(*HotKeysResponse)(nil),          // 67: ringkv.HotKeysResponse
-	(*VnodeOps)(nil),                 // 68: ringkv.VnodeOps
-	(*HeatRequest)(nil),              // 69: ringkv.HeatRequest
-	(*HeatEvent)(nil),                // 70: ringkv.HeatEvent
-	(*HeatResponse)(nil),             // 71: ringkv.HeatResponse
-	(*VnodesRequest)(nil),            // 72: ringkv.VnodesRequest
-	(*LatencyHistogram)(nil),         // 73: ringkv.LatencyHistogram
-	(*ReplicaLatency)(nil),           // 74: ringkv.ReplicaLatency
-	(*VnodeLatency)(nil),             // 75: ringkv.VnodeLatency
-	(*PeerLatency)(nil),              // 76: ringkv.PeerLatency
-	(*VnodesResponse)(nil),           // 77: ringkv.VnodesResponse
-	(*Pace)(nil),                     // 78: ringkv.Pace
-	nil,                              // 79: ringkv.NodeStats.ErrorsEntry
-	(*LinkStats)(nil),                // 80: ringkv.LinkStats
+	(ChangeOutcome)(0),               // 11: ringkv.ChangeOutcome
+	(Observation)(0),                 // 12: ringkv.Observation
+	(GrayNode_Kind)(0),               // 13: ringkv.GrayNode.Kind
+	(BreakerState_State)(0),          // 14: ringkv.BreakerState.State
+	(ChangeRequest_Kind)(0),          // 15: ringkv.ChangeRequest.Kind
+	(*StatusRequest)(nil),            // 16: ringkv.StatusRequest
+	(*StatusResponse)(nil),           // 17: ringkv.StatusResponse
+	(*NodeStatus)(nil),               // 18: ringkv.NodeStatus
+	(*SlowReplica)(nil),              // 19: ringkv.SlowReplica
+	(*NodeInfoRequest)(nil),          // 20: ringkv.NodeInfoRequest
+	(*NodeInfoResponse)(nil),         // 21: ringkv.NodeInfoResponse
+	(*GrayNode)(nil),                 // 22: ringkv.GrayNode
+	(*HintQueue)(nil),                // 23: ringkv.HintQueue
+	(*BreakerState)(nil),             // 24: ringkv.BreakerState
+	(*RingRequest)(nil),              // 25: ringkv.RingRequest
+	(*Member)(nil),                   // 26: ringkv.Member
+	(*RingState)(nil),                // 27: ringkv.RingState
+	(*NodeOwnership)(nil),            // 28: ringkv.NodeOwnership
+	(*RingResponse)(nil),             // 29: ringkv.RingResponse
+	(*StatsRequest)(nil),             // 30: ringkv.StatsRequest
+	(*OpStats)(nil),                  // 31: ringkv.OpStats
+	(*VnodeStats)(nil),               // 32: ringkv.VnodeStats
+	(*NodeStats)(nil),                // 33: ringkv.NodeStats
+	(*ProfileRequest)(nil),           // 34: ringkv.ProfileRequest
+	(*ProfileChunk)(nil),             // 35: ringkv.ProfileChunk
+	(*LogTailRequest)(nil),           // 36: ringkv.LogTailRequest
+	(*LogTailResponse)(nil),          // 37: ringkv.LogTailResponse
+	(*ChangeRequest)(nil),            // 38: ringkv.ChangeRequest
+	(*TokenMove)(nil),                // 39: ringkv.TokenMove
+	(*RangeMove)(nil),                // 40: ringkv.RangeMove
+	(*ChangePlan)(nil),               // 41: ringkv.ChangePlan
+	(*RangeProgress)(nil),            // 42: ringkv.RangeProgress
+	(*MoveStall)(nil),                // 43: ringkv.MoveStall
+	(*ChangePause)(nil),              // 44: ringkv.ChangePause
+	(*NodeRate)(nil),                 // 45: ringkv.NodeRate
+	(*ChangeProgress)(nil),           // 46: ringkv.ChangeProgress
+	(*ChangeStatusRequest)(nil),      // 47: ringkv.ChangeStatusRequest
+	(*TokenRange)(nil),               // 48: ringkv.TokenRange
+	(*CountRangesRequest)(nil),       // 49: ringkv.CountRangesRequest
+	(*RangeCount)(nil),               // 50: ringkv.RangeCount
+	(*CountRangesResponse)(nil),      // 51: ringkv.CountRangesResponse
+	(*AbortChangeRequest)(nil),       // 52: ringkv.AbortChangeRequest
+	(*SetChangeRateRequest)(nil),     // 53: ringkv.SetChangeRateRequest
+	(*PauseChangeRequest)(nil),       // 54: ringkv.PauseChangeRequest
+	(*ResumeChangeRequest)(nil),      // 55: ringkv.ResumeChangeRequest
+	(*SetChangeParallelRequest)(nil), // 56: ringkv.SetChangeParallelRequest
+	(*RepairRequest)(nil),            // 57: ringkv.RepairRequest
+	(*RepairRange)(nil),              // 58: ringkv.RepairRange
+	(*RepairPlan)(nil),               // 59: ringkv.RepairPlan
+	(*PairRepair)(nil),               // 60: ringkv.PairRepair
+	(*RangeRepair)(nil),              // 61: ringkv.RangeRepair
+	(*RepairProgress)(nil),           // 62: ringkv.RepairProgress
+	(*RepairStatusRequest)(nil),      // 63: ringkv.RepairStatusRequest
+	(*AbortRepairRequest)(nil),       // 64: ringkv.AbortRepairRequest
+	(*PauseRepairRequest)(nil),       // 65: ringkv.PauseRepairRequest
+	(*ResumeRepairRequest)(nil),      // 66: ringkv.ResumeRepairRequest
+	(*HotKeysRequest)(nil),           // 67: ringkv.HotKeysRequest
+	(*HotKey)(nil),                   // 68: ringkv.HotKey
+	(*HotKeysResponse)(nil),          // 69: ringkv.HotKeysResponse
+	(*VnodeOps)(nil),                 // 70: ringkv.VnodeOps
+	(*HeatRequest)(nil),              // 71: ringkv.HeatRequest
+	(*HeatEvent)(nil),                // 72: ringkv.HeatEvent
+	(*HeatResponse)(nil),             // 73: ringkv.HeatResponse
+	(*VnodesRequest)(nil),            // 74: ringkv.VnodesRequest
+	(*LatencyHistogram)(nil),         // 75: ringkv.LatencyHistogram
+	(*ReplicaLatency)(nil),           // 76: ringkv.ReplicaLatency
+	(*VnodeLatency)(nil),             // 77: ringkv.VnodeLatency
+	(*PeerLatency)(nil),              // 78: ringkv.PeerLatency
+	(*VnodesResponse)(nil),           // 79: ringkv.VnodesResponse
+	(*Pace)(nil),                     // 80: ringkv.Pace
+	(*ChangeHistoryRequest)(nil),     // 81: ringkv.ChangeHistoryRequest
+	(*ChangeHistoryResponse)(nil),    // 82: ringkv.ChangeHistoryResponse
+	(*ChangeRecord)(nil),             // 83: ringkv.ChangeRecord
+	(*NodeLoadPrediction)(nil),       // 84: ringkv.NodeLoadPrediction
+	nil,                              // 85: ringkv.NodeStats.ErrorsEntry
+	(*LinkStats)(nil),                // 86: ringkv.LinkStats
 }
 var file_kvpb_admin_proto_depIdxs = []int32{
-	16, // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
-	44, // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
-	60, // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
-	0,  // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
-	19, // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
-	17, // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
-	22, // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
-	1,  // 7: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
-	76, // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
-	21, // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
-	60, // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
-	20, // 11: ringkv.NodeInfoResponse.gray:type_name -> ringkv.GrayNode
-	80, // 12: ringkv.NodeInfoResponse.links:type_name -> ringkv.LinkStats
-	11, // 13: ringkv.GrayNode.kind:type_name -> ringkv.GrayNode.Kind
-	12, // 14: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
-	0,  // 15: ringkv.Member.state:type_name -> ringkv.NodeState
-	24, // 16: ringkv.RingState.members:type_name -> ringkv.Member
-	0,  // 17: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
-	25, // 18: ringkv.RingResponse.ring:type_name -> ringkv.RingState
-	26, // 19: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
-	44, // 20: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
-	2,  // 21: ringkv.OpStats.op:type_name -> ringkv.Op
-	3,  // 22: ringkv.OpStats.role:type_name -> ringkv.OpRole
-	0,  // 23: ringkv.NodeStats.state:type_name -> ringkv.NodeState
-	29, // 24: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
-	30, // 25: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
-	22, // 26: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
-	79, // 27: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
-	13, // 28: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
-	37, // 29: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
-	36, // 30: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
-	38, // 31: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
-	26, // 32: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
-	26, // 33: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
-	38, // 34: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
-	4,  // 35: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
-	41, // 36: ringkv.RangeProgress.stall:type_name -> ringkv.MoveStall
-	5,  // 37: ringkv.MoveStall.cause:type_name -> ringkv.StallCause
-	6,  // 38: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
-	39, // 39: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
-	40, // 40: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
-	78, // 41: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
-	42, // 42: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
-	43, // 43: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
-	46, // 44: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
-	48, // 45: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
-	55, // 46: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
-	56, // 47: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
-	56, // 48: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
-	8,  // 49: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
-	58, // 50: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
-	7,  // 51: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
-	57, // 52: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
-	59, // 53: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
-	58, // 54: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
-	42, // 55: ringkv.RepairProgress.paused:type_name -> ringkv.ChangePause
-	66, // 56: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
-	68, // 57: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
-	9,  // 58: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
-	9,  // 59: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
-	70, // 60: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
-	73, // 61: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	73, // 62: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
-	73, // 63: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
-	73, // 64: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
-	73, // 65: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
-	74, // 66: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
-	73, // 67: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
-	73, // 68: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
-	75, // 69: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
-	76, // 70: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
-	10, // 71: ringkv.Pace.reason:type_name -> ringkv.PaceReason
-	14, // 72: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
-	18, // 73: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
-	23, // 74: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
-	28, // 75: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
-	28, // 76: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
-	32, // 77: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
-	34, // 78: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
-	36, // 79: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
-	36, // 80: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
-	45, // 81: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
-	45, // 82: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
-	50, // 83: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
-	51, // 84: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
-	52, // 85: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
-	53, // 86: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
-	54, // 87: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
-	47, // 88: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
-	55, // 89: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
-	55, // 90: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
-	61, // 91: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
-	61, // 92: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
-	62, // 93: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
-	63, // 94: ringkv.Admin.PauseRepair:input_type -> ringkv.PauseRepairRequest
-	64, // 95: ringkv.Admin.ResumeRepair:input_type -> ringkv.ResumeRepairRequest
-	65, // 96: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
-	69, // 97: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
-	72, // 98: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
-	15, // 99: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
-	19, // 100: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
-	27, // 101: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
-	31, // 102: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
-	31, // 103: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
-	33, // 104: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
-	35, // 105: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
-	39, // 106: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
-	39, // 107: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
-	44, // 108: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
-	44, // 109: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
-	44, // 110: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
-	44, // 111: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
-	44, // 112: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
-	44, // 113: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
-	44, // 114: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
-	49, // 115: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
-	57, // 116: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
-	57, // 117: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
-	60, // 118: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
-	60, // 119: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
-	60, // 120: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
-	60, // 121: ringkv.Admin.PauseRepair:output_type -> ringkv.RepairProgress
-	60, // 122: ringkv.Admin.ResumeRepair:output_type -> ringkv.RepairProgress
-	67, // 123: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
-	71, // 124: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
-	77, // 125: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
-	99, // [99:126] is the sub-list for method output_type
-	72, // [72:99] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	18,  // 0: ringkv.StatusResponse.nodes:type_name -> ringkv.NodeStatus
+	46,  // 1: ringkv.StatusResponse.change:type_name -> ringkv.ChangeProgress
+	62,  // 2: ringkv.StatusResponse.repairs:type_name -> ringkv.RepairProgress
+	0,   // 3: ringkv.NodeStatus.state:type_name -> ringkv.NodeState
+	21,  // 4: ringkv.NodeStatus.info:type_name -> ringkv.NodeInfoResponse
+	19,  // 5: ringkv.NodeStatus.slow:type_name -> ringkv.SlowReplica
+	24,  // 6: ringkv.NodeInfoResponse.breakers:type_name -> ringkv.BreakerState
+	1,   // 7: ringkv.NodeInfoResponse.raft_role:type_name -> ringkv.RaftRole
+	78,  // 8: ringkv.NodeInfoResponse.peer_latency:type_name -> ringkv.PeerLatency
+	23,  // 9: ringkv.NodeInfoResponse.hints:type_name -> ringkv.HintQueue
+	62,  // 10: ringkv.NodeInfoResponse.repair:type_name -> ringkv.RepairProgress
+	22,  // 11: ringkv.NodeInfoResponse.gray:type_name -> ringkv.GrayNode
+	86,  // 12: ringkv.NodeInfoResponse.links:type_name -> ringkv.LinkStats
+	13,  // 13: ringkv.GrayNode.kind:type_name -> ringkv.GrayNode.Kind
+	14,  // 14: ringkv.BreakerState.state:type_name -> ringkv.BreakerState.State
+	0,   // 15: ringkv.Member.state:type_name -> ringkv.NodeState
+	26,  // 16: ringkv.RingState.members:type_name -> ringkv.Member
+	0,   // 17: ringkv.NodeOwnership.state:type_name -> ringkv.NodeState
+	27,  // 18: ringkv.RingResponse.ring:type_name -> ringkv.RingState
+	28,  // 19: ringkv.RingResponse.ownership:type_name -> ringkv.NodeOwnership
+	46,  // 20: ringkv.RingResponse.change:type_name -> ringkv.ChangeProgress
+	2,   // 21: ringkv.OpStats.op:type_name -> ringkv.Op
+	3,   // 22: ringkv.OpStats.role:type_name -> ringkv.OpRole
+	0,   // 23: ringkv.NodeStats.state:type_name -> ringkv.NodeState
+	31,  // 24: ringkv.NodeStats.ops:type_name -> ringkv.OpStats
+	32,  // 25: ringkv.NodeStats.vnodes:type_name -> ringkv.VnodeStats
+	24,  // 26: ringkv.NodeStats.breakers:type_name -> ringkv.BreakerState
+	85,  // 27: ringkv.NodeStats.errors:type_name -> ringkv.NodeStats.ErrorsEntry
+	15,  // 28: ringkv.ChangeRequest.kind:type_name -> ringkv.ChangeRequest.Kind
+	39,  // 29: ringkv.ChangeRequest.token_moves:type_name -> ringkv.TokenMove
+	38,  // 30: ringkv.ChangePlan.request:type_name -> ringkv.ChangeRequest
+	40,  // 31: ringkv.ChangePlan.moves:type_name -> ringkv.RangeMove
+	28,  // 32: ringkv.ChangePlan.before:type_name -> ringkv.NodeOwnership
+	28,  // 33: ringkv.ChangePlan.after:type_name -> ringkv.NodeOwnership
+	40,  // 34: ringkv.RangeProgress.move:type_name -> ringkv.RangeMove
+	4,   // 35: ringkv.RangeProgress.state:type_name -> ringkv.MoveState
+	43,  // 36: ringkv.RangeProgress.stall:type_name -> ringkv.MoveStall
+	5,   // 37: ringkv.MoveStall.cause:type_name -> ringkv.StallCause
+	6,   // 38: ringkv.ChangeProgress.state:type_name -> ringkv.ChangeState
+	41,  // 39: ringkv.ChangeProgress.plan:type_name -> ringkv.ChangePlan
+	42,  // 40: ringkv.ChangeProgress.ranges:type_name -> ringkv.RangeProgress
+	80,  // 41: ringkv.ChangeProgress.paces:type_name -> ringkv.Pace
+	44,  // 42: ringkv.ChangeProgress.pauses:type_name -> ringkv.ChangePause
+	45,  // 43: ringkv.ChangeProgress.node_rates:type_name -> ringkv.NodeRate
+	48,  // 44: ringkv.CountRangesRequest.ranges:type_name -> ringkv.TokenRange
+	50,  // 45: ringkv.CountRangesResponse.counts:type_name -> ringkv.RangeCount
+	57,  // 46: ringkv.RepairPlan.request:type_name -> ringkv.RepairRequest
+	58,  // 47: ringkv.RepairPlan.ranges:type_name -> ringkv.RepairRange
+	58,  // 48: ringkv.RangeRepair.range:type_name -> ringkv.RepairRange
+	8,   // 49: ringkv.RangeRepair.state:type_name -> ringkv.RangeRepairState
+	60,  // 50: ringkv.RangeRepair.pairs:type_name -> ringkv.PairRepair
+	7,   // 51: ringkv.RepairProgress.state:type_name -> ringkv.RepairState
+	59,  // 52: ringkv.RepairProgress.plan:type_name -> ringkv.RepairPlan
+	61,  // 53: ringkv.RepairProgress.ranges:type_name -> ringkv.RangeRepair
+	60,  // 54: ringkv.RepairProgress.pairs:type_name -> ringkv.PairRepair
+	44,  // 55: ringkv.RepairProgress.paused:type_name -> ringkv.ChangePause
+	68,  // 56: ringkv.HotKeysResponse.keys:type_name -> ringkv.HotKey
+	70,  // 57: ringkv.HotKeysResponse.vnodes:type_name -> ringkv.VnodeOps
+	9,   // 58: ringkv.HeatRequest.metric:type_name -> ringkv.HeatMetric
+	9,   // 59: ringkv.HeatResponse.metric:type_name -> ringkv.HeatMetric
+	72,  // 60: ringkv.HeatResponse.events:type_name -> ringkv.HeatEvent
+	75,  // 61: ringkv.ReplicaLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	75,  // 62: ringkv.VnodeLatency.reads_10s:type_name -> ringkv.LatencyHistogram
+	75,  // 63: ringkv.VnodeLatency.writes_10s:type_name -> ringkv.LatencyHistogram
+	75,  // 64: ringkv.VnodeLatency.reads_1m:type_name -> ringkv.LatencyHistogram
+	75,  // 65: ringkv.VnodeLatency.writes_1m:type_name -> ringkv.LatencyHistogram
+	76,  // 66: ringkv.VnodeLatency.replicas:type_name -> ringkv.ReplicaLatency
+	75,  // 67: ringkv.PeerLatency.calls_10s:type_name -> ringkv.LatencyHistogram
+	75,  // 68: ringkv.PeerLatency.calls_1m:type_name -> ringkv.LatencyHistogram
+	77,  // 69: ringkv.VnodesResponse.vnodes:type_name -> ringkv.VnodeLatency
+	78,  // 70: ringkv.VnodesResponse.peers:type_name -> ringkv.PeerLatency
+	10,  // 71: ringkv.Pace.reason:type_name -> ringkv.PaceReason
+	83,  // 72: ringkv.ChangeHistoryResponse.changes:type_name -> ringkv.ChangeRecord
+	15,  // 73: ringkv.ChangeRecord.kind:type_name -> ringkv.ChangeRequest.Kind
+	11,  // 74: ringkv.ChangeRecord.outcome:type_name -> ringkv.ChangeOutcome
+	12,  // 75: ringkv.ChangeRecord.observation:type_name -> ringkv.Observation
+	84,  // 76: ringkv.ChangeRecord.nodes:type_name -> ringkv.NodeLoadPrediction
+	16,  // 77: ringkv.Admin.Status:input_type -> ringkv.StatusRequest
+	20,  // 78: ringkv.Admin.NodeInfo:input_type -> ringkv.NodeInfoRequest
+	25,  // 79: ringkv.Admin.Ring:input_type -> ringkv.RingRequest
+	30,  // 80: ringkv.Admin.Stats:input_type -> ringkv.StatsRequest
+	30,  // 81: ringkv.Admin.WatchStats:input_type -> ringkv.StatsRequest
+	34,  // 82: ringkv.Admin.Profile:input_type -> ringkv.ProfileRequest
+	36,  // 83: ringkv.Admin.LogTail:input_type -> ringkv.LogTailRequest
+	38,  // 84: ringkv.Admin.PlanChange:input_type -> ringkv.ChangeRequest
+	38,  // 85: ringkv.Admin.StartChange:input_type -> ringkv.ChangeRequest
+	47,  // 86: ringkv.Admin.ChangeStatus:input_type -> ringkv.ChangeStatusRequest
+	47,  // 87: ringkv.Admin.WatchChange:input_type -> ringkv.ChangeStatusRequest
+	52,  // 88: ringkv.Admin.AbortChange:input_type -> ringkv.AbortChangeRequest
+	53,  // 89: ringkv.Admin.SetChangeRate:input_type -> ringkv.SetChangeRateRequest
+	54,  // 90: ringkv.Admin.PauseChange:input_type -> ringkv.PauseChangeRequest
+	55,  // 91: ringkv.Admin.ResumeChange:input_type -> ringkv.ResumeChangeRequest
+	56,  // 92: ringkv.Admin.SetChangeParallel:input_type -> ringkv.SetChangeParallelRequest
+	81,  // 93: ringkv.Admin.ChangeHistory:input_type -> ringkv.ChangeHistoryRequest
+	49,  // 94: ringkv.Admin.CountRanges:input_type -> ringkv.CountRangesRequest
+	57,  // 95: ringkv.Admin.PlanRepair:input_type -> ringkv.RepairRequest
+	57,  // 96: ringkv.Admin.StartRepair:input_type -> ringkv.RepairRequest
+	63,  // 97: ringkv.Admin.RepairStatus:input_type -> ringkv.RepairStatusRequest
+	63,  // 98: ringkv.Admin.WatchRepair:input_type -> ringkv.RepairStatusRequest
+	64,  // 99: ringkv.Admin.AbortRepair:input_type -> ringkv.AbortRepairRequest
+	65,  // 100: ringkv.Admin.PauseRepair:input_type -> ringkv.PauseRepairRequest
+	66,  // 101: ringkv.Admin.ResumeRepair:input_type -> ringkv.ResumeRepairRequest
+	67,  // 102: ringkv.Admin.HotKeys:input_type -> ringkv.HotKeysRequest
+	71,  // 103: ringkv.Admin.Heat:input_type -> ringkv.HeatRequest
+	74,  // 104: ringkv.Admin.Vnodes:input_type -> ringkv.VnodesRequest
+	17,  // 105: ringkv.Admin.Status:output_type -> ringkv.StatusResponse
+	21,  // 106: ringkv.Admin.NodeInfo:output_type -> ringkv.NodeInfoResponse
+	29,  // 107: ringkv.Admin.Ring:output_type -> ringkv.RingResponse
+	33,  // 108: ringkv.Admin.Stats:output_type -> ringkv.NodeStats
+	33,  // 109: ringkv.Admin.WatchStats:output_type -> ringkv.NodeStats
+	35,  // 110: ringkv.Admin.Profile:output_type -> ringkv.ProfileChunk
+	37,  // 111: ringkv.Admin.LogTail:output_type -> ringkv.LogTailResponse
+	41,  // 112: ringkv.Admin.PlanChange:output_type -> ringkv.ChangePlan
+	41,  // 113: ringkv.Admin.StartChange:output_type -> ringkv.ChangePlan
+	46,  // 114: ringkv.Admin.ChangeStatus:output_type -> ringkv.ChangeProgress
+	46,  // 115: ringkv.Admin.WatchChange:output_type -> ringkv.ChangeProgress
+	46,  // 116: ringkv.Admin.AbortChange:output_type -> ringkv.ChangeProgress
+	46,  // 117: ringkv.Admin.SetChangeRate:output_type -> ringkv.ChangeProgress
+	46,  // 118: ringkv.Admin.PauseChange:output_type -> ringkv.ChangeProgress
+	46,  // 119: ringkv.Admin.ResumeChange:output_type -> ringkv.ChangeProgress
+	46,  // 120: ringkv.Admin.SetChangeParallel:output_type -> ringkv.ChangeProgress
+	82,  // 121: ringkv.Admin.ChangeHistory:output_type -> ringkv.ChangeHistoryResponse
+	51,  // 122: ringkv.Admin.CountRanges:output_type -> ringkv.CountRangesResponse
+	59,  // 123: ringkv.Admin.PlanRepair:output_type -> ringkv.RepairPlan
+	59,  // 124: ringkv.Admin.StartRepair:output_type -> ringkv.RepairPlan
+	62,  // 125: ringkv.Admin.RepairStatus:output_type -> ringkv.RepairProgress
+	62,  // 126: ringkv.Admin.WatchRepair:output_type -> ringkv.RepairProgress
+	62,  // 127: ringkv.Admin.AbortRepair:output_type -> ringkv.RepairProgress
+	62,  // 128: ringkv.Admin.PauseRepair:output_type -> ringkv.RepairProgress
+	62,  // 129: ringkv.Admin.ResumeRepair:output_type -> ringkv.RepairProgress
+	69,  // 130: ringkv.Admin.HotKeys:output_type -> ringkv.HotKeysResponse
+	73,  // 131: ringkv.Admin.Heat:output_type -> ringkv.HeatResponse
+	79,  // 132: ringkv.Admin.Vnodes:output_type -> ringkv.VnodesResponse
+	105, // [105:133] is the sub-list for method output_type
+	77,  // [77:105] is the sub-list for method input_type
+	77,  // [77:77] is the sub-list for extension type_name
+	77,  // [77:77] is the sub-list for extension extendee
+	0,   // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_admin_proto_init() }
@@ -7003,8 +7551,8 @@ func file_kvpb_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_admin_proto_rawDesc), len(file_kvpb_admin_proto_rawDesc)),
-			NumEnums:      14,
-			NumMessages:   66,
+			NumEnums:      16,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

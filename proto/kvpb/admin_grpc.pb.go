@@ -39,6 +39,7 @@ const (
 	Admin_PauseChange_FullMethodName       = "/ringkv.Admin/PauseChange"
 	Admin_ResumeChange_FullMethodName      = "/ringkv.Admin/ResumeChange"
 	Admin_SetChangeParallel_FullMethodName = "/ringkv.Admin/SetChangeParallel"
+	Admin_ChangeHistory_FullMethodName     = "/ringkv.Admin/ChangeHistory"
 	Admin_CountRanges_FullMethodName       = "/ringkv.Admin/CountRanges"
 	Admin_PlanRepair_FullMethodName        = "/ringkv.Admin/PlanRepair"
 	Admin_StartRepair_FullMethodName       = "/ringkv.Admin/StartRepair"
@@ -81,6 +82,9 @@ type AdminClient interface {
 	PauseChange(ctx context.Context, in *PauseChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
 	ResumeChange(ctx context.Context, in *ResumeChangeRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
 	SetChangeParallel(ctx context.Context, in *SetChangeParallelRequest, opts ...grpc.CallOption) (*ChangeProgress, error)
+	// The last ring changes, newest first, each with its load per node before, predicted and
+	// observed after it.
+	ChangeHistory(ctx context.Context, in *ChangeHistoryRequest, opts ...grpc.CallOption) (*ChangeHistoryResponse, error)
 	// CountRanges counts the records this node stores in each token range (internal: a plan's
 	// estimates ask each move's source).
 	CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error)
@@ -305,6 +309,16 @@ func (c *adminClient) SetChangeParallel(ctx context.Context, in *SetChangeParall
 	return out, nil
 }
 
+func (c *adminClient) ChangeHistory(ctx context.Context, in *ChangeHistoryRequest, opts ...grpc.CallOption) (*ChangeHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeHistoryResponse)
+	err := c.cc.Invoke(ctx, Admin_ChangeHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) CountRanges(ctx context.Context, in *CountRangesRequest, opts ...grpc.CallOption) (*CountRangesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CountRangesResponse)
@@ -453,6 +467,9 @@ type AdminServer interface {
 	PauseChange(context.Context, *PauseChangeRequest) (*ChangeProgress, error)
 	ResumeChange(context.Context, *ResumeChangeRequest) (*ChangeProgress, error)
 	SetChangeParallel(context.Context, *SetChangeParallelRequest) (*ChangeProgress, error)
+	// The last ring changes, newest first, each with its load per node before, predicted and
+	// observed after it.
+	ChangeHistory(context.Context, *ChangeHistoryRequest) (*ChangeHistoryResponse, error)
 	// CountRanges counts the records this node stores in each token range (internal: a plan's
 	// estimates ask each move's source).
 	CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error)
@@ -537,6 +554,9 @@ func (UnimplementedAdminServer) ResumeChange(context.Context, *ResumeChangeReque
 }
 func (UnimplementedAdminServer) SetChangeParallel(context.Context, *SetChangeParallelRequest) (*ChangeProgress, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetChangeParallel not implemented")
+}
+func (UnimplementedAdminServer) ChangeHistory(context.Context, *ChangeHistoryRequest) (*ChangeHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeHistory not implemented")
 }
 func (UnimplementedAdminServer) CountRanges(context.Context, *CountRangesRequest) (*CountRangesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountRanges not implemented")
@@ -859,6 +879,24 @@ func _Admin_SetChangeParallel_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ChangeHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ChangeHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ChangeHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ChangeHistory(ctx, req.(*ChangeHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_CountRanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CountRangesRequest)
 	if err := dec(in); err != nil {
@@ -1108,6 +1146,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetChangeParallel",
 			Handler:    _Admin_SetChangeParallel_Handler,
+		},
+		{
+			MethodName: "ChangeHistory",
+			Handler:    _Admin_ChangeHistory_Handler,
 		},
 		{
 			MethodName: "CountRanges",

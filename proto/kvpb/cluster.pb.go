@@ -79,9 +79,13 @@ type BeginChangeRequest struct {
 	Force     bool   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	RateBytes uint64 `protobuf:"varint,5,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`
 	// For rebalance: the vnodes to hand over.
-	TokenMoves    []*TokenMove `protobuf:"bytes,6,rep,name=token_moves,json=tokenMoves,proto3" json:"token_moves,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TokenMoves []*TokenMove `protobuf:"bytes,6,rep,name=token_moves,json=tokenMoves,proto3" json:"token_moves,omitempty"`
+	// Who asks, for the change's history.
+	By string `protobuf:"bytes,7,opt,name=by,proto3" json:"by,omitempty"`
+	// The plan's load prediction (cluster.Prediction as JSON, what raft journals); empty: none.
+	PredictionJson []byte `protobuf:"bytes,8,opt,name=prediction_json,json=predictionJson,proto3" json:"prediction_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BeginChangeRequest) Reset() {
@@ -152,6 +156,20 @@ func (x *BeginChangeRequest) GetRateBytes() uint64 {
 func (x *BeginChangeRequest) GetTokenMoves() []*TokenMove {
 	if x != nil {
 		return x.TokenMoves
+	}
+	return nil
+}
+
+func (x *BeginChangeRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *BeginChangeRequest) GetPredictionJson() []byte {
+	if x != nil {
+		return x.PredictionJson
 	}
 	return nil
 }
@@ -819,7 +837,7 @@ const file_kvpb_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x12kvpb/cluster.proto\x12\x06ringkv\x1a\x10kvpb/admin.proto\"\x1f\n" +
 	"\tRaftFrame\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xc7\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\x80\x02\n" +
 	"\x12BeginChangeRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -828,7 +846,9 @@ const file_kvpb_cluster_proto_rawDesc = "" +
 	"\n" +
 	"rate_bytes\x18\x05 \x01(\x04R\trateBytes\x122\n" +
 	"\vtoken_moves\x18\x06 \x03(\v2\x11.ringkv.TokenMoveR\n" +
-	"tokenMoves\"M\n" +
+	"tokenMoves\x12\x0e\n" +
+	"\x02by\x18\a \x01(\tR\x02by\x12'\n" +
+	"\x0fprediction_json\x18\b \x01(\fR\x0epredictionJson\"M\n" +
 	"\x13BeginChangeResponse\x12\x1b\n" +
 	"\tchange_id\x18\x01 \x01(\x04R\bchangeId\x12\x19\n" +
 	"\bto_epoch\x18\x02 \x01(\x04R\atoEpoch\"8\n" +

@@ -131,6 +131,11 @@ const (
 	// A repair session's step journaled by a node that no longer coordinates it (another
 	// node took the session over, or the session ended).
 	Reason_REASON_NOT_COORDINATOR Reason = 46
+	// Ring change history.
+	// The change asked for is not in the history (never was, or older than what is kept).
+	Reason_REASON_UNKNOWN_CHANGE Reason = 47
+	// No ring change has finished yet: the history is empty.
+	Reason_REASON_NO_HISTORY Reason = 48
 )
 
 // Enum value maps for Reason.
@@ -183,6 +188,8 @@ var (
 		41: "REASON_CAPTURE_BUSY",
 		42: "REASON_UNKNOWN_KIND",
 		46: "REASON_NOT_COORDINATOR",
+		47: "REASON_UNKNOWN_CHANGE",
+		48: "REASON_NO_HISTORY",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -232,6 +239,8 @@ var (
 		"REASON_CAPTURE_BUSY":        41,
 		"REASON_UNKNOWN_KIND":        42,
 		"REASON_NOT_COORDINATOR":     46,
+		"REASON_UNKNOWN_CHANGE":      47,
+		"REASON_NO_HISTORY":          48,
 	}
 )
 
@@ -266,7 +275,7 @@ var File_kvpb_errors_proto protoreflect.FileDescriptor
 
 const file_kvpb_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x11kvpb/errors.proto\x12\x06ringkv*\xb2\t\n" +
+	"\x11kvpb/errors.proto\x12\x06ringkv*\xe4\t\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REASON_NOT_FOUND\x10\x01\x12\x1b\n" +
@@ -315,7 +324,9 @@ const file_kvpb_errors_proto_rawDesc = "" +
 	"\x10REASON_TREE_GONE\x10(\x12\x17\n" +
 	"\x13REASON_CAPTURE_BUSY\x10)\x12\x17\n" +
 	"\x13REASON_UNKNOWN_KIND\x10*\x12\x1a\n" +
-	"\x16REASON_NOT_COORDINATOR\x10.B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
+	"\x16REASON_NOT_COORDINATOR\x10.\x12\x19\n" +
+	"\x15REASON_UNKNOWN_CHANGE\x10/\x12\x15\n" +
+	"\x11REASON_NO_HISTORY\x100B\x13Z\x11ringkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_errors_proto_rawDescOnce sync.Once

@@ -112,6 +112,8 @@ var table = []Row{
 	{kvpb.Reason_REASON_MEMBER_EXISTS, codes.AlreadyExists, http.StatusConflict, KindInternal, true},
 	{kvpb.Reason_REASON_UNKNOWN_MEMBER, codes.NotFound, http.StatusNotFound, KindInternal, true},
 	{kvpb.Reason_REASON_NO_CHANGE, codes.NotFound, http.StatusNotFound, KindInternal, true},
+	{kvpb.Reason_REASON_UNKNOWN_CHANGE, codes.NotFound, http.StatusNotFound, KindInternal, true},
+	{kvpb.Reason_REASON_NO_HISTORY, codes.NotFound, http.StatusNotFound, KindInternal, true},
 	{kvpb.Reason_REASON_NOTHING_TO_PAUSE, codes.FailedPrecondition, http.StatusConflict, KindInternal, true},
 	{kvpb.Reason_REASON_ALREADY_PAUSED, codes.FailedPrecondition, http.StatusConflict, KindInternal, true},
 	{kvpb.Reason_REASON_NOT_PAUSED, codes.FailedPrecondition, http.StatusConflict, KindInternal, true},
