@@ -73,14 +73,23 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 		return cli.PrintJSON(o.IO.Out, p)
 	}
 	if o.Once || !inFlight(p) {
-		return PrintProgress(o.IO, p, o.Ranges)
+		if err := PrintProgress(o.IO, p, o.Ranges); err != nil {
+			return err
+		}
+		if inFlight(p) {
+			return nil
+		}
+		return lastPrediction(ctx, o.Deps, c)
 	}
 	w := &watcher{Deps: o.Deps, Interval: o.Interval, Reconnect: o.Reconnect, Plan: p.GetPlan()}
 	final, err := w.follow(ctx, p.GetId(), p.GetPlan().GetToEpoch())
 	if err != nil {
 		return err
 	}
-	return printOutcome(o.Deps, final)
+	if err := printOutcome(o.Deps, final); err != nil {
+		return err
+	}
+	return lastPrediction(ctx, o.Deps, c)
 }
 
 // AbortOptions are `ring abort`'s flags.

@@ -47,7 +47,8 @@ streaming until "kvctl ring resume": all journaled in raft, taken up within a se
   kvctl ring status                            follow the change in flight
   kvctl ring rate 100                          let the change stream faster
   kvctl ring pause --reason "p99 over SLO"     stop streaming; kvctl ring resume goes on
-  kvctl ring abort                             cancel it; the old ring stays`,
+  kvctl ring abort                             cancel it; the old ring stays
+  kvctl ring history                           the last changes: load predicted vs observed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -62,6 +63,7 @@ streaming until "kvctl ring resume": all journaled in raft, taken up within a se
 		NewCmdParallel(f, nil),
 		NewCmdPause(f, nil),
 		NewCmdResume(f, nil),
+		NewCmdHistory(f, nil),
 	)
 	return cmd
 }

@@ -164,6 +164,8 @@ type fakeAdmin struct {
 	pauseErr    error
 	parallelSet []uint32
 	abortedOK   bool
+	// history answers ChangeHistory, newest first; empty: no history.
+	history []*kvpb.ChangeRecord
 }
 
 func (f *fakeAdmin) PlanChange(_ context.Context, req *kvpb.ChangeRequest, _ ...grpc.CallOption) (*kvpb.ChangePlan, error) {
