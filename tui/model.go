@@ -143,6 +143,8 @@ type Model struct {
 	lat     *oncall.Vnodes // the latency per vnode and replica, for the heatmap (nil: unknown)
 	latAt   time.Time      // when it was last asked for
 	latBusy bool           // a call for it is under way
+	// lastChange is the last finished ring change with its predicted and observed load.
+	lastChange *kvpb.ChangeRecord
 }
 
 // New returns the console's model on opts.
@@ -210,7 +212,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case RingMsg:
 		return m, m.refresh()
 	case RefreshMsg:
-		return m, tea.Batch(m.fetchStatus(), m.fetchRing())
+		return m, tea.Batch(m.fetchStatus(), m.fetchRing(), m.fetchLastChange())
+	case LastChangeMsg:
+		m.onLastChange(msg)
+		return m, nil
 	case StatsMsg:
 		return m, m.recvStats()
 	case ChangeMsg:

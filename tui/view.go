@@ -514,6 +514,9 @@ func (m Model) changesView(h int) string {
 		}
 	}
 	m.repairsView(&b)
+	if !present.InFlight(c) {
+		m.predictionView(&b)
+	}
 	b.WriteByte('\n')
 	b.WriteString(m.st.Header.Render("Events") + "\n")
 	used := strings.Count(b.String(), "\n")
