@@ -101,6 +101,9 @@ func (a *AdminActions) StartChange(ctx context.Context, req *kvpb.ChangeRequest)
 	if err != nil {
 		return nil, err
 	}
+	if req.By == "" {
+		req.By = cli.Caller() // kept in the change's history; a client certificate's CN wins
+	}
 	p, err := c.StartChange(ctx, req)
 	if err != nil {
 		return nil, rpcError("start "+present.Change(req), err)

@@ -272,8 +272,15 @@ func (m Model) ownerDetail() string {
 	s := " owner " + now
 	for c := len(changed) - 1; c > 0; c-- {
 		if changed[c] {
-			before := owners[c-1]
-			s += fmt.Sprintf(" since %s (was %s)", m.hist.res.Columns[c].Local().Format("15:04:05"), before)
+			at := m.hist.res.Columns[c].Local().Format("15:04:05")
+			switch before := owners[c-1]; {
+			case before == owners[c]: // the row's majority held; some of its buckets moved
+				s += fmt.Sprintf(", part of the row changed hands at %s", at)
+			case before == "" || before == "-":
+				s += fmt.Sprintf(" since %s", at)
+			default:
+				s += fmt.Sprintf(" since %s (was %s)", at, before)
+			}
 			break
 		}
 	}

@@ -238,6 +238,9 @@ func runChange(ctx context.Context, o *ChangeOptions) error {
 			return fmt.Errorf("%w: nothing changed", cli.ErrCancelled)
 		}
 	}
+	if req.By == "" {
+		req.By = cli.Caller() // kept in the change's history; a client certificate's CN wins
+	}
 	cctx, cancel = context.WithTimeout(ctx, o.Timeout)
 	started, err := c.StartChange(cctx, req)
 	cancel()
