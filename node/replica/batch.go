@@ -138,9 +138,10 @@ func (b *batcher) put(c *call) {
 	b.pool.Put(c)
 }
 
-// do sends c and waits for its result (c.res) or error. On errNoBatch the request was not
-// served: send it by the unary call.
-func (b *batcher) do(ctx context.Context, c *call) error {
+// enqueue queues c and gets it on its way (queued, when given, runs under b.mu just before c
+// is queued); it refuses a closed batcher, one that fell back to unary calls (errNoBatch: nothing was
+// queued, send c by the unary call) and a full queue.
+func (b *batcher) enqueue(c *call, queued func()) error {
 	b.mu.Lock()
 	switch {
 	case b.closed:
@@ -152,6 +153,9 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	case len(b.queue) >= BatchQueue:
 		b.mu.Unlock()
 		return status.Error(codes.ResourceExhausted, "replica batch: queue full")
+	}
+	if queued != nil {
+		queued()
 	}
 	b.queue = append(b.queue, c)
 	if st := b.st; st != nil && !st.broken && !b.sending && len(st.pending) < waitInFlight {
@@ -168,6 +172,15 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	select {
 	case b.wake <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// do sends c and waits for its result (c.res) or error. On errNoBatch the request was not
+// served: send it by the unary call.
+func (b *batcher) do(ctx context.Context, c *call) error {
+	if err := b.enqueue(c, nil); err != nil {
+		return err
 	}
 	select {
 	case <-c.done:
@@ -186,34 +199,7 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 // its own when ctx ends first. No goroutine waits for it. On errNoBatch nothing was queued and
 // fin will not run: send it by the unary call.
 func (b *batcher) start(ctx context.Context, c *call) error {
-	b.mu.Lock()
-	switch {
-	case b.closed:
-		b.mu.Unlock()
-		return status.Error(codes.Unavailable, "replica batch: closed")
-	case !b.noBatch.IsZero() && time.Since(b.noBatch) < noBatchRetry:
-		b.mu.Unlock()
-		return errNoBatch
-	case len(b.queue) >= BatchQueue:
-		b.mu.Unlock()
-		return status.Error(codes.ResourceExhausted, "replica batch: queue full")
-	}
-	c.stop = context.AfterFunc(ctx, func() { b.abandon(c, ctx) })
-	b.queue = append(b.queue, c)
-	if st := b.st; st != nil && !st.broken && !b.sending && len(st.pending) < waitInFlight {
-		b.send(st)
-	}
-	if len(b.queue) > 0 && !b.running {
-		b.running = true
-		b.wg.Add(1)
-		go b.run()
-	}
-	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-	return nil
+	return b.enqueue(c, func() { c.stop = context.AfterFunc(ctx, func() { b.abandon(c, ctx) }) })
 }
 
 // abandon completes the asynchronous call c with its context's error, unless it completed.

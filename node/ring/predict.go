@@ -37,22 +37,7 @@ func PredictChange(cur, next *Ring, load RangeLoad) map[string]float64 {
 		f := span(prev, u) / span(cur.prev(ci), cur.tokens[ci])
 		old := cur.LookupInto(u, cur.Replicas(), oldBuf)
 		nxt := next.LookupInto(u, next.Replicas(), newBuf)
-		leaving = leaving[:0]
-		for _, m := range old {
-			if !isIn(nxt, m.ID) {
-				leaving = append(leaving, m.ID)
-			}
-		}
-		for _, m := range nxt {
-			var l float64
-			switch {
-			case isIn(old, m.ID):
-				l = lt[m.ID]
-			case len(leaving) > 0:
-				l, leaving = lt[leaving[0]], leaving[1:]
-			}
-			out[m.ID] += l * f
-		}
+		leaving = handOver(lt, old, nxt, leaving, func(id string, l float64) { out[id] += l * f })
 	}
 	return out
 }

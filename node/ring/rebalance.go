@@ -83,25 +83,37 @@ func predictRanges(cur, next *Ring, load RangeLoad, fn func(token uint64, id str
 		}
 		old := cur.LookupInto(t, n, oldBuf)
 		nxt := next.LookupInto(t, next.Replicas(), newBuf)
-		leaving = leaving[:0]
-		for _, m := range old {
-			if !isIn(nxt, m.ID) {
-				leaving = append(leaving, m.ID)
-			}
-		}
-		for _, m := range nxt {
-			var l float64
-			switch {
-			case isIn(old, m.ID):
-				l = lt[m.ID]
-			case len(leaving) > 0:
-				l, leaving = lt[leaving[0]], leaving[1:]
-			}
+		leaving = handOver(lt, old, nxt, leaving, func(id string, l float64) {
 			if l != 0 {
-				fn(t, m.ID, l)
+				fn(t, id, l)
 			}
+		})
+	}
+}
+
+// handOver calls fn with what each member of nxt serves of one range whose measured load per
+// member is lt, when the range's replica set goes from old to nxt: a member in both keeps what
+// it served, a member that joins takes what the member it displaces served (paired in
+// preference order). leaving is a buffer, returned for reuse.
+func handOver(lt map[string]float64, old, nxt []Member, leaving []string, fn func(id string, l float64)) []string {
+	leaving = leaving[:0]
+	for _, m := range old {
+		if !isIn(nxt, m.ID) {
+			leaving = append(leaving, m.ID)
 		}
 	}
+	buf := leaving
+	for _, m := range nxt {
+		var l float64
+		switch {
+		case isIn(old, m.ID):
+			l = lt[m.ID]
+		case len(leaving) > 0:
+			l, leaving = lt[leaving[0]], leaving[1:]
+		}
+		fn(m.ID, l)
+	}
+	return buf
 }
 
 // RebalanceConfig bounds PlanRebalance.
