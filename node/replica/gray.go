@@ -388,8 +388,11 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	var alone []*kvpb.GrayNode
 	for _, x := range ids {
 		if g := grayLinks(x, ids, views, heard[x]); g != nil {
-			// Writes to a node whose disk is slow are slow calls: its store says which.
-			if d := slowDisk(x, ids, views); d != nil && g.GetKind() == kvpb.GrayNode_LATENCY {
+			// Writes to a node whose disk is slow are slow calls: its store says which. Some
+			// of them cross lateAfter on a loaded machine, which reads as lossy unless TCP
+			// sent segments again.
+			if d := slowDisk(x, ids, views); d != nil && (g.GetKind() == kvpb.GrayNode_LATENCY ||
+				g.GetKind() == kvpb.GrayNode_LOSS && !retransmitting(x, ids, views)) {
 				g = d
 			}
 			drawn[x] = g
@@ -649,6 +652,17 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		g.Detail = fmt.Sprintf("calls with its peers take %.1fms on average, %.1fms between the others", sumMs/float64(max(nMs, 1)), yardstick)
 	}
 	return g
+}
+
+// retransmitting reports whether TCP's retransmits show lost packets on a link of x's, by
+// either side's figures.
+func retransmitting(x string, ids []string, views matrix) bool {
+	for _, y := range ids {
+		if y != x && (views[x][y] != nil && lossy(views[x][y]) || views[y][x] != nil && lossy(views[y][x])) {
+			return true
+		}
+	}
+	return false
 }
 
 // clientLoss judges node x by the TCP segments it sent to its clients: gray when it had to

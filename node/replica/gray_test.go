@@ -106,6 +106,17 @@ func TestGrayVerdict(t *testing.T) {
 			}
 			return disk(2 * time.Millisecond), f == to
 		}), "", "n2 SLOW_DISK"},
+		// Under load a few of those slow writes cross lateAfter: still its disk, not loss
+		// (no segment was sent again).
+		{"slow disk with a few late calls to it", uniform(func(f, to string) (linkSpec, bool) {
+			switch {
+			case f == to && f == "n2":
+				return disk(40 * time.Millisecond), true
+			case f == to:
+				return disk(time.Millisecond), true
+			}
+			return linkSpec{calls: 200, late: 6, d: 50 * time.Millisecond}, to == "n2"
+		}), "", "n2 SLOW_DISK"},
 		{"flapping", uniform(func(f, to string) (linkSpec, bool) { return flappy, to == "n1" && f != to }), "", "n1 FLAPPING"},
 		// Its peers' writes to it wait on its disk: their calls to it are slow too.
 		{"slow disk slows the calls to it", uniform(func(f, to string) (linkSpec, bool) {
