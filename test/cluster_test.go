@@ -688,6 +688,9 @@ func mkdirTemp() (string, error) { return os.MkdirTemp("", "ringkv-test-bins-") 
 const parallel = 6
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(delayProxyEnv); spec != "" {
+		runDelayProxy(spec) // this process is a gray drill's delay proxy
+	}
 	flag.Parse()
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })

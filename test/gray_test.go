@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -696,22 +697,70 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 
 // delayProxy forwards TCP connections from its address to target, holding every chunk
 // half the delay in each direction (so a round trip takes delay more) without slowing
-// the throughput. The delay can change while connections are open.
+// the throughput. The delay can change while connections are open. It runs in a process
+// of its own (this test binary, runDelayProxy): in the test's process, race-instrumented
+// and busy with the load, every chunk waited for a turn, 13-35 ms at a load average of
+// 8-15 where the direct links took 1-3 ms, which is a slow link: n3 was named gray with
+// no fault on and stayed so after the faults ended.
 type delayProxy struct {
-	ln     net.Listener
-	target string
-	delay  atomic.Int64 // nanoseconds
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
 }
+
+// delayProxyEnv, set to "ADDR TARGET", makes the test binary a delayProxy (TestMain): it
+// reads delays in nanoseconds, one a line, on its stdin and exits when stdin closes.
+const delayProxyEnv = "RINGKV_TEST_DELAY_PROXY"
 
 func newDelayProxy(t *testing.T, addr, target string) *delayProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
+	exe, err := os.Executable()
 	must(t, err)
-	p := &delayProxy{ln: ln, target: target}
-	p.wg.Go(func() {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), delayProxyEnv+"="+addr+" "+target)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	p := &delayProxy{cmd: cmd, stdin: stdin}
+	t.Cleanup(p.close)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "listening" {
+		t.Fatalf("delay proxy %s -> %s: %q %v", addr, target, line, err)
+	}
+	return p
+}
+
+func (p *delayProxy) set(d time.Duration) {
+	if _, err := fmt.Fprintln(p.stdin, int64(d)); err != nil {
+		panic(fmt.Sprintf("delay proxy: %v", err))
+	}
+}
+
+func (p *delayProxy) close() {
+	p.stdin.Close()
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// runDelayProxy is the delay proxy's process: spec is "ADDR TARGET".
+func runDelayProxy(spec string) {
+	addr, target, _ := strings.Cut(spec, " ")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "delay proxy:", err)
+		os.Exit(1)
+	}
+	var delay atomic.Int64
+	fmt.Println("listening")
+	go func() {
 		for {
 			in, err := ln.Accept()
 			if err != nil {
@@ -722,27 +771,27 @@ func newDelayProxy(t *testing.T, addr, target string) *delayProxy {
 				in.Close()
 				continue
 			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(out, in) })
-			p.wg.Go(func() { p.pipe(in, out) })
+			go delayPipe(&delay, out, in)
+			go delayPipe(&delay, in, out)
 		}
-	})
-	t.Cleanup(p.close)
-	return p
+	}()
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if d, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 64); err == nil {
+			delay.Store(d)
+		}
+	}
+	os.Exit(0) // stdin closed: the test ended (or died)
 }
 
-func (p *delayProxy) set(d time.Duration) { p.delay.Store(int64(d)) }
-
-// pipe copies from src to dst, each chunk sent half the delay after it was read.
-func (p *delayProxy) pipe(dst, src net.Conn) {
+// delayPipe copies from src to dst, each chunk sent half the delay after it was read.
+func delayPipe(delay *atomic.Int64, dst, src net.Conn) {
 	type chunk struct {
 		at time.Time
 		b  []byte
 	}
 	q := make(chan chunk, 1024)
-	p.wg.Go(func() {
+	go func() {
 		defer dst.Close()
 		for c := range q {
 			time.Sleep(time.Until(c.at))
@@ -750,28 +799,18 @@ func (p *delayProxy) pipe(dst, src net.Conn) {
 				return
 			}
 		}
-	})
+	}()
 	defer close(q)
 	for {
 		b := make([]byte, 32<<10)
 		n, err := src.Read(b)
 		if n > 0 {
-			q <- chunk{time.Now().Add(time.Duration(p.delay.Load() / 2)), b[:n]}
+			q <- chunk{time.Now().Add(time.Duration(delay.Load() / 2)), b[:n]}
 		}
 		if err != nil {
 			return
 		}
 	}
-}
-
-func (p *delayProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // TestGrayNetwork: n3's network goes gray in turn, each fault 16 s with 6 s between, under
@@ -813,8 +852,11 @@ func TestGrayNetwork(t *testing.T) {
 			}})
 	}
 	for _, d := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond} {
+		// +50ms is measured, not required: on a loaded machine 1-6% of the calls through it
+		// cross lateAfter, and a few late calls read as lossy (docs/bench.md).
 		faults = append(faults, grayFault{name: fmt.Sprintf("+%v on n3's links", d), want: "slow links",
-			on: func() { proxy.set(d) }, off: func() { proxy.set(0) }})
+			measured: d < 100*time.Millisecond,
+			on:       func() { proxy.set(d) }, off: func() { proxy.set(0) }})
 	}
 	faults = append(faults,
 		grayFault{name: "n3 inbound cut", want: "unreachable from its peers",
