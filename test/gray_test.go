@@ -626,7 +626,8 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 		line, took := c.grayNamed(via, gray.id, f.want, within+5*time.Second)
 		peek.Stop()
 		unreadyAt, reason := time.Duration(0), ""
-		for time.Since(faultAt) < min(15*time.Second, faultFor-time.Second) && !f.stops {
+		// At least one look: kvctl status may have taken the whole window.
+		for look := 0; (look == 0 || time.Since(faultAt) < min(15*time.Second, faultFor-time.Second)) && !f.stops; look++ {
 			if code, body, err := request(http.MethodGet, "http://"+gray.admin+"/readyz", nil); err == nil && code == http.StatusServiceUnavailable {
 				unreadyAt, reason = time.Since(faultAt), strings.TrimSpace(body)
 				break
