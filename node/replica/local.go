@@ -158,12 +158,18 @@ func (l *Local) WriteMany(ctx context.Context, items []WriteItem) {
 		which = append(which, i)
 	}
 	out := make([]store.Outcome, len(entries))
+	start := time.Now()
 	if len(entries) > 0 {
 		l.st.ApplyMany(entries, out)
 	}
+	took := time.Since(start)
 	l.gate.RUnlock()
 	for j, o := range out {
 		it := &items[which[j]]
+		// Each write of the group waited for the one commit (LocalTimed).
+		if l.timed != nil {
+			l.timed(took, o.Err)
+		}
 		if o.Err != nil {
 			it.Err = fmt.Errorf("local write: %w", o.Err)
 			continue
