@@ -140,8 +140,13 @@ func (r *Remote) Read(ctx context.Context, key []byte) (store.Record, bool, erro
 			return rec, found, err
 		}
 	}
+	return r.readUnary(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()})
+}
+
+// readUnary sends one read by the unary Replica.Read.
+func (r *Remote) readUnary(ctx context.Context, req *kvpb.ReadRequest) (store.Record, bool, error) {
 	sent := time.Now()
-	resp, err := r.client.Read(ctx, &kvpb.ReadRequest{Key: key, Epoch: r.myEpoch()})
+	resp, err := r.client.Read(ctx, req)
 	if err != nil {
 		return store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(err))
 	}
@@ -162,8 +167,13 @@ func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ri
 			return applied, err
 		}
 	}
+	return r.writeUnary(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight})
+}
+
+// writeUnary sends one write by the unary Replica.Write.
+func (r *Remote) writeUnary(ctx context.Context, req *kvpb.WriteRequest) (bool, error) {
 	sent := time.Now()
-	resp, err := r.client.Write(ctx, &kvpb.WriteRequest{Key: key, Record: RecordToProto(rec), Epoch: vid.Epoch, ChangeId: vid.Change, ChangeInFlight: vid.InFlight})
+	resp, err := r.client.Write(ctx, req)
 	if err != nil {
 		return false, fmt.Errorf("remote write: %w", FromStatus(err))
 	}
@@ -174,7 +184,8 @@ func (r *Remote) Write(ctx context.Context, key []byte, rec store.Record, vid ri
 
 // WriteAsync sends a write like Write and returns at once: done runs once with its outcome,
 // in the goroutine of the batch stream that completes it (it must not block), or when ctx
-// ends. False when the write cannot go asynchronously (the connection is not ready, or the
+// ends (or, when the peer turns out not to serve Batch, in a goroutine that sends it by the
+// unary call). False when the write cannot go asynchronously (the connection is not ready, or the
 // peer does not serve Batch): then done never runs; call Write instead.
 func (r *Remote) WriteAsync(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID, done func(applied bool, err error)) bool {
 	if r.batch == nil || (r.cc != nil && r.cc.GetState() != connectivity.Ready) {
@@ -200,6 +211,20 @@ func (r *Remote) WriteAsync(ctx context.Context, key []byte, rec store.Record, v
 // finWrite completes an asynchronous write (WriteAsync).
 func (r *Remote) finWrite(c *call) {
 	done := c.onWrite
+	if errors.Is(c.err, errNoBatch) {
+		// The peer turned out not to serve Batch (found when the stream opened): nothing was
+		// served, so the write goes by the unary call, as Write's does, off the goroutine
+		// that completes calls. c is not pooled: it is read here once more.
+		req := &kvpb.WriteRequest{Key: c.wreq.Key, Record: &kvpb.Record{Timestamp: c.rec.Timestamp, Tombstone: c.rec.Tombstone, Value: c.rec.Value},
+			Epoch: c.wreq.Epoch, ChangeId: c.wreq.ChangeId, ChangeInFlight: c.wreq.ChangeInFlight}
+		deadline := c.deadline
+		go func() {
+			ctx, cancel := unaryContext(deadline)
+			defer cancel()
+			done(r.writeUnary(ctx, req))
+		}()
+		return
+	}
 	if c.err != nil {
 		done(false, fmt.Errorf("remote write: %w", FromStatus(c.err)))
 		return // not pooled: an abandoned call may still be in flight
@@ -247,6 +272,17 @@ func (r *Remote) ReadAsync(ctx context.Context, key []byte, done func(rec store.
 // finRead completes an asynchronous read (ReadAsync).
 func (r *Remote) finRead(c *call) {
 	done := c.onRead
+	if errors.Is(c.err, errNoBatch) {
+		// As finWrite: the read goes by the unary call.
+		req := &kvpb.ReadRequest{Key: c.rreq.Key, Epoch: c.rreq.Epoch}
+		deadline := c.deadline
+		go func() {
+			ctx, cancel := unaryContext(deadline)
+			defer cancel()
+			done(r.readUnary(ctx, req))
+		}()
+		return
+	}
 	if c.err != nil {
 		done(store.Record{}, false, fmt.Errorf("remote read: %w", FromStatus(c.err)))
 		return // not pooled: an abandoned call may still be in flight
@@ -348,4 +384,13 @@ func FromStatus(err error) error {
 		return dec
 	}
 	return fmt.Errorf("%w: %w", class, dec)
+}
+
+// unaryContext is the context of an asynchronous call that falls back to the unary call: its
+// caller's deadline, if it had one.
+func unaryContext(deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithDeadline(context.Background(), deadline)
 }
