@@ -46,11 +46,17 @@ func TestRebalancePredictionHolds(t *testing.T) {
 	// fall short of the rate asked.
 	var mu sync.Mutex
 	var okRates []float64
+	type tick struct {
+		at      time.Time
+		ok, sec float64
+	}
+	var ticks []tick // every interval, to measure the rate offered in the observation window
 	cfg.OnInterval = func(iv loadgen.Interval) {
 		mu.Lock()
 		defer mu.Unlock()
 		if d := (iv.End - iv.Start).Seconds(); d > 0 {
 			okRates = append(okRates, float64(iv.Requests-iv.Errors)/d)
+			ticks = append(ticks, tick{time.Now(), float64(iv.Requests - iv.Errors), d})
 		}
 		if len(okRates) > 8 {
 			okRates = okRates[1:]
@@ -106,6 +112,7 @@ func TestRebalancePredictionHolds(t *testing.T) {
 		}
 		return nil
 	})
+	planRate := achieved()
 	startChange(t, admin, plan.GetRequest())
 	if final := waitChange(t, admin, 60*time.Second); final.GetState() != kvpb.ChangeState_CHANGE_STATE_DONE {
 		t.Fatalf("change ended %v (%s), want done", final.GetState(), final.GetError())
@@ -139,13 +146,32 @@ func TestRebalancePredictionHolds(t *testing.T) {
 	if !moved {
 		t.Errorf("the plan changes no node's load by more than 5%%: nothing to check the prediction by")
 	}
+	// The prediction assumes the clients' load unchanged. A busy machine can hold the
+	// generator back during the change and let it catch up in the window (CI: every node
+	// +70%, evenly): what is checked is the prediction scaled by the rate the generator
+	// offered in the window over the rate when the plan was made.
+	from, to := time.UnixMilli(rec.GetObserveFromUnixMs()), time.UnixMilli(rec.GetObserveToUnixMs())
+	mu.Lock()
+	var ok, sec float64
+	for _, k := range ticks {
+		if k.at.After(from) && !k.at.After(to.Add(time.Second)) {
+			ok, sec = ok+k.ok, sec+k.sec
+		}
+	}
+	mu.Unlock()
+	scale := 1.0
+	if sec > 0 && planRate > 0 {
+		scale = ok / sec / planRate
+	}
+	t.Logf("generator: %.0f ok puts/s when planned, %.0f in the window: predictions scaled by %.2f", planRate, planRate*scale, scale)
 	for _, n := range rec.GetNodes() {
 		if !n.GetObservedOk() || !n.GetErrorOk() {
 			t.Errorf("%s: no observed load or error (%s)", n.GetId(), n.GetNote())
 			continue
 		}
-		if math.Abs(n.GetError()) > 0.20 {
-			t.Errorf("%s: observed %.0f ops/s, predicted %.0f: off by %+.0f%%, want within ±20%%", n.GetId(), n.GetObserved(), n.GetPredicted(), 100*n.GetError())
+		want := n.GetPredicted() * scale
+		if off := (n.GetObserved() - want) / want; math.Abs(off) > 0.20 {
+			t.Errorf("%s: observed %.0f ops/s, predicted %.0f (%.0f at the window's load): off by %+.0f%%, want within ±20%%", n.GetId(), n.GetObserved(), n.GetPredicted(), want, 100*off)
 		}
 	}
 }
