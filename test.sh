@@ -18,7 +18,7 @@ go vet ./...
 # is starved by them. Everything else (the real-process fault tests of ./test included, which
 # run side by side within their package) runs first, two packages at a time.
 serial_pkgs='/(loadgen|deploy)$'
-serial_tests='^(TestRestartedReplicaUsedAtOnce|TestFloodSlowClients|TestMissedUpdatesBusy|TestQuorumWithOneDownBusy|TestNodeAloneBusy|TestGrayNetwork|TestGrayDiskAndFlapping)$'
+serial_tests='^(TestRestartedReplicaUsedAtOnce|TestFloodSlowClients|TestMissedUpdatesBusy|TestQuorumWithOneDownBusy|TestNodeAloneBusy|TestGrayNetwork|TestGrayDiskAndFlapping|TestRebalancePredictionHolds)$'
 # The longest packages first, so that they do not start last and run on alone.
 first='ringkv/test ringkv/node'
 rest=$(go list ./... | grep -Ev "$serial_pkgs" | grep -Ev '^ringkv/(test|node)$')
