@@ -54,16 +54,7 @@ func (s *Service) predictLoads(ctx context.Context, cur, next *ring.Ring) (measu
 // SampleLoad reads every member's replica load counter: the sum of its vnodes' read and
 // write totals. A member that does not answer is listed in Missing.
 func (s *Service) SampleLoad(ctx context.Context, members []ring.Member) cluster.LoadSample {
-	stats, errs := peers.Ask(ctx, s.cfg.Peers, members,
-		func() (*kvpb.NodeStats, bool) {
-			if s.cfg.Stats == nil {
-				return nil, false
-			}
-			return s.cfg.Stats.Snapshot(true), true
-		},
-		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeStats, error) {
-			return c.Stats(ctx, &kvpb.StatsRequest{Vnodes: true})
-		})
+	stats, errs := s.vnodeStats(ctx, members)
 	out := cluster.LoadSample{UnixMs: time.Now().UnixMilli(), Totals: map[string]uint64{}}
 	for i, m := range members {
 		if errs[i] != nil {

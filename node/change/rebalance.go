@@ -19,16 +19,7 @@ const defaultRebalanceMoves = 8
 // that does not answer adds a warning and no load.
 func (s *Service) rangeLoads(ctx context.Context, cur *ring.Ring, warnings *[]string) ring.RangeLoad {
 	ms := cur.Members()
-	stats, errs := peers.Ask(ctx, s.cfg.Peers, ms,
-		func() (*kvpb.NodeStats, bool) {
-			if s.cfg.Stats == nil {
-				return nil, false
-			}
-			return s.cfg.Stats.Snapshot(true), true
-		},
-		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeStats, error) {
-			return c.Stats(ctx, &kvpb.StatsRequest{Vnodes: true})
-		})
+	stats, errs := s.vnodeStats(ctx, ms)
 	load := ring.RangeLoad{}
 	for i, m := range ms {
 		if errs[i] != nil {
@@ -118,4 +109,19 @@ func (s *Service) planRebalance(ctx context.Context, cur *ring.Ring, req *kvpb.C
 		out.TokenMoves = append(out.TokenMoves, &kvpb.TokenMove{Token: mv.Token, From: mv.From, To: mv.To, Load: vl})
 	}
 	return out, measured, predicted, nil
+}
+
+// vnodeStats asks every member (this node by its own Stats) for its stats with the per-vnode
+// counters, as rangeLoads and SampleLoad read them.
+func (s *Service) vnodeStats(ctx context.Context, members []ring.Member) ([]*kvpb.NodeStats, []error) {
+	return peers.Ask(ctx, s.cfg.Peers, members,
+		func() (*kvpb.NodeStats, bool) {
+			if s.cfg.Stats == nil {
+				return nil, false
+			}
+			return s.cfg.Stats.Snapshot(true), true
+		},
+		func(ctx context.Context, c kvpb.AdminClient) (*kvpb.NodeStats, error) {
+			return c.Stats(ctx, &kvpb.StatsRequest{Vnodes: true})
+		})
 }

@@ -217,12 +217,7 @@ func (r *Remote) finWrite(c *call) {
 		// that completes calls. c is not pooled: it is read here once more.
 		req := &kvpb.WriteRequest{Key: c.wreq.Key, Record: &kvpb.Record{Timestamp: c.rec.Timestamp, Tombstone: c.rec.Tombstone, Value: c.rec.Value},
 			Epoch: c.wreq.Epoch, ChangeId: c.wreq.ChangeId, ChangeInFlight: c.wreq.ChangeInFlight}
-		deadline := c.deadline
-		go func() {
-			ctx, cancel := unaryContext(deadline)
-			defer cancel()
-			done(r.writeUnary(ctx, req))
-		}()
+		unaryAfter(c.deadline, func(ctx context.Context) { done(r.writeUnary(ctx, req)) })
 		return
 	}
 	if c.err != nil {
@@ -275,12 +270,7 @@ func (r *Remote) finRead(c *call) {
 	if errors.Is(c.err, errNoBatch) {
 		// As finWrite: the read goes by the unary call.
 		req := &kvpb.ReadRequest{Key: c.rreq.Key, Epoch: c.rreq.Epoch}
-		deadline := c.deadline
-		go func() {
-			ctx, cancel := unaryContext(deadline)
-			defer cancel()
-			done(r.readUnary(ctx, req))
-		}()
+		unaryAfter(c.deadline, func(ctx context.Context) { done(r.readUnary(ctx, req)) })
 		return
 	}
 	if c.err != nil {
@@ -386,11 +376,15 @@ func FromStatus(err error) error {
 	return fmt.Errorf("%w: %w", class, dec)
 }
 
-// unaryContext is the context of an asynchronous call that falls back to the unary call: its
-// caller's deadline, if it had one.
-func unaryContext(deadline time.Time) (context.Context, context.CancelFunc) {
-	if deadline.IsZero() {
-		return context.WithCancel(context.Background())
-	}
-	return context.WithDeadline(context.Background(), deadline)
+// unaryAfter runs send, the unary call of an asynchronous call that found no Batch, in a
+// goroutine of its own with its caller's deadline, if it had one.
+func unaryAfter(deadline time.Time, send func(ctx context.Context)) {
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		if !deadline.IsZero() {
+			ctx, cancel = context.WithDeadline(context.Background(), deadline)
+		}
+		defer cancel()
+		send(ctx)
+	}()
 }
