@@ -417,7 +417,7 @@ func (x *Record) GetValue() []byte {
 // LinkStats is how one node's calls to one peer (or, when peer is the node itself, to its
 // own store) went over the last few seconds: calls and probes made, how many failed
 // (timed out, refused, reset) and how many answered late, their mean latency, and how often
-// the peer came back after being unreachable in the last minute.
+// the peer went away or came back in the last minute.
 type LinkStats struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Peer   string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
