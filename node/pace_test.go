@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"ringkv/internal/eventually"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
@@ -33,7 +36,9 @@ func TestRingChangeReportsPace(t *testing.T) {
 			const limit = 1 << 10 // bytes per second: the move takes a while
 			startChange(t, admin, &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: c.Config(n4).GRPCAddr, RateBytes: limit})
 			defer func() {
-				if _, err := admin.AbortChange(t.Context(), &kvpb.AbortChangeRequest{}); err != nil {
+				// A change that ended on its own (a busy machine held the check past the
+				// move's end) has nothing to abort.
+				if _, err := admin.AbortChange(t.Context(), &kvpb.AbortChangeRequest{}); err != nil && status.Code(err) != codes.NotFound {
 					t.Errorf("abort: %v", err)
 				}
 			}()
