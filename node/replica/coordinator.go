@@ -39,6 +39,9 @@ type Coordinator struct {
 	calledBy  map[string]bool        // peers that called Links on this node; guarded by viewsMu
 	// grayNow is the last verdict, for the read order (grayPeers).
 	grayNow atomic.Pointer[grayCache]
+	// flapped counts the departures and comebacks of peers seen (setDown): every watchPeer
+	// probes its peer when it grows, so that the peers hear of a flap at once (gray.go).
+	flapped atomic.Uint64
 
 	reconciles chan reconcileJob
 	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext

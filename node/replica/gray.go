@@ -66,7 +66,7 @@ const (
 type linkBucket struct {
 	sec                       int64
 	calls, failed, late, okes uint64
-	sumMicros                 uint64
+	sumMicros, minMicros      uint64 // minMicros: of the okes (when there are some)
 	segs, retrans             uint64
 }
 
@@ -119,20 +119,24 @@ func (l *link) observe(now time.Time, d time.Duration, failed bool) {
 	case failed:
 		b.failed++
 	default:
+		us := uint64(max(d.Microseconds(), 1))
+		if b.okes == 0 || us < b.minMicros {
+			b.minMicros = us
+		}
 		b.okes++
-		b.sumMicros += uint64(d.Microseconds())
+		b.sumMicros += us
 		if d >= lateAfter {
 			b.late++
 		}
 	}
 }
 
-// seen records whether the peer answers now (down: it does not). Its departures and its
-// comebacks count as flaps: a departure only once it was seen up, and not within flapMinUp
-// of its last comeback (a node that dies as it starts is one outage); a comeback only after
-// a counted departure. A restart counts two; a node stopped and started every few seconds
-// three by its second departure.
-func (l *link) seen(now time.Time, down bool) {
+// seen records whether the peer answers now (down: it does not), and reports whether that
+// counted a flap. Its departures and its comebacks count as flaps: a departure only once it
+// was seen up, and not within flapMinUp of its last comeback (a node that dies as it starts
+// is one outage); a comeback only after a counted departure. A restart counts two; a node
+// stopped and started every few seconds three by its second departure.
+func (l *link) seen(now time.Time, down bool) (flapped bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -140,13 +144,16 @@ func (l *link) seen(now time.Time, down bool) {
 		if l.away {
 			l.flaps = append(l.flaps, now)
 			l.away, l.lastBack = false, now
+			flapped = true
 		}
 		l.seenUp = true
 	case l.seenUp && !l.away && (l.lastBack.IsZero() || now.Sub(l.lastBack) >= flapMinUp):
 		l.flaps = append(l.flaps, now)
 		l.away = true
+		flapped = true
 	}
 	l.trimFlaps(now)
+	return flapped
 }
 
 // flap records one departure or comeback as it is (tests).
@@ -183,6 +190,9 @@ func (l *link) stats(now time.Time, peer string) *kvpb.LinkStats {
 		s.Calls += b.calls
 		s.Failed += b.failed
 		s.Late += b.late
+		if b.okes > 0 && (okes == 0 || b.minMicros < s.MinMicros) {
+			s.MinMicros = b.minMicros
+		}
 		okes += b.okes
 		sum += b.sumMicros
 		s.Segments += b.segs
@@ -343,6 +353,20 @@ func (m matrix) meanMs(a, b string) (float64, bool) {
 		return 0, false
 	}
 	return sum / float64(k), true
+}
+
+// minMs is the least latency of the link between a and b: of the directions that answered
+// calls, the slower one's fastest call (a delay on the path to b slows a's calls to b, and
+// perhaps not b's to a). ok false when neither direction tells (no calls, or a peer that
+// does not send it).
+func (m matrix) minMs(a, b string) (float64, bool) {
+	least, known := 0.0, false
+	for _, j := range []linkJudgement{m.judge(a, b), m.judge(b, a)} {
+		if j.known && ok(j.st) > 0 && j.st.GetMinMicros() > 0 {
+			least, known = max(least, float64(j.st.GetMinMicros())/1000), true
+		}
+	}
+	return least, known
 }
 
 // Gray returns the nodes of the current ring that answer but badly, judged from this node's
@@ -557,6 +581,28 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		yardstick = others[len(others)/2]
 	}
 	slowMs := max(float64(slowFloor.Microseconds())/1000, slowFactor*yardstick)
+	// The others' least latencies: a link whose every call takes slowFactor times the
+	// fastest call between the others (and slowFloor) is slow, whatever its few late calls.
+	// A loaded machine delays some calls, never all of them.
+	var othersMin []float64
+	for _, y := range ids {
+		for _, z := range ids {
+			if y != x && z != x && y < z {
+				if m, ok := views.minMs(y, z); ok {
+					othersMin = append(othersMin, m)
+				}
+			}
+		}
+	}
+	slowLink := func(y string) bool { return false }
+	if len(othersMin) > 0 {
+		slices.Sort(othersMin)
+		minYard := othersMin[len(othersMin)/2]
+		slowLink = func(y string) bool {
+			m, ok := views.minMs(x, y)
+			return ok && m >= max(float64(slowFloor.Microseconds())/1000, slowFactor*minYard)
+		}
+	}
 	// The others' worst shares of late calls and of retransmits: x's links must be worse by
 	// slowFactor (on a loaded machine every link has some).
 	var lateYard, reYard float64
@@ -587,7 +633,7 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		if y == x {
 			continue
 		}
-		b := worse(views.judge(x, y)) || worse(views.judge(y, x))
+		b := worse(views.judge(x, y)) || worse(views.judge(y, x)) || slowLink(y)
 		if m, ok := views.meanMs(x, y); ok && m >= slowMs && yardstick > 0 {
 			b = true
 		}
@@ -599,11 +645,16 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		return nil
 	}
 	// What is wrong, by direction: x's own calls (out) and its peers' calls to it (in).
-	var outCut, inCut, outFine, inFine int
+	var outCut, inCut, outFine, inFine, slow int
 	var calls, failed, late, segs, retrans uint64
-	var sumMs float64
+	var sumMs, leastMs float64
 	var nMs int
 	for _, y := range badTo {
+		if slowLink(y) {
+			slow++
+			m, _ := views.minMs(x, y)
+			leastMs = max(leastMs, m)
+		}
 		o, i := views.judge(x, y), views.judge(y, x)
 		for _, j := range []linkJudgement{o, i} {
 			if j.known {
@@ -641,8 +692,12 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 	case outCut == k && inFine == k:
 		g.Kind = kvpb.GrayNode_CUT_OFF
 		g.Detail = fmt.Sprintf("it cannot reach its peers (%s), they reach it", strings.Join(badTo, ", "))
-	// Lost packets make a minority of calls late (a retransmission each) and TCP send
-	// segments again; a slow link makes every call slow alike.
+	// A slow link makes every call slow, the fastest too; lost packets make a minority of
+	// calls late (a retransmission each) and TCP send segments again.
+	case slow == k:
+		g.Kind = kvpb.GrayNode_LATENCY
+		g.Detail = fmt.Sprintf("calls with its peers take %.1fms at the fastest (%.1fms on average), %.1fms on average between the others",
+			leastMs, sumMs/float64(max(nMs, 1)), yardstick)
 	case lateShare < 0.5 && (retrans*100 >= segs && retrans > 0 || lateShare >= 0.01):
 		g.Kind = kvpb.GrayNode_LOSS
 		g.Detail = fmt.Sprintf("%.1f%% of %d TCP segments to and from its peers sent again, %.0f%% of %d calls failed or took over %v; the others reach each other fine",

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,31 +16,50 @@ import (
 type linkSpec struct {
 	calls, failed, late int
 	d                   time.Duration
-	flaps               int
-	segs, retrans       uint64 // TCP segments sent, and retransmitted
+	// fastest, when set, is how long one of the calls that took d took instead: the link's
+	// least latency (a lossy link answers most calls as fast as the others).
+	fastest       time.Duration
+	flaps         int
+	segs, retrans uint64 // TCP segments sent, and retransmitted
+}
+
+// callTimes are how long the calls that answered took.
+func (s linkSpec) callTimes() []time.Duration {
+	var out []time.Duration
+	for i := s.failed; i < s.calls; i++ {
+		switch {
+		case i < s.failed+s.late:
+			out = append(out, 150*time.Millisecond)
+		case i == s.calls-1 && s.fastest > 0:
+			out = append(out, s.fastest)
+		default:
+			out = append(out, s.d)
+		}
+	}
+	return out
 }
 
 func (s linkSpec) stats(peer string) *kvpb.LinkStats {
-	okes := s.calls - s.failed
-	mean := uint64(0)
-	if okes > 0 {
-		mean = uint64(((time.Duration(okes-s.late)*s.d + time.Duration(s.late)*150*time.Millisecond) / time.Duration(okes)).Microseconds())
-	}
-	return &kvpb.LinkStats{Peer: peer, Calls: uint64(s.calls), Failed: uint64(s.failed), Late: uint64(s.late), MeanMicros: mean, Flaps: uint32(s.flaps),
+	st := &kvpb.LinkStats{Peer: peer, Calls: uint64(s.calls), Failed: uint64(s.failed), Late: uint64(s.late), Flaps: uint32(s.flaps),
 		Segments: s.segs, Retransmits: s.retrans}
+	if ds := s.callTimes(); len(ds) > 0 {
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		st.MeanMicros = uint64((sum / time.Duration(len(ds))).Microseconds())
+		st.MinMicros = uint64(slices.Min(ds).Microseconds())
+	}
+	return st
 }
 
 // feed replays s on l.
 func (s linkSpec) feed(l *link, now time.Time) {
-	for i := range s.calls {
-		switch {
-		case i < s.failed:
-			l.observe(now, 0, true)
-		case i < s.failed+s.late:
-			l.observe(now, 150*time.Millisecond, false)
-		default:
-			l.observe(now, s.d, false)
-		}
+	for range s.failed {
+		l.observe(now, 0, true)
+	}
+	for _, d := range s.callTimes() {
+		l.observe(now, d, false)
 	}
 	for range s.flaps {
 		l.flap(now)
@@ -96,7 +116,24 @@ func TestGrayVerdict(t *testing.T) {
 		{"inbound cut", uniform(func(f, to string) (linkSpec, bool) { return dead, to == "n3" && f != to }), "", "n3 UNREACHABLE"},
 		{"outbound cut", uniform(func(f, to string) (linkSpec, bool) { return dead, f == "n3" && f != to }), "", "n3 CUT_OFF"},
 		{"slow links", uniform(func(f, to string) (linkSpec, bool) { return slow, to == "n3" && f != to }), "", "n3 LATENCY"},
-		{"a few late calls and slower: lossy", uniform(touches("n3", linkSpec{calls: 180, late: 8, d: 9 * time.Millisecond})), "", "n3 LOSS"},
+		{"a few late calls and slower: lossy", uniform(touches("n3", linkSpec{calls: 180, late: 8, d: 9 * time.Millisecond, fastest: time.Millisecond})), "", "n3 LOSS"},
+		// Every call through a delay waits for it; on a loaded machine a few of them cross
+		// lateAfter too, which alone would read as lost packets.
+		{"slow links with a few late calls", uniform(func(f, to string) (linkSpec, bool) {
+			return linkSpec{calls: 100, late: 6, d: 55 * time.Millisecond, fastest: 51 * time.Millisecond}, to == "n3" && f != to
+		}), "", "n3 LATENCY"},
+		{"slow links one way, fast the other", uniform(func(f, to string) (linkSpec, bool) {
+			return linkSpec{calls: 100, d: 55 * time.Millisecond, fastest: 51 * time.Millisecond}, to == "n3" && f != to
+		}), "", "n3 LATENCY"},
+		// A loaded machine: every link slow now and then, some calls late, the fastest call
+		// fast everywhere; and one node's links twice as slow as the others'.
+		{"healthy under load names nobody", uniform(func(f, to string) (linkSpec, bool) {
+			s := linkSpec{calls: 200, late: 3, d: 4 * time.Millisecond, fastest: 300 * time.Microsecond}
+			if f == "n3" || to == "n3" {
+				s.d, s.fastest = 8*time.Millisecond, 700*time.Microsecond
+			}
+			return s, f != to
+		}), "", ""},
 		{"3x slower at 3ms is not gray", uniform(func(f, to string) (linkSpec, bool) {
 			return linkSpec{calls: 40, d: 3 * time.Millisecond}, f != to && (f == "n3" || to == "n3")
 		}), "", ""},

@@ -102,6 +102,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 	moved := false // the connection has left its first idle state
 	var probed time.Time
 	prev := state
+	flaps := c.flapped.Load()
 	for c.base.Err() == nil {
 		c.peersMu.RLock()
 		current := p.watched == r
@@ -119,7 +120,9 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			}
 		case connectivity.TransientFailure:
 			p.contacted.Store(true)
-			c.setDown(p, true)
+			if c.setDown(p, true) {
+				flaps++ // its own: this peer needs no probe for it
+			}
 		case connectivity.Idle:
 			// Idle again after an attempt: it connected and lost the connection (a
 			// peer that stopped) before this goroutine saw it ready.
@@ -134,10 +137,16 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		// while it is closed: a silent partition leaves a connection READY, and only an
 		// answer tells that the peer is there (down, for Unreachable).
 		// And at once when the connection (re)turns ready: the Links call is how the peer learns
-		// that this node reaches it again (Unheard).
+		// that this node reaches it again (Unheard). At once when it is lost: a peer that stopped
+		// refuses the reconnect, and its departure counts now, not at the next probe. And at once
+		// when a departure or comeback of any peer was counted here: the Links call tells this
+		// peer, whose view the verdict on a flapping node waits for (gray.go).
 		up := state == connectivity.Ready && prev != connectivity.Ready
+		lost := state != connectivity.Ready && prev == connectivity.Ready
 		prev = state
-		if every := c.cfg.HealthInterval; up || !p.br.allow() || time.Since(probed) >= every {
+		flapped := c.flapped.Load() != flaps
+		if every := c.cfg.HealthInterval; up || lost || flapped || !p.br.allow() || time.Since(probed) >= every {
+			flaps = c.flapped.Load()
 			probed = time.Now()
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
 			err := c.probe(ctx, id, p, r, t)
@@ -145,7 +154,9 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			if c.base.Err() != nil {
 				return
 			}
-			c.setDown(p, err != nil)
+			if c.setDown(p, err != nil) {
+				flaps++
+			}
 			if err == nil && !p.br.allow() {
 				p.br.reachable()
 				c.logPeer(id, "answered a probe")
@@ -173,6 +184,8 @@ func (c *Coordinator) probe(ctx context.Context, id string, p *peer, r Replica, 
 	}
 	start := time.Now()
 	var err error
+	ctx, cancel := untilRefused(ctx, t)
+	defer cancel()
 	if l, ok := r.(linker); ok && !p.noLinks.Load() {
 		t.Wake()
 		err = c.exchange(ctx, l)
@@ -189,6 +202,22 @@ func (c *Coordinator) probe(ctx context.Context, id string, p *peer, r Replica, 
 	return err
 }
 
+// untilRefused returns ctx, cancelled as well once t's connection fails (TransientFailure):
+// a probe waits for the connection (WaitForReady), and a peer that is gone refuses it at
+// once, so the probe ends then rather than at its timeout. Its goroutine ends with ctx.
+func untilRefused(ctx context.Context, t Transport) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for st := t.State(); st != connectivity.TransientFailure; st = t.State() {
+			if !t.WaitForStateChange(ctx, st) {
+				return
+			}
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
 // down reports whether a probe's error means the peer did not answer.
 func down(err error) bool {
 	switch status.Code(err) {
@@ -199,10 +228,14 @@ func down(err error) bool {
 }
 
 // setDown records whether the peer answers now; its departures and comebacks count on its
-// link (flapping, gray.go).
-func (c *Coordinator) setDown(p *peer, d bool) {
+// link (flapping, gray.go), and in Coordinator.flapped: whether this one counted.
+func (c *Coordinator) setDown(p *peer, d bool) bool {
 	p.down.Store(d)
-	p.link.seen(c.cfg.Now(), d)
+	if p.link.seen(c.cfg.Now(), d) {
+		c.flapped.Add(1)
+		return true
+	}
+	return false
 }
 
 func (c *Coordinator) logPeer(id, what string) {

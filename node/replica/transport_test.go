@@ -29,8 +29,11 @@ type fakeTransport struct {
 	state   connectivity.State
 	changed chan struct{} // closed and replaced on every change
 	probeOK bool
-	probes  atomic.Int64
-	wakes   atomic.Int64
+	// probeWaits: a failing probe waits for its context to end, as a gRPC call that waits
+	// for the connection (WaitForReady) does.
+	probeWaits bool
+	probes     atomic.Int64
+	wakes      atomic.Int64
 }
 
 func newFakeTransport(st connectivity.State) *fakeTransport {
@@ -74,10 +77,14 @@ func (f *fakeTransport) Wake() { f.wakes.Add(1) }
 func (f *fakeTransport) Probe(ctx context.Context) error {
 	f.probes.Add(1)
 	f.mu.Lock()
-	ok := f.probeOK
+	ok, waits := f.probeOK, f.probeWaits
 	f.mu.Unlock()
 	if ok {
 		return nil
+	}
+	if waits {
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	return ErrReplicaUnavailable
 }
@@ -195,6 +202,60 @@ func TestUnreached(t *testing.T) {
 	eventually.Succeeds(t, 5*time.Second, func() error {
 		if got := co.Unreached(); len(got) != 0 {
 			return fmt.Errorf("Unreached() = %v, want none", got)
+		}
+		return nil
+	})
+}
+
+// A peer that stops counts as gone as soon as its connection is lost and the reconnect
+// refused, not at the next routine probe nor at the probe's timeout; and the other peers are
+// probed at once, so that they hear of the departure (the verdict on a flapping node waits
+// for most of its peers to have seen it).
+func TestDepartureSeenAtOnce(t *testing.T) {
+	c := newCluster(t, 3)
+	tr1, tr2 := newFakeTransport(connectivity.Ready), newFakeTransport(connectivity.Ready)
+	tr1.set(connectivity.Ready, true)
+	tr2.set(connectivity.Ready, true)
+	// Routine probes and probe timeouts far beyond the test: only the events can act.
+	cfg := Config{HealthInterval: time.Hour, ProbeTimeout: time.Hour, ProbeInterval: 5 * time.Millisecond}
+	co := New(cfg, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+		switch m.ID {
+		case "n1":
+			return watchedFaulty{c.nodes["n1"], tr1}
+		case "n2":
+			return watchedFaulty{c.nodes["n2"], tr2}
+		}
+		return nil
+	}, nil, nil)
+	t.Cleanup(func() { co.Close() })
+	co.Unreached() // starts following the peers: each is probed once, and seen up
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if tr1.probes.Load() == 0 || tr2.probes.Load() == 0 {
+			return errors.New("the first probes were not sent")
+		}
+		return nil
+	})
+	probes1, probes2 := tr1.probes.Load(), tr2.probes.Load()
+	tr1.mu.Lock()
+	tr1.probeWaits = true
+	tr1.mu.Unlock()
+	tr1.set(connectivity.Idle, false) // n1 stopped: its connection is lost
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if tr1.probes.Load() == probes1 {
+			return errors.New("no probe of n1 once its connection was lost")
+		}
+		return nil
+	})
+	tr1.set(connectivity.TransientFailure, false) // the reconnect is refused
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if got := co.peerState("n1").link.stats(time.Now(), "n1").GetFlaps(); got != 1 {
+			return fmt.Errorf("n1 flaps = %d, want 1 (its departure)", got)
+		}
+		return nil
+	})
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if tr2.probes.Load() == probes2 {
+			return errors.New("n2 not probed once n1's departure was counted")
 		}
 		return nil
 	})

@@ -429,8 +429,11 @@ type LinkStats struct {
 	// Times the peer went away or came back, in the last minute (a restart counts two).
 	Flaps uint32 `protobuf:"varint,6,opt,name=flaps,proto3" json:"flaps,omitempty"`
 	// TCP segments this node sent to the peer, and how many of them it sent again (lost).
-	Segments      uint64 `protobuf:"varint,7,opt,name=segments,proto3" json:"segments,omitempty"`
-	Retransmits   uint64 `protobuf:"varint,8,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	Segments    uint64 `protobuf:"varint,7,opt,name=segments,proto3" json:"segments,omitempty"`
+	Retransmits uint64 `protobuf:"varint,8,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
+	// Latency of the fastest call that answered, microseconds: what every call on the link
+	// pays. A slow link raises it; lost packets raise the mean and leave it.
+	MinMicros     uint64 `protobuf:"varint,9,opt,name=min_micros,json=minMicros,proto3" json:"min_micros,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +520,13 @@ func (x *LinkStats) GetSegments() uint64 {
 func (x *LinkStats) GetRetransmits() uint64 {
 	if x != nil {
 		return x.Retransmits
+	}
+	return 0
+}
+
+func (x *LinkStats) GetMinMicros() uint64 {
+	if x != nil {
+		return x.MinMicros
 	}
 	return 0
 }
@@ -2000,7 +2010,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x06Record\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x04R\ttimestamp\x12\x1c\n" +
 	"\ttombstone\x18\x02 \x01(\bR\ttombstone\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"\xd6\x01\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xf5\x01\n" +
 	"\tLinkStats\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05calls\x18\x02 \x01(\x04R\x05calls\x12\x16\n" +
@@ -2010,7 +2020,9 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"meanMicros\x12\x14\n" +
 	"\x05flaps\x18\x06 \x01(\rR\x05flaps\x12\x1a\n" +
 	"\bsegments\x18\a \x01(\x04R\bsegments\x12 \n" +
-	"\vretransmits\x18\b \x01(\x04R\vretransmits\"G\n" +
+	"\vretransmits\x18\b \x01(\x04R\vretransmits\x12\x1d\n" +
+	"\n" +
+	"min_micros\x18\t \x01(\x04R\tminMicros\"G\n" +
 	"\bLinkView\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
 	"\x05links\x18\x02 \x03(\v2\x11.ringkv.LinkStatsR\x05links\"4\n" +
