@@ -31,9 +31,10 @@ func (n *Node) ready() error {
 
 // problems are what keeps a node that serves from serving as it should: ranges for which it
 // cannot reach a quorum of replicas (peers down or cut off), a clock off most peers by more
-// than the bound, a full disk. /readyz reports them; /v0/status does not (the course's API needs it to
-// say only that the node serves). Empty when healthy.
-func (n *Node) problems() []string {
+// than the bound, a full disk, a gray verdict on itself (gray: the verdicts drawn for the same
+// answer, so that NodeInfo's problems and gray agree). /readyz reports them; /v0/status does
+// not (the course's API needs it to say only that the node serves). Empty when healthy.
+func (n *Node) problems(gray []*kvpb.GrayNode) []string {
 	var out []string
 	if err := n.st.DiskFull(); err != nil {
 		out = append(out, err.Error())
@@ -51,8 +52,10 @@ func (n *Node) problems() []string {
 	if stalled := n.stalledMoves(); len(stalled) > 0 {
 		out = append(out, kvpb.StalledMoves(len(stalled), stalled[0]))
 	}
-	if g := n.coord.GrayOf(); g != nil {
-		out = append(out, kvpb.GrayLine(g))
+	for _, g := range gray {
+		if g.GetNode() == n.cfg.ID {
+			out = append(out, kvpb.GrayLine(g))
+		}
 	}
 	return out
 }
@@ -78,7 +81,7 @@ func (n *Node) readyz() error {
 		}
 		return err
 	}
-	if p := n.problems(); len(p) > 0 {
+	if p := n.problems(n.coord.Gray()); len(p) > 0 {
 		return errors.New(strings.Join(p, "; "))
 	}
 	return nil

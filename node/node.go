@@ -553,12 +553,13 @@ func (d describer) NodeInfo(ctx context.Context) *kvpb.NodeInfoResponse { return
 func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	a := n.Addrs()
 	lsm, vlog := n.st.Size()
+	gray := n.coord.Gray()
 	info := &kvpb.NodeInfoResponse{
 		Id: n.cfg.ID, GrpcAddr: a.GRPC, HttpAddr: a.HTTP, AdminAddr: a.Admin,
 		Epoch: n.epoch(), Keys: uint64(max(n.st.KeyCount(), 0)), DiskBytes: uint64(max(lsm+vlog, 0)),
 		UptimeSeconds: int64(time.Since(n.started).Seconds()), Version: version.Get().Short(), RaftRole: n.cl.Role(),
 		FreeDiskBytes: n.freeDisk(), Process: admin.Process(),
-		Problems: n.problems(),
+		Problems: n.problems(gray), Gray: gray,
 	}
 	if n.cfg.Advertise != "" {
 		info.GrpcAddr = n.cfg.Advertise
@@ -586,7 +587,6 @@ func (n *Node) nodeInfo(context.Context) *kvpb.NodeInfoResponse {
 	}
 	info.HintsDropped = n.hints.Dropped()
 	info.PeerLatency = n.lat.Peers()
-	info.Gray = n.coord.Gray()
 	info.Links = n.coord.LinkView().GetLinks()
 	return info
 }

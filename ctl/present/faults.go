@@ -53,16 +53,29 @@ func DiskFullEvent(id, reason string) string {
 }
 
 // Gray merges the gray nodes the answering nodes name (NodeInfo.gray), one per node, in the
-// order an operator counts nodes. Where nodes disagree on what is wrong, the verdict named
-// most often wins, then the first.
+// order an operator counts nodes. A node that answered speaks for itself: its verdict on
+// itself (or none) is the one its /readyz gives (NodeInfo.problems), and it decides whether
+// and why it is named, so that kvctl, the console and a balancer's health check say one
+// thing. Of a node that did not answer (down, cut off from the node asked), the others'
+// verdicts are all there is: where they disagree on what is wrong, the one named most often
+// wins, then the first.
 func Gray(nodes []*kvpb.NodeStatus) []*kvpb.GrayNode {
 	type tally struct {
 		g *kvpb.GrayNode
 		n int
 	}
+	answered := map[string]bool{}
+	for _, n := range nodes {
+		if n.GetError() == "" && n.GetInfo() != nil {
+			answered[n.GetId()] = true
+		}
+	}
 	votes := map[string]map[kvpb.GrayNode_Kind]*tally{}
 	for _, n := range nodes {
 		for _, g := range n.GetInfo().GetGray() {
+			if answered[g.GetNode()] && g.GetNode() != n.GetId() {
+				continue // it speaks for itself
+			}
 			byKind := votes[g.GetNode()]
 			if byKind == nil {
 				byKind = map[kvpb.GrayNode_Kind]*tally{}

@@ -24,27 +24,44 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestGray: the nodes' verdicts merge to one per gray node, the kind most nodes name, in the
-// order an operator counts nodes.
+// TestGray: one verdict per gray node, in the order an operator counts nodes: a node that
+// answered speaks for itself (what its /readyz says), whatever the others name it; of one
+// that did not, the kind most of the others name.
 func TestGray(t *testing.T) {
 	g := func(node string, k kvpb.GrayNode_Kind) *kvpb.GrayNode {
 		return &kvpb.GrayNode{Node: node, Kind: k, Detail: "d"}
 	}
-	nodes := []*kvpb.NodeStatus{
-		{Id: "n1", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n10", kvpb.GrayNode_LATENCY), g("n3", kvpb.GrayNode_LOSS)}}},
-		{Id: "n2", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LATENCY), g("n10", kvpb.GrayNode_LATENCY)}}},
-		{Id: "n3", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LATENCY)}}},
-		{Id: "n4", Error: "unreachable"},
-	}
-	var got []string
-	for _, x := range Gray(nodes) {
-		got = append(got, kvpb.GrayLine(x))
-	}
-	want := []string{"gray: n3 slow links: d", "gray: n10 slow links: d"}
-	if !slices.Equal(got, want) {
-		t.Errorf("Gray = %q, want %q", got, want)
-	}
-	if len(Gray(nodes[3:])) != 0 {
-		t.Errorf("Gray of a node without info is not empty")
+	for _, tc := range []struct {
+		name  string
+		nodes []*kvpb.NodeStatus
+		want  []string
+	}{
+		{"answered: its own verdict, against the others' majority", []*kvpb.NodeStatus{
+			{Id: "n1", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LOSS)}}},
+			{Id: "n2", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LOSS)}}},
+			{Id: "n3", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LATENCY)}}},
+		}, []string{"gray: n3 slow links: d"}},
+		{"answered and not gray by its own verdict: not named", []*kvpb.NodeStatus{
+			{Id: "n1", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LOSS)}}},
+			{Id: "n2", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LOSS)}}},
+			{Id: "n3", Info: &kvpb.NodeInfoResponse{}},
+		}, nil},
+		{"not answered: the kind most others name", []*kvpb.NodeStatus{
+			{Id: "n1", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n10", kvpb.GrayNode_LATENCY), g("n3", kvpb.GrayNode_FLAPPING)}}},
+			{Id: "n2", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LOSS), g("n10", kvpb.GrayNode_LATENCY)}}},
+			{Id: "n4", Info: &kvpb.NodeInfoResponse{Gray: []*kvpb.GrayNode{g("n3", kvpb.GrayNode_LOSS)}}},
+			{Id: "n3", Error: "unreachable"},
+		}, []string{"gray: n3 lossy: d", "gray: n10 slow links: d"}},
+		{"nobody answered", []*kvpb.NodeStatus{{Id: "n4", Error: "unreachable"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, x := range Gray(tc.nodes) {
+				got = append(got, kvpb.GrayLine(x))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Gray = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
