@@ -27,6 +27,9 @@ type Config struct {
 	Keys int64
 	// KeyDist chooses the key of each request.
 	KeyDist KeyDist
+	// KeyStart offsets a sequential run: request i uses key (KeyStart+i) mod Keys, so a run of
+	// Keys-KeyStart requests writes keys KeyStart..Keys-1 (a fill split into key ranges).
+	KeyStart int64
 	// KeyPrefix starts every key.
 	KeyPrefix string
 	// ValueSize is the size of the values of PUTs, uniform in [Min, Max].
@@ -102,6 +105,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: workload: no operation has a weight", ErrInvalidConfig)
 	case c.Keys < 1:
 		return fmt.Errorf("%w: keys %d: want >= 1", ErrInvalidConfig, c.Keys)
+	case c.KeyStart < 0 || c.KeyStart >= c.Keys:
+		return fmt.Errorf("%w: key start %d: want 0 <= start < keys (%d)", ErrInvalidConfig, c.KeyStart, c.Keys)
 	case c.ValueSize.Min < 0 || c.ValueSize.Max < c.ValueSize.Min:
 		return fmt.Errorf("%w: value size %s: want 0 <= min <= max", ErrInvalidConfig, c.ValueSize)
 	case c.Timeout <= 0:

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -608,5 +609,37 @@ func TestFailuresAreNotLatencies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSequentialKeyStart: a sequential run from KeyStart writes keys KeyStart..Keys-1, each
+// once, so a fill split into key ranges covers the keyspace without overlap.
+func TestSequentialKeyStart(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	cfg := DefaultConfig()
+	cfg.Rate, cfg.Warmup, cfg.Connections, cfg.Duration = 0, 0, 3, 10*time.Second
+	cfg.Keys, cfg.KeyStart, cfg.KeyDist, cfg.KeyPrefix = 50, 20, KeyDist{Kind: DistSequential}, "k"
+	cfg.Workload, cfg.Requests = Mix{Put: 1}, 30
+	_, err := Run(context.Background(), cfg, funcTarget(func(key string) Kind {
+		mu.Lock()
+		seen[key]++
+		mu.Unlock()
+		return KindOK
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 20; i < 50; i++ {
+		if k := fmt.Sprintf("k%d", i); seen[k] != 1 {
+			t.Errorf("got key %s written %d times, want once", k, seen[k])
+		}
+	}
+	if len(seen) != 30 {
+		t.Errorf("got %d distinct keys, want 30 (k20..k49)", len(seen))
+	}
+	cfg.KeyStart = 50
+	if err := cfg.Validate(); err == nil {
+		t.Errorf("got no error for KeyStart = Keys, want one")
 	}
 }

@@ -130,7 +130,7 @@ func (w *worker) keyFor(i int64) []byte {
 	var n int64
 	switch w.cfg.KeyDist.Kind {
 	case DistSequential:
-		n = i % w.cfg.Keys
+		n = (w.cfg.KeyStart + i) % w.cfg.Keys
 	case DistZipf:
 		n = int64(w.zf.Uint64())
 	default:

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,8 +32,10 @@ func NewCmdFill(f *cli.Factory, runF func(*Options) error) *cobra.Command {
 		Short: "Write every key of a bench keyspace once, in parallel, with rate and ETA",
 		Long: `fill writes keys <key-prefix>0 ... <key-prefix>N-1 once each with PUTs spread over
 --connections parallel connections (each takes the next unwritten key), printing the rate
-and the ETA on stderr every second. Use the same --keys and --key-prefix as the bench runs.`,
+and the ETA on stderr every second. Use the same --keys and --key-prefix as the bench runs.
+--start S writes keys S..N-1 only: a large fill split into key ranges, one run each.`,
 		Example: `  kvctl bench fill --keys 1000000
+  kvctl bench fill --keys 10000000 --start 5000000   # the second half of a 10M-key fill
   kvctl bench fill --keys 100000 --value-size 1000 --connections 128 --ack 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,6 +49,7 @@ and the ETA on stderr every second. Use the same --keys and --key-prefix as the 
 		},
 	}
 	addLoadFlags(cmd, o)
+	cmd.Flags().Int64Var(&o.Config.KeyStart, "start", 0, "first key to write (keys start..keys-1): a fill split into key ranges")
 	return cmd
 }
 
@@ -54,7 +58,7 @@ func (o *Options) completeFill() error {
 		return err
 	}
 	c := &o.Config
-	c.Rate, c.Warmup, c.Requests = 0, 0, c.Keys
+	c.Rate, c.Warmup, c.Requests = 0, 0, c.Keys-c.KeyStart
 	c.Workload = loadgen.Mix{Put: 1}
 	c.KeyDist = loadgen.KeyDist{Kind: loadgen.DistSequential}
 	c.Duration = 365 * 24 * time.Hour // bounded by Requests
@@ -71,6 +75,7 @@ func (o *Options) runFill(ctx context.Context) error {
 	}
 	defer closeT()
 	cfg := o.Config
+	want := cfg.Requests
 	var done, errs int64
 	start := time.Now()
 	cfg.OnInterval = func(iv loadgen.Interval) {
@@ -78,10 +83,10 @@ func (o *Options) runFill(ctx context.Context) error {
 		errs += iv.Errors
 		eta := "-"
 		if iv.Rate > 0 {
-			eta = present.ETA(float64(cfg.Keys-done) / iv.Rate)
+			eta = present.ETA(float64(want-done) / iv.Rate)
 		}
 		line := fmt.Sprintf("filled %d/%d keys (%.0f%%), %.0f keys/s, %d errors, ETA %s",
-			done, cfg.Keys, 100*float64(done)/float64(cfg.Keys), iv.Rate, errs, eta)
+			done, want, 100*float64(done)/float64(want), iv.Rate, errs, eta)
 		if o.IO.ErrTTY {
 			fmt.Fprintf(o.IO.ErrOut, "\r\033[K%s", line)
 		} else {
@@ -100,15 +105,15 @@ func (o *Options) runFill(ctx context.Context) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(o.IO.Out, "filled %d keys %s0..%s%d at %s in %s: %.0f keys/s, p99 %s, %d errors\n",
-			res.Requests, cfg.KeyPrefix, cfg.KeyPrefix, cfg.Keys-1, name, present.Elapsed(time.Since(start)),
+		fmt.Fprintf(o.IO.Out, "filled %d keys %s..%s%d at %s in %s: %.0f keys/s, p99 %s, %d errors\n",
+			res.Requests, cfg.KeyPrefix+strconv.FormatInt(cfg.KeyStart, 10), cfg.KeyPrefix, cfg.Keys-1, name, present.Elapsed(time.Since(start)),
 			res.Achieved, fmtMs(time.Duration(res.Corrected.ValueAtPercentile(99))), res.ErrorCount())
 	}
 	if res.Interrupted {
-		return fmt.Errorf("fill interrupted after %d of %d keys", res.Requests, cfg.Keys)
+		return fmt.Errorf("fill interrupted after %d of %d keys", res.Requests, want)
 	}
 	if n := res.ErrorCount(); n > 0 {
-		return fmt.Errorf("fill: %d of %d writes failed (%v)", n, cfg.Keys, res.Errors)
+		return fmt.Errorf("fill: %d of %d writes failed (%v)", n, want, res.Errors)
 	}
 	return nil
 }
