@@ -29,8 +29,8 @@ func (c *tcluster) storedKeys(p *proc) (uint64, error) {
 // TestKvctlRepairAfterHintLoss is the lost-hints scenario with real processes and the kvctl
 // binary: three nodes, RF 3; n3 killed; 2000 PUTs with ack=2 through n1, all acknowledged;
 // n1, the hint holder, killed with -9 and restarted; n3 restarted. Without client reads,
-// after `kvctl repair` every node stores every key. It skips, only on Unimplemented, while
-// the node has no repair.
+// after `kvctl repair` (once the metadata group has a leader again) every node stores every
+// key. It skips, only on Unimplemented, while the node has no repair.
 func TestKvctlRepairAfterHintLoss(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, 0)
@@ -72,6 +72,12 @@ func TestKvctlRepairAfterHintLoss(t *testing.T) {
 		t.Logf("%s stores %d of %d records before the repair", p.id, n, want)
 	}
 
+	// The restarts leave the metadata group electing (no leader for up to a second at a load
+	// average of 20), and kvctl repair journals its session in raft: StartRepair waits for a
+	// leader until kvctl's 10 s deadline, which a busier machine reached ("deadline exceeded:
+	// stream terminated by RST_STREAM"). Wait for a leader first, as kvctl status shows one.
+	leader := c.leader([]*proc{n1, n2, n3})
+	t.Logf("%s leads the metadata group after the restarts", leader.id)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res := c.kvctl(ctx, n2, "repair", "-o", "json")
