@@ -112,6 +112,16 @@ func (f *faulty) Write(ctx context.Context, key []byte, rec store.Record, vid ri
 	return f.Local.Write(ctx, key, rec, vid)
 }
 
+// WriteAsync is Local's while the replica is up; down or hanging, it declines (false), so
+// the call goes by Write and its fault.
+func (f *faulty) WriteAsync(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID, done func(bool, error)) bool {
+	if mode(f.mode.Load()) != modeOK {
+		return false
+	}
+	f.writes.Add(1)
+	return f.Local.WriteAsync(ctx, key, rec, vid, done)
+}
+
 // has reports the record the node's store holds for key.
 func (f *faulty) has(t testing.TB, key string) (store.Record, bool) {
 	t.Helper()

@@ -47,7 +47,10 @@ type Local struct {
 	gate sync.RWMutex
 }
 
-var _ Replica = (*Local)(nil)
+var (
+	_ Replica     = (*Local)(nil)
+	_ asyncWriter = (*Local)(nil)
+)
 
 // LocalOption configures a Local.
 type LocalOption func(*Local)
@@ -121,6 +124,42 @@ func (l *Local) Write(ctx context.Context, key []byte, rec store.Record, vid rin
 		l.obs.ObserveVnode(token, true, len(key)+len(rec.Value))
 	}
 	return applied, nil
+}
+
+// WriteAsync is Write without a goroutine waiting for the store: the write joins the store's
+// group commit (store.ApplyAsync) and done gets Write's result where that commit ends, so it
+// must not block. It always returns true; done runs before it returns when the write is
+// refused at once (ctx done, the view check, a full disk).
+func (l *Local) WriteAsync(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID, done func(applied bool, err error)) bool {
+	if err := ctx.Err(); err != nil {
+		done(false, err)
+		return true
+	}
+	token := ring.Token(key)
+	l.gate.RLock()
+	if err := l.admit(token, vid); err != nil {
+		l.gate.RUnlock()
+		done(false, err)
+		return true
+	}
+	start := time.Now()
+	// The gate is held shared until the commit has ended, as Write holds it, so that Fence
+	// waits for this write too.
+	l.st.ApplyAsync(token, key, rec, func(applied bool, err error) {
+		l.gate.RUnlock()
+		if l.timed != nil {
+			l.timed(time.Since(start), err)
+		}
+		if err != nil {
+			done(false, fmt.Errorf("local write: %w", err))
+			return
+		}
+		if l.obs != nil {
+			l.obs.ObserveVnode(token, true, len(key)+len(rec.Value))
+		}
+		done(applied, nil)
+	})
+	return true
 }
 
 // WriteItem is one write of a WriteMany: the key, its record and the view the coordinator

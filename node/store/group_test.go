@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -9,7 +10,8 @@ import (
 )
 
 // TestGroupCommitLastWriteWins has 48 goroutines apply random timestamps to a few hot keys
-// and many cold ones, some through ApplyBatch, so groups hold one key several times and
+// and many cold ones, some through ApplyBatch and some through ApplyAsync (led by the
+// committer), so groups hold one key several times, mix waiting and callback calls, and
 // race with batches: every key must end with the greatest record written to it, and that
 // record's write must have reported applied.
 func TestGroupCommitLastWriteWins(t *testing.T) {
@@ -47,11 +49,21 @@ func TestGroupCommitLastWriteWins(t *testing.T) {
 						}
 						var applied bool
 						var err error
-						if g%8 == 0 { // some writers go through ApplyBatch
+						switch g % 8 {
+						case 0: // some writers go through ApplyBatch
 							var n int
 							n, err = s.ApplyBatch([]Entry{{Token: uint64(k), Key: fmt.Appendf(nil, "k%d", k), Record: rec}})
 							applied = n == 1
-						} else {
+						case 1, 2: // some through ApplyAsync, led by the committer or by an Apply
+							type outcome struct {
+								applied bool
+								err     error
+							}
+							ch := make(chan outcome, 1)
+							s.ApplyAsync(uint64(k), fmt.Appendf(nil, "k%d", k), rec, func(a bool, e error) { ch <- outcome{a, e} })
+							o := <-ch
+							applied, err = o.applied, o.err
+						default:
 							applied, err = s.Apply(uint64(k), fmt.Appendf(nil, "k%d", k), rec)
 						}
 						if err != nil {
@@ -137,5 +149,42 @@ func TestSyncWritesAcknowledgeAfterSync(t *testing.T) {
 		t.Errorf("Applies per sync: got %.2f, want > 1.5 (%d acks, %d syncs)", ratio, acked.Load(), syncs.Load())
 	} else {
 		t.Logf("Applies per sync: %.1f (%d acks, %d syncs)", ratio, acked.Load(), syncs.Load())
+	}
+}
+
+// TestApplyAsyncClose has writes in flight through ApplyAsync when the store closes: Close
+// waits for their commits (each gets its outcome), and a later ApplyAsync gets ErrClosed at
+// once; the committer goroutine is gone (goleak in TestMain).
+func TestApplyAsyncClose(t *testing.T) {
+	s, err := Open(testConfig(t.TempDir()))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	var applied atomic.Int64
+	wg.Add(n)
+	for i := range n {
+		s.ApplyAsync(uint64(i), fmt.Appendf(nil, "k%d", i), val(1, "v"), func(a bool, err error) {
+			if err != nil {
+				t.Errorf("ApplyAsync k%d: %v", i, err)
+			}
+			if a {
+				applied.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	wg.Wait()
+	if got := applied.Load(); got != n {
+		t.Errorf("applied %d writes, want %d", got, n)
+	}
+	var got error
+	s.ApplyAsync(1, []byte("late"), val(2, "v"), func(_ bool, err error) { got = err })
+	if !errors.Is(got, ErrClosed) {
+		t.Errorf("ApplyAsync after Close: got %v, want ErrClosed", got)
 	}
 }

@@ -67,6 +67,11 @@ type Store struct {
 
 	// points are the range moves' resume points (see points.go).
 	points *movePoints
+
+	// stopCommitter ends the committer goroutine (groupCommit.committer), which closes
+	// committerDone.
+	stopCommitter chan struct{}
+	committerDone chan struct{}
 }
 
 // Open validates cfg, opens badger and starts the value-log GC goroutine.
@@ -135,7 +140,12 @@ func Open(cfg Config) (*Store, error) {
 		diskDone:  make(chan struct{}),
 		marksDone: make(chan struct{}),
 		points:    points,
+
+		stopCommitter: make(chan struct{}),
+		committerDone: make(chan struct{}),
 	}
+	s.group.kick = make(chan struct{}, 1)
+	go s.group.committer(s, s.stopCommitter, s.committerDone)
 	s.readOnly.Store(opts.ReadOnly)
 	s.keys.Store(n)
 	s.dmg.init(mk.Damaged, damage, mk.Unrepairable)
@@ -285,6 +295,58 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	return applied, nil
 }
 
+// ApplyAsync is Apply without a goroutine waiting for the commit: the write joins the group
+// commit like an Apply's, and done gets Apply's result once its commit has ended. done runs
+// once, in the goroutine that ends the commit (the store's committer, or the caller of an
+// Apply that leads the group), so it must not block; it runs before ApplyAsync returns when
+// the write fails before the commit (a closed store, a full disk). A write of this node's own
+// replica costs no goroutine of its own this way, and a slow commit (a disk, an fsync) does
+// not hold up its caller.
+func (s *Store) ApplyAsync(token uint64, key []byte, rec Record, done func(applied bool, err error)) {
+	if s.closed.Load() {
+		done(false, ErrClosed)
+		return
+	}
+	sk := StoreKey(token, key)
+	buf := make([]byte, 0, len(sk)+headerLen+len(rec.Value))
+	buf = append(buf, sk...)
+	buf, err := rec.AppendBinary(buf)
+	if err != nil {
+		done(false, fmt.Errorf("apply %x: %w", sk, err))
+		return
+	}
+	sk, val := buf[:len(sk):len(sk)], buf[len(sk):]
+	if err := s.writable(len(sk) + len(val)); err != nil {
+		done(false, err)
+		return
+	}
+	// Held shared until the commit has ended (finishAsync): Close and reopen wait for it.
+	s.dbMu.RLock()
+	if s.closed.Load() {
+		s.dbMu.RUnlock()
+		done(false, ErrClosed)
+		return
+	}
+	c := callPool.Get().(*applyCall)
+	c.one[0] = write{sk: sk, val: val, rec: rec}
+	c.ws = c.one[:]
+	c.async = done
+	s.group.runAsync(c)
+}
+
+// finishAsync hands an ApplyAsync call its outcome, where its commit ended.
+func (s *Store) finishAsync(c *applyCall) {
+	w, done := c.one[0], c.async
+	c.one[0], c.ws, c.async = write{}, nil, nil
+	callPool.Put(c)
+	s.dbMu.RUnlock()
+	if w.err != nil {
+		done(false, fmt.Errorf("apply %x: %w", w.sk, w.err))
+		return
+	}
+	done(w.applied, nil)
+}
+
 // Outcome is what ApplyMany did with one entry: written (Applied), held back because the
 // store holds a version at least as new (neither), or failed (Err).
 type Outcome struct {
@@ -367,6 +429,9 @@ type applyCall struct {
 	many []write       // ws of an ApplyMany, kept for the next one
 	done chan struct{} // cap 1: one send per wait (the outcome, or the lead)
 	lead bool          // set before done when the call is to lead the next group
+	// async is the callback of an ApplyAsync call, which no goroutine waits for: it gets
+	// the outcome through finishAsync instead of done, and the committer leads for it.
+	async func(applied bool, err error)
 }
 
 var callPool = sync.Pool{New: func() any { return &applyCall{done: make(chan struct{}, 1)} }}
@@ -377,8 +442,9 @@ var callPool = sync.Pool{New: func() any { return &applyCall{done: make(chan str
 // maxGroup), commits it, wakes the group's calls with their outcomes and
 // hands the lead to the first call still queued. So a group is exactly what
 // queued while the previous commit ran, and a call waits only for the commit
-// ahead of it. Its fields are guarded by mu; calls and writes belong to the
-// leader.
+// ahead of it. An ApplyAsync call has no goroutine to lead with: the store's
+// committer goroutine leads whenever the call to lead is one of those. Its
+// fields are guarded by mu; calls and writes belong to the leader.
 type groupCommit struct {
 	mu    sync.Mutex
 	queue []*applyCall
@@ -386,6 +452,36 @@ type groupCommit struct {
 
 	calls  []*applyCall
 	writes []write
+
+	// kick (cap 1) tells the committer to lead: the call to lead is an ApplyAsync one.
+	kick chan struct{}
+}
+
+// committer leads the groups whose first call is an ApplyAsync one, until stop; then it
+// closes done. Store.Close stops it once no ApplyAsync call is left.
+func (g *groupCommit) committer(s *Store, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-g.kick:
+			for g.commitNext(s) {
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// runAsync queues an ApplyAsync call c; its outcome goes to finishAsync where its commit ends.
+func (g *groupCommit) runAsync(c *applyCall) {
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	lead := !g.busy
+	g.busy = true
+	g.mu.Unlock()
+	if lead {
+		g.kick <- struct{}{} // cannot block: only a leader kicks, and there is one
+	}
 }
 
 // run queues c and returns once the commit that covers it is done, with the
@@ -403,12 +499,16 @@ func (g *groupCommit) run(s *Store, c *applyCall) {
 		}
 		c.lead = false
 	}
-	g.commitNext(s)
+	if g.commitNext(s) {
+		g.kick <- struct{}{}
+	}
 }
 
-// commitNext is the leader's turn: c (the leader) is queue[0], so it is in the
-// group it commits.
-func (g *groupCommit) commitNext(s *Store) {
+// commitNext is the leader's turn: the leader's call (or, for the committer, an ApplyAsync
+// call) is queue[0], so it is in the group it commits. It hands the lead to the next call
+// queued, or returns true when that call is an ApplyAsync one: then the committer leads
+// next (it goes on; another leader kicks it).
+func (g *groupCommit) commitNext(s *Store) (asyncNext bool) {
 	g.mu.Lock()
 	// Whole calls, up to maxGroup writes (at least the leader's, however many it brings).
 	n, total := 0, 0
@@ -435,10 +535,15 @@ func (g *groupCommit) commitNext(s *Store) {
 	}
 	clear(writes) // drop the group's keys and values
 	g.writes = writes[:0]
-	// calls[0] is the leader itself; wake the others with their outcomes before
-	// handing over, since the next leader reuses calls and writes.
-	for _, c := range calls[1:] {
-		c.done <- struct{}{}
+	// calls[0] is the leader itself unless it is an ApplyAsync call; wake the others with
+	// their outcomes before handing over, since the next leader reuses calls and writes.
+	for i, c := range calls {
+		switch {
+		case c.async != nil:
+			s.finishAsync(c)
+		case i > 0:
+			c.done <- struct{}{}
+		}
 	}
 	clear(calls)
 	g.calls = calls[:0]
@@ -451,10 +556,15 @@ func (g *groupCommit) commitNext(s *Store) {
 		next = g.queue[0]
 	}
 	g.mu.Unlock()
-	if next != nil {
-		next.lead = true
-		next.done <- struct{}{}
+	switch {
+	case next == nil:
+		return false
+	case next.async != nil:
+		return true
 	}
+	next.lead = true
+	next.done <- struct{}{}
+	return false
 }
 
 // applyBatchKeys bounds how many keys ApplyBatch reads and writes in one badger
@@ -901,6 +1011,9 @@ func (s *Store) Close() error {
 	<-s.marksDone
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
+	// Every ApplyAsync holds dbMu shared until its commit has ended: none is left queued.
+	close(s.stopCommitter)
+	<-s.committerDone
 	if s.disk != nil && !s.readOnly.Load() {
 		// Badger flushes its memtable at Close into a memory-mapped table: on a volume with no
 		// room that is a SIGBUS. A look now deletes the ballast when the volume is full;
