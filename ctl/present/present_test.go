@@ -150,3 +150,19 @@ func TestPace(t *testing.T) {
 		}
 	}
 }
+
+func TestSlow(t *testing.T) {
+	for _, tt := range []struct {
+		in   *kvpb.SlowReplica
+		want string
+	}{
+		{nil, ""},
+		{&kvpb.SlowReplica{P90Ms: 48, OthersP90Ms: 4.1, SeenBy: []string{"n1", "n2"}}, "slow for others: p90 48.0ms vs 4.1ms (seen by n1,n2)"},
+		{&kvpb.SlowReplica{P90Ms: 8, OthersP90Ms: 1.1, SeenBy: []string{"n1", "n2"}, StalledShare: 0.38},
+			"slow for others: p90 8.0ms vs 1.1ms, held calls 38% of the time (seen by n1,n2)"},
+	} {
+		if got := Slow(tt.in); got != tt.want {
+			t.Errorf("Slow(%v): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

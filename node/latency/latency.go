@@ -80,11 +80,13 @@ type vnodeLat struct {
 type replicaLat struct {
 	id    string
 	calls [ShortSlices + 1]slot
+	stall stall
 }
 
 // peerLat is what the coordinator saw of one peer over all vnodes.
 type peerLat struct {
 	mu       sync.Mutex
+	stall    stall
 	calls    [LongSlices + 1]slot
 	timeouts [LongSlices + 1]counter
 	hedges   [LongSlices + 1]counter
@@ -92,12 +94,47 @@ type peerLat struct {
 }
 
 // slot is one slice of a histogram: the slice number it holds (Unix time / SliceLen) and its
-// counts.
+// counts; for calls, the time some call had been waiting past kvpb.SlowFloor (stall).
 type slot struct {
-	epoch  atomic.Int64
-	counts [kvpb.LatencyBuckets]atomic.Uint32
-	maxUS  atomic.Uint32
-	errors atomic.Uint32
+	epoch     atomic.Int64
+	counts    [kvpb.LatencyBuckets]atomic.Uint32
+	maxUS     atomic.Uint32
+	errors    atomic.Uint32
+	stalledUS atomic.Uint64
+}
+
+// stall is the time the calls to one replica (of a vnode, or over all) spent waiting past
+// kvpb.SlowFloor: the union over calls of [start+SlowFloor, end], counted in the slice of the
+// call that adds to it. Calls that wait together — every call sent while a replica is stopped
+// — count once, so that the time does not depend on how many calls the clients send. It
+// keeps the last stretch of the union: a call that overlaps it extends it (at either end: the
+// calls held by one stop complete together, in any order); one that ends before it began adds
+// nothing (it may overlap an older stretch: a little is missed).
+type stall struct {
+	mu       sync.Mutex
+	from, to int64 // Unix nanoseconds: the last stretch
+}
+
+// add counts a call that ended at end (Unix nanoseconds) after d: the part of its stretch
+// past SlowFloor not counted yet goes to s.
+func (st *stall) add(s *slot, end int64, d time.Duration) {
+	if d <= kvpb.SlowFloor {
+		return
+	}
+	from := end - int64(d-kvpb.SlowFloor)
+	st.mu.Lock()
+	var added int64
+	switch {
+	case end < st.from:
+	case from > st.to:
+		added = end - from
+		st.from, st.to = from, end
+	default:
+		added = max(st.from-from, 0) + max(end-st.to, 0)
+		st.from, st.to = min(st.from, from), max(st.to, end)
+	}
+	st.mu.Unlock()
+	s.stalledUS.Add(uint64(added / int64(time.Microsecond)))
 }
 
 type counter struct {
@@ -138,6 +175,7 @@ func turn(mu *sync.Mutex, s *slot, e int64) *slot {
 		}
 		s.maxUS.Store(0)
 		s.errors.Store(0)
+		s.stalledUS.Store(0)
 		s.epoch.Store(e)
 	} else if got > e {
 		return nil
@@ -195,11 +233,13 @@ func (t *Tracker) ObserveOp(token uint64, write bool, d time.Duration, failed bo
 // ObserveCall records one call of the coordinator to the peer replica peer for the key at
 // token, which took d and failed with err (nil on success).
 func (t *Tracker) ObserveCall(peer string, token uint64, _ bool, d time.Duration, err error) {
-	e := t.sliceOf(t.cfg.Now())
+	now := t.cfg.Now()
+	e, end := t.sliceOf(now), now.UnixNano()
 	failed := err != nil
 	p := t.peer(peer)
 	if s := turn(&p.mu, &p.calls[e%int64(len(p.calls))], e); s != nil {
 		s.record(d, failed)
+		p.stall.add(s, end, d)
 	}
 	if failed && rpcerr.Kind(err) == rpcerr.KindTimeout {
 		bump(&p.mu, &p.timeouts[e%int64(len(p.timeouts))], e)
@@ -211,6 +251,7 @@ func (t *Tracker) ObserveCall(peer string, token uint64, _ bool, d time.Duration
 	r := v.replica(peer)
 	if s := turn(&v.mu, &r.calls[e%int64(len(r.calls))], e); s != nil {
 		s.record(d, failed)
+		r.stall.add(s, end, d)
 	}
 }
 

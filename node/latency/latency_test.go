@@ -249,3 +249,66 @@ func BenchmarkObserveOpParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestStalledTime: a replica stopped 50 ms of every 100 ms, called by one closed-loop client
+// (its next call when the last is answered) and a replica that answers at once, called as
+// often. The closed loop sends one call into each stop and some 90 while the replica runs, so
+// the stopped replica is slow on fewer than a tenth of its calls and its p90 does not show it;
+// the time it held calls does (about 40% of the window: 40 ms past the floor of every stop),
+// and it stands out by it. Calls that wait out the same stop count once, in whatever order
+// they are timed.
+func TestStalledTime(t *testing.T) {
+	if ShortSlices*SliceLen != kvpb.ShortWindow {
+		t.Fatalf("short window: got %v, want kvpb.ShortWindow %v", ShortSlices*SliceLen, kvpb.ShortWindow)
+	}
+	rg := testRing(t, 3, 8, "n1", "n2", "n3")
+	tr, clk := newTracker(t, rg)
+	v := rg.Ranges()[0]
+	const quick = 500 * time.Microsecond
+	now := start
+	for now.Before(start.Add(ShortSlices * SliceLen)) {
+		d := quick
+		if into := now.Sub(start) % (100 * time.Millisecond); into < 50*time.Millisecond {
+			d = 50*time.Millisecond - into + quick // stopped: answered once it runs again
+		}
+		now = now.Add(d)
+		clk.Set(now)
+		if d > quick {
+			// Another coordinator's call sent during the same stop, answered with the
+			// closed loop's and timed first.
+			tr.ObserveCall("n3", v.End, false, d/2, nil)
+		}
+		tr.ObserveCall("n3", v.End, false, d, nil)
+		tr.ObserveCall("n2", v.End, false, quick, nil)
+		tr.ObserveOp(v.End, true, d, false)
+	}
+	clk.Set(start.Add(ShortSlices * SliceLen))
+	resp := tr.Snapshot("n1")
+	vl := vnodeOf(resp, v.End)
+	if vl == nil || len(vl.GetReplicas()) != 2 || len(resp.GetPeers()) != 2 {
+		t.Fatalf("got vnode %v and peers %v, want both replicas", vl, resp.GetPeers())
+	}
+	n2, n3 := vl.GetReplicas()[0].GetCalls_10S(), vl.GetReplicas()[1].GetCalls_10S()
+	if p90, _ := n3.Quantile(kvpb.SlowQuantile); p90 > kvpb.SlowFloor {
+		t.Errorf("n3 p90: got %v, want below the floor (the closed loop's quick calls hide the stops)", p90)
+	}
+	for _, tc := range []struct {
+		name  string
+		h     *kvpb.LatencyHistogram
+		share float64
+	}{
+		{"n3 in the vnode", n3, 0.4},
+		{"n3 over all vnodes", resp.GetPeers()[1].GetCalls_10S(), 0.4},
+		{"n2", n2, 0},
+	} {
+		if got := tc.h.StalledShare(); got < tc.share-0.01 || got > tc.share+0.01 {
+			t.Errorf("%s: got stalled share %.3f, want %.2f", tc.name, got, tc.share)
+		}
+	}
+	if _, _, ok := kvpb.StandsOut(n3, []*kvpb.LatencyHistogram{n2}); !ok {
+		t.Errorf("n3: does not stand out, want it to by the time it held calls")
+	}
+	if _, _, ok := kvpb.StandsOut(n2, []*kvpb.LatencyHistogram{n3}); ok {
+		t.Errorf("n2: stands out, want not")
+	}
+}

@@ -75,7 +75,7 @@ func (t *Tracker) peersAt(now int64) []*kvpb.PeerLatency {
 // merged adds the n complete slices before the slice now.
 func merged(slots []slot, now int64, n int) *kvpb.LatencyHistogram {
 	var dense [kvpb.LatencyBuckets]uint64
-	var maxUS, errs uint64
+	var maxUS, errs, stalled uint64
 	for i := range slots {
 		s := &slots[i]
 		if e := s.epoch.Load(); e >= now || e < now-int64(n) {
@@ -86,8 +86,11 @@ func merged(slots []slot, now int64, n int) *kvpb.LatencyHistogram {
 		}
 		maxUS = max(maxUS, uint64(s.maxUS.Load()))
 		errs += uint64(s.errors.Load())
+		stalled += s.stalledUS.Load()
 	}
-	return kvpb.NewLatencyHistogram(dense[:], maxUS, errs)
+	h := kvpb.NewLatencyHistogram(dense[:], maxUS, errs)
+	h.StalledUs = stalled
+	return h
 }
 
 func sum(cs []counter, now int64, n int) uint64 {

@@ -1168,15 +1168,20 @@ func (x *NodeStatus) GetSlow() *SlowReplica {
 }
 
 // A replica whose calls, as the other nodes see them over the short window, stand out: its
-// p90 is above the floor and above twice the median p90 of the other replicas (kvpb.StandsOut).
+// p90 is above the floor and above twice the median p90 of the other replicas, or it held
+// calls past the floor for a tenth of the window and twice as long as the others
+// (kvpb.StandsOut).
 type SlowReplica struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	P90Ms float64                `protobuf:"fixed64,1,opt,name=p90_ms,json=p90Ms,proto3" json:"p90_ms,omitempty"`
 	// The median p90 of the others it is compared with.
 	OthersP90Ms float64 `protobuf:"fixed64,2,opt,name=others_p90_ms,json=othersP90Ms,proto3" json:"others_p90_ms,omitempty"`
 	// The calls counted, and the nodes that made them.
-	Calls         uint64   `protobuf:"varint,3,opt,name=calls,proto3" json:"calls,omitempty"`
-	SeenBy        []string `protobuf:"bytes,4,rep,name=seen_by,json=seenBy,proto3" json:"seen_by,omitempty"`
+	Calls  uint64   `protobuf:"varint,3,opt,name=calls,proto3" json:"calls,omitempty"`
+	SeenBy []string `protobuf:"bytes,4,rep,name=seen_by,json=seenBy,proto3" json:"seen_by,omitempty"`
+	// The share of the window (0-1) in which a call to it had been waiting longer than the
+	// floor, as the node that saw most of it (LatencyHistogram.stalled_us).
+	StalledShare  float64 `protobuf:"fixed64,5,opt,name=stalled_share,json=stalledShare,proto3" json:"stalled_share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1237,6 +1242,13 @@ func (x *SlowReplica) GetSeenBy() []string {
 		return x.SeenBy
 	}
 	return nil
+}
+
+func (x *SlowReplica) GetStalledShare() float64 {
+	if x != nil {
+		return x.StalledShare
+	}
+	return 0
 }
 
 type NodeInfoRequest struct {
@@ -5730,11 +5742,17 @@ func (*VnodesRequest) Descriptor() ([]byte, []int) {
 // microseconds: 4 buckets per power of two, up to 2^24 µs). counts[i] is bucket first+i.
 // Failed operations count too; errors says how many of them failed.
 type LatencyHistogram struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	First         uint32                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
-	Counts        []uint64               `protobuf:"varint,2,rep,packed,name=counts,proto3" json:"counts,omitempty"`
-	MaxUs         uint64                 `protobuf:"varint,3,opt,name=max_us,json=maxUs,proto3" json:"max_us,omitempty"`
-	Errors        uint64                 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	First  uint32                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Counts []uint64               `protobuf:"varint,2,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	MaxUs  uint64                 `protobuf:"varint,3,opt,name=max_us,json=maxUs,proto3" json:"max_us,omitempty"`
+	Errors uint64                 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	// For calls to a replica: how long, within the window, some call to it had been waiting
+	// longer than kvpb.SlowFloor (the union of those stretches, as one coordinator saw them).
+	// Unlike the counts it does not depend on how many calls the clients send while a
+	// replica holds them: closed-loop clients send few while they wait. Merging views of the
+	// same window keeps the largest.
+	StalledUs     uint64 `protobuf:"varint,5,opt,name=stalled_us,json=stalledUs,proto3" json:"stalled_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5793,6 +5811,13 @@ func (x *LatencyHistogram) GetMaxUs() uint64 {
 func (x *LatencyHistogram) GetErrors() uint64 {
 	if x != nil {
 		return x.Errors
+	}
+	return 0
+}
+
+func (x *LatencyHistogram) GetStalledUs() uint64 {
+	if x != nil {
+		return x.StalledUs
 	}
 	return 0
 }
@@ -6665,12 +6690,13 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\x0e2\x11.ringkv.NodeStateR\x05state\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.ringkv.NodeInfoResponseR\x04info\x12'\n" +
-	"\x04slow\x18\a \x01(\v2\x13.ringkv.SlowReplicaR\x04slowJ\x04\b\x03\x10\x04\"w\n" +
+	"\x04slow\x18\a \x01(\v2\x13.ringkv.SlowReplicaR\x04slowJ\x04\b\x03\x10\x04\"\x9c\x01\n" +
 	"\vSlowReplica\x12\x15\n" +
 	"\x06p90_ms\x18\x01 \x01(\x01R\x05p90Ms\x12\"\n" +
 	"\rothers_p90_ms\x18\x02 \x01(\x01R\vothersP90Ms\x12\x14\n" +
 	"\x05calls\x18\x03 \x01(\x04R\x05calls\x12\x17\n" +
-	"\aseen_by\x18\x04 \x03(\tR\x06seenBy\"\x11\n" +
+	"\aseen_by\x18\x04 \x03(\tR\x06seenBy\x12#\n" +
+	"\rstalled_share\x18\x05 \x01(\x01R\fstalledShare\"\x11\n" +
 	"\x0fNodeInfoRequest\"\x99\a\n" +
 	"\x10NodeInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -7096,12 +7122,14 @@ const file_kvpb_admin_proto_rawDesc = "" +
 	"ownerNames\x12\x16\n" +
 	"\x06owners\x18\n" +
 	" \x01(\fR\x06owners\"\x0f\n" +
-	"\rVnodesRequest\"o\n" +
+	"\rVnodesRequest\"\x8e\x01\n" +
 	"\x10LatencyHistogram\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\rR\x05first\x12\x16\n" +
 	"\x06counts\x18\x02 \x03(\x04R\x06counts\x12\x15\n" +
 	"\x06max_us\x18\x03 \x01(\x04R\x05maxUs\x12\x16\n" +
-	"\x06errors\x18\x04 \x01(\x04R\x06errors\"[\n" +
+	"\x06errors\x18\x04 \x01(\x04R\x06errors\x12\x1d\n" +
+	"\n" +
+	"stalled_us\x18\x05 \x01(\x04R\tstalledUs\"[\n" +
 	"\x0eReplicaLatency\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x125\n" +
 	"\tcalls_10s\x18\x02 \x01(\v2\x18.ringkv.LatencyHistogramR\bcalls10s\"\xca\x02\n" +

@@ -73,6 +73,7 @@ func (h *LatencyHistogram) Count() uint64 {
 func (h *LatencyHistogram) Merge(o *LatencyHistogram) {
 	if o.Count() == 0 {
 		h.Errors += o.GetErrors()
+		h.StalledUs = max(h.StalledUs, o.GetStalledUs())
 		return
 	}
 	var dense [LatencyBuckets]uint64
@@ -85,6 +86,13 @@ func (h *LatencyHistogram) Merge(o *LatencyHistogram) {
 	}
 	m := NewLatencyHistogram(dense[:], max(h.GetMaxUs(), o.GetMaxUs()), h.GetErrors()+o.GetErrors())
 	h.First, h.Counts, h.MaxUs, h.Errors = m.First, m.Counts, m.MaxUs, m.Errors
+	h.StalledUs = max(h.StalledUs, o.GetStalledUs())
+}
+
+// Stalled is how long, within the window, some call in h had been waiting past SlowFloor
+// (the largest of the merged views).
+func (h *LatencyHistogram) Stalled() time.Duration {
+	return time.Duration(h.GetStalledUs()) * time.Microsecond
 }
 
 // Quantile returns the q-quantile (0 < q <= 1) of h, interpolated within its bucket and never
@@ -126,35 +134,63 @@ func (h *LatencyHistogram) Max() time.Duration {
 // scheduler's hiccup. A replica slow on fewer than a tenth of its calls is not named (kvctl
 // vnodes still shows each replica's p99). The floor keeps a quiet cluster's sub-millisecond
 // noise from naming anyone; the median keeps one other slow replica from hiding a third.
+//
+// A share of calls counts calls, and the clients decide how many there are: a closed-loop
+// client (the next request when the last is answered) sends one call to a stalled replica and
+// waits, then many quick ones while it runs, so a replica stopped half the time can be slow
+// on fewer than a tenth of its calls. The replica also stands out, then, on time: when some
+// call to it had been waiting past SlowFloor for at least StallShare of ShortWindow
+// (LatencyHistogram.stalled_us), and SlowRatio times as long as the median of the others.
+// One stall of a busy machine is a few tens of milliseconds of the window, far below it.
 const (
 	SlowQuantile = 0.9
 	SlowRatio    = 2.0
 	SlowFloor    = 10 * time.Millisecond
+	StallShare   = 0.1
 )
 
+// ShortWindow is the window of the short-window (_10s) histograms.
+const ShortWindow = 10 * time.Second
+
+// StalledShare is the share of ShortWindow in which some call in h had been waiting past
+// SlowFloor, at most 1.
+func (h *LatencyHistogram) StalledShare() float64 {
+	return min(float64(h.Stalled())/float64(ShortWindow), 1)
+}
+
 // StandsOut compares the calls h to one replica with the calls others to other replicas: q is
-// h's SlowQuantile, ref the median of the others'; ok when h stands out (see SlowRatio). ok is
-// false, and ref 0, when h or every other has too few samples.
+// h's SlowQuantile, ref the median of the others'; ok when h stands out by its quantile or by
+// the time it held calls (see SlowRatio and StallShare). ok is false, and ref 0, when h or
+// every other has too few samples.
 func StandsOut(h *LatencyHistogram, others []*LatencyHistogram) (q, ref time.Duration, ok bool) {
 	q, enough := h.Quantile(SlowQuantile)
 	if !enough {
 		return 0, 0, false
 	}
 	var ps []time.Duration
+	var stalls []float64
 	for _, o := range others {
 		if p, ok := o.Quantile(SlowQuantile); ok {
 			ps = append(ps, p)
+			stalls = append(stalls, o.StalledShare())
 		}
 	}
 	if len(ps) == 0 {
 		return q, 0, false
 	}
-	slices.Sort(ps)
-	ref = ps[len(ps)/2]
-	if len(ps)%2 == 0 {
-		ref = (ps[len(ps)/2-1] + ps[len(ps)/2]) / 2
+	ref = median(ps)
+	byQuantile := q > SlowFloor && float64(q) > SlowRatio*float64(ref)
+	share := h.StalledShare()
+	byTime := share >= StallShare && share > SlowRatio*median(stalls)
+	return q, ref, byQuantile || byTime
+}
+
+func median[T time.Duration | float64](xs []T) T {
+	slices.Sort(xs)
+	if len(xs)%2 == 0 {
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 	}
-	return q, ref, q > SlowFloor && float64(q) > SlowRatio*float64(ref)
+	return xs[len(xs)/2]
 }
 
 // SlowForOthers finds the nodes whose calls stand out as slow for the other nodes: views holds
@@ -204,7 +240,8 @@ func SlowForOthers(views map[string][]*PeerLatency) map[string]*SlowReplica {
 		q, _ := t.h.Quantile(SlowQuantile)
 		slices.Sort(t.by)
 		slices.Sort(t.refs)
-		out[id] = &SlowReplica{P90Ms: ms(q), OthersP90Ms: ms(t.refs[len(t.refs)/2]), Calls: t.h.Count(), SeenBy: t.by}
+		out[id] = &SlowReplica{P90Ms: ms(q), OthersP90Ms: ms(t.refs[len(t.refs)/2]), Calls: t.h.Count(), SeenBy: t.by,
+			StalledShare: t.h.StalledShare()}
 	}
 	return out
 }

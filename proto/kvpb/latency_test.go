@@ -100,3 +100,50 @@ func TestSlowForOthers(t *testing.T) {
 		t.Errorf("n3 p90: got %.1fms, want about 60ms", p)
 	}
 }
+
+// TestStandsOutByTime: a replica stands out by the time it held calls past the floor when its
+// p90 does not show it, and only for a tenth of the window or more and twice the others'.
+func TestStandsOutByTime(t *testing.T) {
+	h := func(n int, d, stalled time.Duration) *LatencyHistogram {
+		var dense [LatencyBuckets]uint64
+		dense[LatencyBucket(uint64(d.Microseconds()))] = uint64(n)
+		x := NewLatencyHistogram(dense[:], uint64(d.Microseconds()), 0)
+		x.StalledUs = uint64(stalled.Microseconds())
+		return x
+	}
+	fast := time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		h      *LatencyHistogram
+		others []*LatencyHistogram
+		want   bool
+	}{
+		{"stopped half the time", h(1000, fast, 4*time.Second), []*LatencyHistogram{h(1000, fast, 0)}, true},
+		{"a tenth of the window", h(1000, fast, ShortWindow/10), []*LatencyHistogram{h(1000, fast, 0)}, true},
+		{"one stall of a busy machine", h(1000, fast, 100*time.Millisecond), []*LatencyHistogram{h(1000, fast, 0)}, false},
+		{"the others held as long", h(1000, fast, 4*time.Second), []*LatencyHistogram{h(1000, fast, 3*time.Second)}, false},
+		{"too few calls", h(MinLatencySamples-1, fast, 4*time.Second), []*LatencyHistogram{h(1000, fast, 0)}, false},
+		{"no other to compare with", h(1000, fast, 4*time.Second), []*LatencyHistogram{h(MinLatencySamples-1, fast, 0)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, got := StandsOut(tc.h, tc.others); got != tc.want {
+				t.Errorf("got stands out %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Views of the same window merge to the largest stall, not the sum.
+	m := h(10, fast, time.Second)
+	m.Merge(h(10, fast, 3*time.Second))
+	m.Merge(&LatencyHistogram{StalledUs: uint64((2 * time.Second).Microseconds())})
+	if got := m.Stalled(); got != 3*time.Second {
+		t.Errorf("merged stall: got %v, want 3s (the largest view)", got)
+	}
+	views := map[string][]*PeerLatency{
+		"n1": {{Node: "n2", Calls_10S: h(1000, fast, 0)}, {Node: "n3", Calls_10S: h(1000, fast, 4*time.Second)}},
+		"n2": {{Node: "n1", Calls_10S: h(1000, fast, 0)}, {Node: "n3", Calls_10S: h(1000, fast, 3*time.Second)}},
+	}
+	got := SlowForOthers(views)
+	if len(got) != 1 || got["n3"].GetStalledShare() != 0.4 {
+		t.Errorf("slow for others: got %v, want n3 with a stalled share of 0.4", got)
+	}
+}
