@@ -164,6 +164,9 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 		}
 		if ok+inflight < need {
 			passOver()
+			if err := c.ownDiskFull(errs); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: %d of %d acknowledged, %d needed: %w",
 				ErrNotEnoughReplicas, ok, len(ts), need, errors.Join(errs...))
 		}
@@ -181,6 +184,18 @@ func (c *Coordinator) writeIn(ctx context.Context, v *ring.View, key []byte, rec
 				ErrNotEnoughReplicas, ok, len(ts), need, ctx.Err())
 		}
 	}
+}
+
+// ownDiskFull is this node's "disk full: …" when a write failed because its own volume
+// crossed the reserve after the write's check at its start (Writable) and before its store's:
+// the client gets the answer the writes after it get, not a failed replica (a CI run under
+// two spin loops saw "not enough replicas: 0 of 1 acknowledged, 1 needed: replica n1: local
+// write: disk full: …"). Nil otherwise.
+func (c *Coordinator) ownDiskFull(errs []error) error {
+	if c.cfg.Writable == nil || !slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, store.ErrDiskFull) }) {
+		return nil
+	}
+	return c.cfg.Writable()
 }
 
 // asyncWriter is a replica that sends a write without a goroutine waiting for it (Remote).

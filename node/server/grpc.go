@@ -28,6 +28,7 @@ import (
 
 	"ringkv/node/auth"
 	"ringkv/node/certs"
+	"ringkv/proto/kvpb"
 )
 
 // RPCObserver receives one call per finished RPC, for metrics. Implementations must be
@@ -122,7 +123,30 @@ func (ic interceptors) unary(ctx context.Context, req any, info *grpc.UnaryServe
 	if err := ic.authorize(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(info.FullMethod, "/"+kvpb.Admin_ServiceDesc.ServiceName+"/") {
+		var cancel context.CancelFunc
+		ctx, cancel = answerBeforeDeadline(ctx)
+		defer cancel()
+	}
 	return handler(ctx, req)
+}
+
+// answerBeforeDeadline gives an Admin handler a deadline a little before its caller's, so
+// that a handler still waiting (for a raft leader, a journal entry, a peer) answers with what
+// it waited for — "no raft leader (context deadline exceeded)" — before the caller gives up.
+// Without it, the caller's own deadline came first and kvctl or the console showed only
+// "deadline exceeded: stream terminated by RST_STREAM" (seen at a load average of 60). The
+// margin is a tenth of the time left, at most a second.
+func answerBeforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	margin := min(time.Until(dl)/10, time.Second)
+	if margin <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 func (ic interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {

@@ -303,8 +303,11 @@ func TestRepairInterruptedAndAborted(t *testing.T) {
 		t.Errorf("after Ctrl-C: got session %d running, want %d still", p2.GetId(), p.GetId())
 	}
 	// From another node: status finds the session on its coordinator; abort stops it there.
+	// On a busy machine n1 may not answer n2 in time: status then shows the session as
+	// journaled in raft and says its coordinator n1 does not answer (seen at load 60).
 	code, out, errOut := kvctl(t, "--addr", addr(1), "repair", "status")
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("repair #%d on n1", p.GetId())) || !strings.Contains(out, "coordinated by n1") {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("repair #%d on n1", p.GetId())) ||
+		!strings.Contains(out, "coordinated by n1") && !strings.Contains(out, "its coordinator n1 does not answer") {
 		t.Errorf("repair status via n2: exit %d\n%s%s\nwant repair #%d on n1", code, out, errOut, p.GetId())
 	}
 	code, out, errOut = kvctl(t, "--addr", addr(1), "repair", "abort")
