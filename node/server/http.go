@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"ringkv/node/replica"
 	"ringkv/node/ring"
@@ -18,6 +19,7 @@ import (
 // concurrent use. Get returns found=false for an absent key and for a tombstone.
 type Coordinator interface {
 	Get(ctx context.Context, key []byte, ack, from int) (store.Record, bool, error)
+	// Put must not keep key or value once it returns: the HTTP API reuses their buffers.
 	Put(ctx context.Context, key, value []byte, ack, from int) (uint64, error)
 	Delete(ctx context.Context, key []byte, ack, from int) (uint64, error)
 }
@@ -111,16 +113,20 @@ func (h *httpAPI) entity(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, err)
 			return
 		}
-		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header()["Content-Type"] = octetStream // not Set: no slice per request
 		w.WriteHeader(http.StatusOK)
 		w.Write(rec.Value)
 	case http.MethodPut:
-		value, err := h.readValue(w, r)
+		value, pooled, err := h.readValue(w, r)
 		if err != nil {
 			h.fail(w, err)
 			return
 		}
-		if _, err := h.d.Coordinator.Put(ctx, e.Key, value, e.Ack, e.From); err != nil {
+		_, err = h.d.Coordinator.Put(ctx, e.Key, value, e.Ack, e.From)
+		if pooled != nil {
+			bodies.Put(pooled) // Put keeps no reference to value
+		}
+		if err != nil {
 			h.fail(w, err)
 			return
 		}
@@ -134,30 +140,52 @@ func (h *httpAPI) entity(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readValue reads a PUT body of at most MaxValueSize bytes.
-func (h *httpAPI) readValue(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// octetStream is the Content-Type of a GET's answer, shared by every answer: net/http copies
+// the header map before it writes it.
+var octetStream = []string{"application/octet-stream"}
+
+// pooledBody bounds the PUT bodies read into a buffer of bodies; a larger one gets its own.
+const pooledBody = 64 << 10
+
+// bodies holds *[]byte buffers of cap pooledBody for PUT bodies: the coordinator copies a
+// value before it sends it, so a body's buffer is free again once Put returns.
+var bodies = sync.Pool{New: func() any { b := make([]byte, pooledBody); return &b }}
+
+// readValue reads a PUT body of at most MaxValueSize bytes. When pooled is not nil the value
+// lies in it, and the caller puts it back into bodies once it is done with the value.
+func (h *httpAPI) readValue(w http.ResponseWriter, r *http.Request) (value []byte, pooled *[]byte, err error) {
 	limit := h.d.MaxValueSize
 	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: body is %d bytes, limit %d", replica.ErrValueTooLarge, r.ContentLength, limit)
+		return nil, nil, fmt.Errorf("%w: body is %d bytes, limit %d", replica.ErrValueTooLarge, r.ContentLength, limit)
 	}
 	if r.ContentLength >= 0 {
-		// The length is known (and checked above): one buffer of exactly that size rather
-		// than io.ReadAll's doubling from 512 bytes. net/http ends the body at ContentLength.
-		b := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+		// The length is known (and checked above): one buffer of exactly that size (a pooled
+		// one for a small body) rather than io.ReadAll's doubling from 512 bytes. net/http
+		// ends the body at ContentLength.
+		var b []byte
+		if r.ContentLength <= pooledBody {
+			pooled = bodies.Get().(*[]byte)
+			b = (*pooled)[:r.ContentLength]
+		} else {
+			b = make([]byte, r.ContentLength)
 		}
-		return b, nil
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			if pooled != nil {
+				bodies.Put(pooled)
+			}
+			return nil, nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+		}
+		return b, pooled, nil
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, fmt.Errorf("%w: body over the limit of %d bytes", replica.ErrValueTooLarge, limit)
+		return nil, nil, fmt.Errorf("%w: body over the limit of %d bytes", replica.ErrValueTooLarge, limit)
 	case err != nil:
-		return nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+		return nil, nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // fail writes err's status with a one-line reason.

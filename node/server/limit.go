@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,25 +21,25 @@ type ConnLimit struct {
 	// (e.g. RefuseHTTP). It must not block: the connection has a short write deadline.
 	Refuse func(net.Conn)
 
-	mu    sync.Mutex
-	open  map[*limitConn]idleState
-	count int
-}
+	// idled counts connections going idle: limitConn.idleSince orders them without a clock.
+	idled atomic.Int64
 
-type idleState struct {
-	idle  bool
-	since time.Time
+	mu    sync.Mutex
+	open  map[*limitConn]struct{}
+	count int
 }
 
 // NewConnLimit returns a limit of max open connections (max < 1 = unlimited).
 func NewConnLimit(max int) *ConnLimit {
-	return &ConnLimit{max: max, open: map[*limitConn]idleState{}}
+	return &ConnLimit{max: max, open: map[*limitConn]struct{}{}}
 }
 
 // Listener wraps ln: its connections count against l.
 func (l *ConnLimit) Listener(ln net.Listener) net.Listener { return &limitListener{Listener: ln, l: l} }
 
-// ConnState is an http.Server ConnState hook: it tells l which connections are idle.
+// ConnState is an http.Server ConnState hook: it tells l which connections are idle. It runs
+// twice per request (active, then idle again), so it takes no lock: the state lives in the
+// connection.
 func (l *ConnLimit) ConnState(c net.Conn, s http.ConnState) {
 	if tc, isTLS := c.(*tls.Conn); isTLS {
 		c = tc.NetConn()
@@ -47,16 +48,11 @@ func (l *ConnLimit) ConnState(c net.Conn, s http.ConnState) {
 	if !ok {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, open := l.open[lc]; !open {
-		return
-	}
 	switch s {
 	case http.StateNew, http.StateIdle:
-		l.open[lc] = idleState{idle: true, since: time.Now()}
+		lc.idleSince.Store(l.idled.Add(1))
 	case http.StateActive, http.StateHijacked:
-		l.open[lc] = idleState{}
+		lc.idleSince.Store(0)
 	}
 }
 
@@ -73,10 +69,10 @@ func (l *ConnLimit) admit(c *limitConn) bool {
 	var victim *limitConn
 	l.mu.Lock()
 	if l.max > 0 && l.count >= l.max {
-		var oldest time.Time
-		for oc, st := range l.open {
-			if st.idle && (victim == nil || st.since.Before(oldest)) {
-				victim, oldest = oc, st.since
+		var oldest int64
+		for oc := range l.open {
+			if since := oc.idleSince.Load(); since != 0 && (victim == nil || since < oldest) {
+				victim, oldest = oc, since
 			}
 		}
 		if victim == nil {
@@ -86,7 +82,7 @@ func (l *ConnLimit) admit(c *limitConn) bool {
 		l.forget(victim)
 	}
 	l.count++
-	l.open[c] = idleState{idle: false}
+	l.open[c] = struct{}{}
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Conn.Close()
@@ -129,6 +125,9 @@ type limitConn struct {
 	net.Conn
 	l    *ConnLimit
 	once sync.Once
+	// idleSince is 0 while the connection is busy (a request read or being served), else
+	// when it went idle: ConnLimit.idled's count then (smaller = idle for longer).
+	idleSince atomic.Int64
 }
 
 // NetConn returns the connection accepted (as tls.Conn.NetConn does).
