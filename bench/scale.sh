@@ -16,12 +16,13 @@
 #                                                   per request; then the open model at 60% of the median closed-loop
 #                                                   rate (kvctl bench --rate) for PUT and GET; medians at the end
 #   bench/scale.sh DIR disk NAME                    bytes on disk per node (du) and badger's table count
+#   bench/scale.sh DIR idle NAME [SECONDS]          the nodes' CPU with no load (compactions still due)
 #   bench/scale.sh DIR stop NAME                    SIGTERM the nodes and wait; the data stays (rm -rf DIR/NAME)
 # Env: DURATION (default 10s). Nothing is pinned.
 set -euo pipefail
 
-dir=${1:?usage: bench/scale.sh DIR build|start|fill|measure|disk|stop ...}
-cmd=${2:?usage: bench/scale.sh DIR build|start|fill|measure|disk|stop ...}
+dir=${1:?usage: bench/scale.sh DIR build|start|fill|measure|disk|idle|stop ...}
+cmd=${2:?usage: bench/scale.sh DIR build|start|fill|measure|disk|idle|stop ...}
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 kvnode=$dir/bin/kvnode kvctl=$dir/bin/kvctl
@@ -103,6 +104,10 @@ measure)
 			--max-errors 100 --events=false >"$5" || true
 	}
 	echo "# $name: $nodes node(s), $keys keys of $size B, $rounds round(s) of $duration; $(uptime | sed 's/.*load/load/')"
+	# The nodes' CPU with no load (badger's compactions still due): the debt a measurement shares.
+	c0=$(cpu_ticks $pids)
+	sleep 5
+	echo "# $name idle: $(awk -v c=$(($(cpu_ticks $pids) - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}') cores over 5 s before the load"
 	for r in $(seq 1 "$rounds"); do
 		for op in put get; do
 			bench "$op" 0 2s 0s "$out/warm.json"
@@ -134,10 +139,19 @@ measure)
 			"p99_us=$(field p99_us "$out/open.$op" | median) p999_us=$(field p999_us "$out/open.$op" | median)" \
 			"(p99 rounds: $(field p99_us "$out/open.$op" | tr '\n' ' '); errors $(field errors "$out/open.$op" | tr '\n' ' '))"
 	done
+	c0=$(cpu_ticks $pids)
+	sleep 5
+	echo "# $name idle: $(awk -v c=$(($(cpu_ticks $pids) - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}') cores over 5 s after the load"
 	disk "$name"
 	;;
 disk)
 	disk "$1"
+	;;
+idle)
+	addresses "$1"
+	c0=$(cpu_ticks $pids)
+	sleep "${2:-10}"
+	echo "$1 idle: $(awk -v c=$(($(cpu_ticks $pids) - c0)) -v hz="$(getconf CLK_TCK)" -v d="${2:-10}" 'BEGIN {printf "%.2f", c / hz / d}') cores over ${2:-10} s"
 	;;
 stop)
 	addresses "$1"
