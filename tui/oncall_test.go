@@ -287,22 +287,42 @@ func TestHistoryBadInput(t *testing.T) {
 }
 
 // TestHotKeyAlertThreshold: a mild skew (the demo's zipf 1.1: its top key at 12% of 200 ops/s)
-// raises no hot-key alert; one key taking a node's worth of load does.
+// raises no hot-key alert, also once a fourth node has joined that no client sends to; one key
+// taking a node's worth of load does.
 func TestHotKeyAlertThreshold(t *testing.T) {
 	m := New(Options{Source: fakeOnCall{NewFakeSource()}, Now: func() time.Time { return fixedNow }})
-	next, _ := m.Update(RingMsg{Resp: func() *kvpb.RingResponse { r, _ := NewFakeSource().Ring(context.Background()); return r }()})
-	m = next.(Model)
+	three, _ := NewFakeSource().Ring(context.Background())
+	// A fourth node added: 32 vnodes of its own, between the others' tokens.
+	four, _ := NewFakeSource().Ring(context.Background())
+	n4 := &kvpb.Member{Id: "n4", GrpcAddr: "127.0.0.1:9094"}
+	for k := range 32 {
+		n4.Tokens = append(n4.Tokens, uint64(3*k+1)*fakeStep+fakeStep/2)
+	}
+	four.GetRing().Members = append(four.GetRing().Members, n4)
 	tests := []struct {
-		name       string
-		total, key float64
-		share      float64
-		want       bool
+		name         string
+		ring         *kvpb.RingResponse
+		total, key   float64
+		share        float64
+		coordinators int // 0: not known, the ring's members
+		want         bool
 	}{
-		{"zipf 1.1 top key, 12% of 200 ops/s", 200, 24, 0.93, false},
-		{"deliberate skew, 300 of 500 ops/s on one key", 500, 300, 0.99, true},
+		{"zipf 1.1 top key, 12% of 200 ops/s", three, 200, 24, 0.93, 0, false},
+		{"deliberate skew, 300 of 500 ops/s on one key", three, 500, 300, 0.99, 0, true},
+		{"zipf 1.1 top key, 14% of 200 ops/s, 3 nodes", three, 200, 28, 0.93, 3, false},
+		{"zipf 1.1 top key, 14% of 200 ops/s through 3 of 4 nodes", four, 200, 28, 0.93, 3, false},
+		{"a key at 20% of the cluster, through 3 of 4 nodes", four, 200, 40, 0.99, 3, true},
+		{"a key at 20% of the cluster, through 4 nodes", four, 200, 40, 0.99, 4, true},
+		{"a key at 20% of the cluster, 3 nodes", three, 200, 40, 0.99, 3, true},
+		// Not knowing who coordinates, the share is over the ring's members (as it was for
+		// every case: the demo's top key then alerted once n4 had joined).
+		{"zipf 1.1 top key, 14% of 200 ops/s, 4 members", four, 200, 28, 0.93, 0, true},
 	}
 	for _, tt := range tests {
-		m.live = &oncall.HotKeys{OpsPerSec: tt.total, Keys: []oncall.HotKey{{Key: "k", ReadsPerSec: tt.key, ShareOfVnode: tt.share, VnodeToken: fakeStep}}}
+		next, _ := m.Update(RingMsg{Resp: tt.ring})
+		m = next.(Model)
+		m.live = &oncall.HotKeys{OpsPerSec: tt.total, Coordinators: tt.coordinators,
+			Keys: []oncall.HotKey{{Key: "k", ReadsPerSec: tt.key, ShareOfVnode: tt.share, VnodeToken: fakeStep}}}
 		if got := m.hotKeyAlert() != ""; got != tt.want {
 			t.Errorf("%s: got alert %v (%q), want %v", tt.name, got, m.hotKeyAlert(), tt.want)
 		}

@@ -47,6 +47,9 @@ type HotKeys struct {
 	Nodes         []string  `json:"nodes"`
 	OpsPerSec     float64   `json:"ops_per_sec"`
 	Keys          []HotKey  `json:"keys"`
+	// Coordinators is how many of the nodes coordinated an operation in the window: those
+	// the clients send to (a node just added, or one no client knows, coordinates none).
+	Coordinators int `json:"-"`
 }
 
 // HotKeysQuery is what to list.
@@ -82,6 +85,9 @@ func MergeHotKeys(reps []*kvpb.HotKeysResponse, rs *kvpb.RingState, q HotKeysQue
 	for _, r := range reps {
 		res.Nodes = append(res.Nodes, r.GetNode())
 		ops += r.GetOps()
+		if r.GetOps() > 0 {
+			res.Coordinators++
+		}
 		slicesSeen += int(r.GetSlices())
 		start, end := time.Unix(0, r.GetStartUnixNanos()).UTC(), time.Unix(0, r.GetEndUnixNanos()).UTC()
 		if end.After(res.End) {
