@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -309,9 +310,21 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 
 // verifyTables checks every table in dir as badger would open it, and every block's
 // checksum: bad names the first damaged table and why ("" when all are whole).
+//
+// Only the tables the MANIFEST lists are checked when it can be read: a table a compaction or
+// a flush was writing when the process was killed is not listed yet, and badger deletes it at
+// Open (a node killed mid-compaction was refused as damaged, for a half-written table that
+// held nothing acknowledged). When the MANIFEST cannot be read, every table is checked (and
+// badger's Open reports the MANIFEST).
 func verifyTables(dir string, opts badger.Options) (bad string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 	sort.Strings(files)
+	if listed, ok := manifestTables(dir, opts); ok {
+		files = slices.DeleteFunc(files, func(f string) bool {
+			id, ok := table.ParseFileID(filepath.Base(f))
+			return ok && !listed[id]
+		})
+	}
 	topts := table.Options{BlockSize: opts.BlockSize, Compression: opts.Compression, BloomFalsePositive: opts.BloomFalsePositive}
 	for _, f := range files {
 		if err := openTable(f, topts, options.NoVerification); err != nil {
@@ -323,6 +336,40 @@ func verifyTables(dir string, opts badger.Options) (bad string) {
 		}
 	}
 	return ""
+}
+
+// manifestTables is the set of table ids dir's MANIFEST lists; ok is false when it cannot
+// be read whole.
+func manifestTables(dir string, opts badger.Options) (ids map[uint64]bool, ok bool) {
+	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false
+	}
+	m, end, err := replayManifest(f, opts)
+	if err != nil || end != fi.Size() {
+		return nil, false
+	}
+	ids = make(map[uint64]bool, len(m.Tables))
+	for id := range m.Tables {
+		ids[id] = true
+	}
+	return ids, true
+}
+
+// replayManifest is badger.ReplayManifestFile with a panic (a malformed entry) turned into an
+// error.
+func replayManifest(f *os.File, opts badger.Options) (m badger.Manifest, end int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError(p)
+		}
+	}()
+	return badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
 }
 
 // openTable opens one table read-only with chk and closes it; a panic is an error.

@@ -82,6 +82,34 @@ func TestDamageDetected(t *testing.T) {
 	}
 }
 
+// TestUnlistedTableIgnored: a table the MANIFEST does not list — what a flush or a compaction
+// was writing when the process was killed: zero-filled, half-written — is not damage: the
+// store opens with every key and no damage report (badger deletes the file).
+func TestUnlistedTableIgnored(t *testing.T) {
+	dir := t.TempDir()
+	filled(t, dir, 3000)
+	largest := damagetest.Largest(t, dir, ".sst")
+	half, err := os.ReadFile(largest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(dir, "999999.sst")
+	if err := os.WriteFile(stray, half[:len(half)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "999998.sst"), make([]byte, 1<<16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, testConfig(dir))
+	defer s.Close()
+	if d := s.Damage(); d != "" {
+		t.Fatalf("a store with a table its MANIFEST does not list: got damage %q, want none", d)
+	}
+	if n := s.KeyCount(); n != 3000 {
+		t.Fatalf("got %d keys, want 3000", n)
+	}
+}
+
 // TestUndamagedReopens: a store closed and opened again, and one whose range was deleted,
 // opens without a damage report (the sidecar's mark goes down before the keys do).
 func TestUndamagedReopens(t *testing.T) {
