@@ -166,12 +166,11 @@ func TestTransportClosesBreaker(t *testing.T) {
 	}
 }
 
-// Unreached lists the peers whose first connection attempt is not over, and
-// starts it: a node is usable once it is empty.
-func TestUnreached(t *testing.T) {
-	c := newCluster(t, 3)
-	tr1, tr2 := newFakeTransport(connectivity.Idle), newFakeTransport(connectivity.Idle)
-	co := New(Config{Hints: memHints(t, 64<<20)}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
+// watchedCoordinator is n0's coordinator whose peers n1 and n2 are watched through the fake
+// transports tr1 and tr2.
+func watchedCoordinator(t *testing.T, c *cluster, cfg Config, tr1, tr2 *fakeTransport) *Coordinator {
+	t.Helper()
+	co := New(cfg, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
 		switch m.ID {
 		case "n1":
 			return watchedFaulty{c.nodes["n1"], tr1}
@@ -181,6 +180,15 @@ func TestUnreached(t *testing.T) {
 		return nil
 	}, nil, nil)
 	t.Cleanup(func() { co.Close() })
+	return co
+}
+
+// Unreached lists the peers whose first connection attempt is not over, and
+// starts it: a node is usable once it is empty.
+func TestUnreached(t *testing.T) {
+	c := newCluster(t, 3)
+	tr1, tr2 := newFakeTransport(connectivity.Idle), newFakeTransport(connectivity.Idle)
+	co := watchedCoordinator(t, c, Config{Hints: memHints(t, 64<<20)}, tr1, tr2)
 	if got := co.Unreached(); !slices.Equal(got, []string{"n1", "n2"}) {
 		t.Fatalf("Unreached() = %v, want [n1 n2]", got)
 	}
@@ -218,16 +226,7 @@ func TestDepartureSeenAtOnce(t *testing.T) {
 	tr2.set(connectivity.Ready, true)
 	// Routine probes and probe timeouts far beyond the test: only the events can act.
 	cfg := Config{HealthInterval: time.Hour, ProbeTimeout: time.Hour, ProbeInterval: 5 * time.Millisecond}
-	co := New(cfg, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica {
-		switch m.ID {
-		case "n1":
-			return watchedFaulty{c.nodes["n1"], tr1}
-		case "n2":
-			return watchedFaulty{c.nodes["n2"], tr2}
-		}
-		return nil
-	}, nil, nil)
-	t.Cleanup(func() { co.Close() })
+	co := watchedCoordinator(t, c, cfg, tr1, tr2)
 	co.Unreached() // starts following the peers: each is probed once, and seen up
 	eventually.Succeeds(t, 5*time.Second, func() error {
 		if tr1.probes.Load() == 0 || tr2.probes.Load() == 0 {
