@@ -102,18 +102,35 @@ func (l *Local) Read(ctx context.Context, key []byte) (store.Record, bool, error
 // Write applies rec unless the store holds a version at least as new, or refuses it with
 // ErrStaleView (see Local).
 func (l *Local) Write(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	token := ring.Token(key)
-	l.gate.RLock()
-	if err := l.admit(token, vid); err != nil {
-		l.gate.RUnlock()
+	token, err := l.beginWrite(ctx, key, vid)
+	if err != nil {
 		return false, err
 	}
 	start := time.Now()
 	applied, err := l.st.Apply(token, key, rec)
 	l.gate.RUnlock()
+	return l.wrote(token, key, rec, start, applied, err)
+}
+
+// beginWrite admits a write of key routed by view vid (ctx not done, the view check) and then
+// holds the gate shared, which the caller releases once the store is done with the write, so
+// that Fence waits for it.
+func (l *Local) beginWrite(ctx context.Context, key []byte, vid ring.ViewID) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	token := ring.Token(key)
+	l.gate.RLock()
+	if err := l.admit(token, vid); err != nil {
+		l.gate.RUnlock()
+		return 0, err
+	}
+	return token, nil
+}
+
+// wrote ends a write begun at start that the store answered with applied and err: it is
+// timed, counted on its vnode and its error said to be the local write's.
+func (l *Local) wrote(token uint64, key []byte, rec store.Record, start time.Time, applied bool, err error) (bool, error) {
 	if l.timed != nil {
 		l.timed(time.Since(start), err)
 	}
@@ -131,33 +148,16 @@ func (l *Local) Write(ctx context.Context, key []byte, rec store.Record, vid rin
 // must not block. It always returns true; done runs before it returns when the write is
 // refused at once (ctx done, the view check, a full disk).
 func (l *Local) WriteAsync(ctx context.Context, key []byte, rec store.Record, vid ring.ViewID, done func(applied bool, err error)) bool {
-	if err := ctx.Err(); err != nil {
-		done(false, err)
-		return true
-	}
-	token := ring.Token(key)
-	l.gate.RLock()
-	if err := l.admit(token, vid); err != nil {
-		l.gate.RUnlock()
+	token, err := l.beginWrite(ctx, key, vid)
+	if err != nil {
 		done(false, err)
 		return true
 	}
 	start := time.Now()
-	// The gate is held shared until the commit has ended, as Write holds it, so that Fence
-	// waits for this write too.
+	// The gate is held shared until the commit has ended, as Write holds it.
 	l.st.ApplyAsync(token, key, rec, func(applied bool, err error) {
 		l.gate.RUnlock()
-		if l.timed != nil {
-			l.timed(time.Since(start), err)
-		}
-		if err != nil {
-			done(false, fmt.Errorf("local write: %w", err))
-			return
-		}
-		if l.obs != nil {
-			l.obs.ObserveVnode(token, true, len(key)+len(rec.Value))
-		}
-		done(applied, nil)
+		done(l.wrote(token, key, rec, start, applied, err))
 	})
 	return true
 }

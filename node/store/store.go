@@ -268,22 +268,15 @@ func (s *Store) Apply(token uint64, key []byte, rec Record) (applied bool, err e
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
-	// One allocation holds the store key and the encoded record; badger keeps both.
-	sk := StoreKey(token, key)
-	buf := make([]byte, 0, len(sk)+headerLen+len(rec.Value))
-	buf = append(buf, sk...)
-	buf, err = rec.AppendBinary(buf)
+	w, err := s.encodeWrite(token, key, rec)
 	if err != nil {
-		return false, fmt.Errorf("apply %x: %w", sk, err)
-	}
-	sk, val := buf[:len(sk):len(sk)], buf[len(sk):]
-	if err := s.writable(len(sk) + len(val)); err != nil {
 		return false, err
 	}
+	sk := w.sk
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	c := callPool.Get().(*applyCall)
-	c.one[0] = write{sk: sk, val: val, rec: rec}
+	c.one[0] = w
 	c.ws = c.one[:]
 	s.group.run(s, c)
 	applied, err = c.one[0].applied, c.one[0].err
@@ -307,16 +300,8 @@ func (s *Store) ApplyAsync(token uint64, key []byte, rec Record, done func(appli
 		done(false, ErrClosed)
 		return
 	}
-	sk := StoreKey(token, key)
-	buf := make([]byte, 0, len(sk)+headerLen+len(rec.Value))
-	buf = append(buf, sk...)
-	buf, err := rec.AppendBinary(buf)
+	w, err := s.encodeWrite(token, key, rec)
 	if err != nil {
-		done(false, fmt.Errorf("apply %x: %w", sk, err))
-		return
-	}
-	sk, val := buf[:len(sk):len(sk)], buf[len(sk):]
-	if err := s.writable(len(sk) + len(val)); err != nil {
 		done(false, err)
 		return
 	}
@@ -328,10 +313,28 @@ func (s *Store) ApplyAsync(token uint64, key []byte, rec Record, done func(appli
 		return
 	}
 	c := callPool.Get().(*applyCall)
-	c.one[0] = write{sk: sk, val: val, rec: rec}
+	c.one[0] = w
 	c.ws = c.one[:]
 	c.async = done
 	s.group.runAsync(c)
+}
+
+// encodeWrite is the write of an Apply or an ApplyAsync: one allocation holds the store key
+// and the encoded record (badger keeps both); the error is the record's encoding or a full
+// disk (writable).
+func (s *Store) encodeWrite(token uint64, key []byte, rec Record) (write, error) {
+	sk := StoreKey(token, key)
+	buf := make([]byte, 0, len(sk)+headerLen+len(rec.Value))
+	buf = append(buf, sk...)
+	buf, err := rec.AppendBinary(buf)
+	if err != nil {
+		return write{}, fmt.Errorf("apply %x: %w", sk, err)
+	}
+	sk, val := buf[:len(sk):len(sk)], buf[len(sk):]
+	if err := s.writable(len(sk) + len(val)); err != nil {
+		return write{}, err
+	}
+	return write{sk: sk, val: val, rec: rec}, nil
 }
 
 // finishAsync hands an ApplyAsync call its outcome, where its commit ended.
