@@ -546,8 +546,9 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		return nil
 	}
 	n := len(ids)
-	// The others' links: the yardstick of latency, and they must go fine.
-	var others []float64
+	// The others' links: the yardsticks of latency (mean and fastest call), and they must go
+	// fine.
+	var others, othersMin []float64
 	sawGood := false
 	for _, y := range ids {
 		if y == x {
@@ -564,8 +565,13 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 			} else if known {
 				sawGood = true
 			}
-			if m, ok := views.meanMs(y, z); ok && y < z {
-				others = append(others, m)
+			if y < z {
+				if m, ok := views.meanMs(y, z); ok {
+					others = append(others, m)
+				}
+				if m, ok := views.minMs(y, z); ok {
+					othersMin = append(othersMin, m)
+				}
 			}
 		}
 		if bad > 0 && 2*bad >= n-2 {
@@ -575,29 +581,14 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 	if !sawGood {
 		return nil
 	}
-	yardstick := 0.0
-	if len(others) > 0 {
-		slices.Sort(others)
-		yardstick = others[len(others)/2]
-	}
+	yardstick := median(others)
 	slowMs := max(float64(slowFloor.Microseconds())/1000, slowFactor*yardstick)
 	// The others' least latencies: a link whose every call takes slowFactor times the
 	// fastest call between the others (and slowFloor) is slow, whatever its few late calls.
 	// A loaded machine delays some calls, never all of them.
-	var othersMin []float64
-	for _, y := range ids {
-		for _, z := range ids {
-			if y != x && z != x && y < z {
-				if m, ok := views.minMs(y, z); ok {
-					othersMin = append(othersMin, m)
-				}
-			}
-		}
-	}
 	slowLink := func(y string) bool { return false }
 	if len(othersMin) > 0 {
-		slices.Sort(othersMin)
-		minYard := othersMin[len(othersMin)/2]
+		minYard := median(othersMin)
 		slowLink = func(y string) bool {
 			m, ok := views.minMs(x, y)
 			return ok && m >= max(float64(slowFloor.Microseconds())/1000, slowFactor*minYard)
@@ -764,14 +755,22 @@ func slowDisk(x string, ids []string, views map[string]map[string]*kvpb.LinkStat
 	if len(others) == 0 {
 		return nil
 	}
-	slices.Sort(others)
-	median := others[len(others)/2]
+	med := median(others)
 	m := float64(mine.GetMeanMicros()) / 1000
-	if m < float64(slowDiskFloor.Milliseconds()) || m < slowFactor*median {
+	if m < float64(slowDiskFloor.Milliseconds()) || m < slowFactor*med {
 		return nil
 	}
 	return &kvpb.GrayNode{Node: x, Kind: kvpb.GrayNode_SLOW_DISK,
-		Detail: fmt.Sprintf("its own store answers in %.1fms on average, the others' in %.1fms", m, median)}
+		Detail: fmt.Sprintf("its own store answers in %.1fms on average, the others' in %.1fms", m, med)}
+}
+
+// median sorts xs and returns its middle value (the upper one of an even count); 0 when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // flapping judges node x by how often its peers saw it go away or come back: most of them at
