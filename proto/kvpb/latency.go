@@ -71,9 +71,9 @@ func (h *LatencyHistogram) Count() uint64 {
 
 // Merge adds o to h (h must not be nil; o may be).
 func (h *LatencyHistogram) Merge(o *LatencyHistogram) {
+	h.StalledUs = max(h.StalledUs, o.GetStalledUs())
 	if o.Count() == 0 {
 		h.Errors += o.GetErrors()
-		h.StalledUs = max(h.StalledUs, o.GetStalledUs())
 		return
 	}
 	var dense [LatencyBuckets]uint64
@@ -86,7 +86,6 @@ func (h *LatencyHistogram) Merge(o *LatencyHistogram) {
 	}
 	m := NewLatencyHistogram(dense[:], max(h.GetMaxUs(), o.GetMaxUs()), h.GetErrors()+o.GetErrors())
 	h.First, h.Counts, h.MaxUs, h.Errors = m.First, m.Counts, m.MaxUs, m.Errors
-	h.StalledUs = max(h.StalledUs, o.GetStalledUs())
 }
 
 // Stalled is how long, within the window, some call in h had been waiting past SlowFloor
