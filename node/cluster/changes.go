@@ -220,11 +220,21 @@ func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
 // abortedSince is whether this node sees, within a couple of seconds, a change later than
 // lastBefore that ended aborted.
 func (c *Cluster) abortedSince(ctx context.Context, lastBefore uint64) bool {
+	if !c.seesSoon(ctx, func(p *published) bool { return p.last != nil && p.last.ID > lastBefore }) {
+		return false
+	}
+	last := c.fsm.load().last
+	return last != nil && last.ID > lastBefore && last.Outcome == OutcomeAborted
+}
+
+// seesSoon is whether this node's copy of the state satisfies ok within a couple of seconds:
+// how a call that onLeader retried, refused as if done already, looks for the work of its own
+// earlier try, which the leader applied though its answer was lost (leadership moved, the
+// leader's reply timed out). The copy may lag the leader that refused the retry.
+func (c *Cluster) seesSoon(ctx context.Context, ok func(*published) bool) bool {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	err := c.waitFor(wctx, func(p *published) bool { return p.last != nil && p.last.ID > lastBefore })
-	last := c.fsm.load().last
-	return err == nil && last != nil && last.ID > lastBefore && last.Outcome == OutcomeAborted
+	return c.waitFor(wctx, ok) == nil
 }
 
 // MoveDone records that move index move of change changeID has reached its target. Idempotent.
@@ -285,13 +295,25 @@ func (c *Cluster) SetParallel(ctx context.Context, parallel int) error {
 // pulling until Resume. ErrNothingToPause when no range streams, ErrAlreadyPaused. Forwards to
 // the leader; returns once this node has applied it.
 func (c *Cluster) Pause(ctx context.Context, by, reason string) error {
+	// Pauses journaled before the call have an index at most this.
+	before := c.fsm.load().index
+	tries := 0
 	err := c.onLeader(ctx, func() error {
+		tries++
 		_, err := c.apply(command{Op: opPause, By: by, Reason: reason, Unix: nowUnix()})
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		tries++
 		_, err := cl.PauseChange(ctx, &kvpb.PauseClusterChangeRequest{By: by, Reason: reason})
 		return err
 	})
+	if errors.Is(err, ErrAlreadyPaused) && tries > 1 && c.seesSoon(ctx, func(p *published) bool {
+		ps := p.change.Paused()
+		return ps != nil && ps.Index > before && ps.By == by && ps.Reason == reason
+	}) {
+		// An earlier try was applied: the open pause is this call's.
+		err = nil
+	}
 	if err != nil {
 		return err
 	}
@@ -301,17 +323,39 @@ func (c *Cluster) Pause(ctx context.Context, by, reason string) error {
 // Resume journals the end of the change's pause by who. ErrNotPaused when none is paused.
 // Forwards to the leader; returns once this node has applied it.
 func (c *Cluster) Resume(ctx context.Context, by string) error {
+	// Resumes journaled before the call have an index at most this.
+	before := c.fsm.load().index
+	tries := 0
 	err := c.onLeader(ctx, func() error {
+		tries++
 		_, err := c.apply(command{Op: opResume, By: by, Unix: nowUnix()})
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		tries++
 		_, err := cl.ResumeChange(ctx, &kvpb.ResumeClusterChangeRequest{By: by})
 		return err
 	})
+	if errors.Is(err, ErrNotPaused) && tries > 1 && c.seesSoon(ctx, func(p *published) bool {
+		// The change may have finished since: look at the last one too.
+		return resumedSince(p.change, by, before) || resumedSince(p.last, by, before)
+	}) {
+		// An earlier try was applied: the pause it ended is closed by this call. Seen under
+		// load as "resume: no ring change is paused" right after a pause was seen applied.
+		err = nil
+	}
 	if err != nil {
 		return err
 	}
 	return c.waitFor(ctx, func(p *published) bool { return p.change == nil || p.change.Paused() == nil })
+}
+
+// resumedSince is whether ch's last pause was resumed by by at a raft index above before.
+func resumedSince(ch *Change, by string, before uint64) bool {
+	if ch == nil || len(ch.Pauses) == 0 {
+		return false
+	}
+	p := ch.Pauses[len(ch.Pauses)-1]
+	return p.ResumedIndex > before && p.ResumedBy == by
 }
 
 // commit flips the ring to the change's next epoch; leader only (Run calls it).

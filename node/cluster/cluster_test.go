@@ -64,10 +64,15 @@ func listen(t *testing.T, addr string) net.Listener {
 	return lis
 }
 
-func startNode(t *testing.T, id string, lis net.Listener, dir string, peers []Peer) *testNode {
+// startNode starts a member with testConfig, then each edit applied to it.
+func startNode(t *testing.T, id string, lis net.Listener, dir string, peers []Peer, edit ...func(*Config)) *testNode {
 	t.Helper()
 	n := &testNode{t: t, id: id, addr: lis.Addr().String(), dir: dir, peers: peers}
-	c, err := New(testConfig(id, n.addr, dir, peers))
+	cfg := testConfig(id, n.addr, dir, peers)
+	for _, e := range edit {
+		e(&cfg)
+	}
+	c, err := New(cfg)
 	if err != nil {
 		lis.Close()
 		t.Fatalf("new %s: %v", id, err)
@@ -107,8 +112,9 @@ func (n *testNode) restart() *testNode {
 	return startNode(n.t, n.id, listen(n.t, n.addr), n.dir, n.peers)
 }
 
-// startFounders starts count founders with the same --peers list.
-func startFounders(t *testing.T, count int) []*testNode {
+// startFounders starts count founders with the same --peers list, each config edited as
+// startNode does.
+func startFounders(t *testing.T, count int, edit ...func(*Config)) []*testNode {
 	t.Helper()
 	base := t.TempDir()
 	var lis []net.Listener
@@ -120,7 +126,7 @@ func startFounders(t *testing.T, count int) []*testNode {
 	}
 	var nodes []*testNode
 	for i, p := range peers {
-		nodes = append(nodes, startNode(t, p.ID, lis[i], filepath.Join(base, p.ID), peers))
+		nodes = append(nodes, startNode(t, p.ID, lis[i], filepath.Join(base, p.ID), peers, edit...))
 	}
 	eventually.Succeeds(t, 10*time.Second, func() error {
 		for _, n := range nodes {

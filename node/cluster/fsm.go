@@ -95,6 +95,10 @@ type Pause struct {
 	Unix        int64  `json:"unix"`
 	ResumedBy   string `json:"resumed_by,omitempty"`
 	ResumedUnix int64  `json:"resumed_unix,omitempty"`
+	// Index and ResumedIndex are the raft indexes of the entries that paused and resumed: a
+	// call that onLeader retried tells its own earlier try by them (Cluster.Pause, Resume).
+	Index        uint64 `json:"index,omitempty"`
+	ResumedIndex uint64 `json:"resumed_index,omitempty"`
 }
 
 // Paused returns the open pause of the change, nil when it is not paused.
@@ -412,7 +416,7 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 			p := ch.Paused()
 			return applyResult{err: fmt.Errorf("change %d paused by %s at %s: %w", ch.ID, p.By, time.Unix(p.Unix, 0).UTC().Format(time.RFC3339), ErrAlreadyPaused)}
 		}
-		ch.Pauses = append(ch.Pauses, Pause{By: cmd.By, Reason: cmd.Reason, Unix: cmd.Unix})
+		ch.Pauses = append(ch.Pauses, Pause{By: cmd.By, Reason: cmd.Reason, Unix: cmd.Unix, Index: st.Index})
 		return applyResult{changeID: ch.ID}
 	case opResume:
 		ch := st.Change
@@ -420,7 +424,7 @@ func (f *fsm) applyLocked(cmd command) applyResult {
 		if p == nil {
 			return applyResult{err: ErrNotPaused}
 		}
-		p.ResumedBy, p.ResumedUnix = cmd.By, max(cmd.Unix, p.Unix)
+		p.ResumedBy, p.ResumedUnix, p.ResumedIndex = cmd.By, max(cmd.Unix, p.Unix), st.Index
 		return applyResult{changeID: ch.ID}
 	case opCommit, opAbort:
 		ch := st.Change
