@@ -82,6 +82,10 @@ type link struct {
 	away     bool
 	lastBack time.Time
 	seenUp   bool
+	// awayAt is when its last counted departure was; awayFor how long it was away before
+	// its last comeback.
+	awayAt  time.Time
+	awayFor time.Duration
 	// The TCP counts last sampled (since start), and whether there was a sample.
 	segs, retrans uint64
 	sampled       bool
@@ -143,13 +147,13 @@ func (l *link) seen(now time.Time, down bool) (flapped bool) {
 	case !down:
 		if l.away {
 			l.flaps = append(l.flaps, now)
-			l.away, l.lastBack = false, now
+			l.away, l.lastBack, l.awayFor = false, now, now.Sub(l.awayAt)
 			flapped = true
 		}
 		l.seenUp = true
 	case l.seenUp && !l.away && (l.lastBack.IsZero() || now.Sub(l.lastBack) >= flapMinUp):
 		l.flaps = append(l.flaps, now)
-		l.away = true
+		l.away, l.awayAt = true, now
 		flapped = true
 	}
 	l.trimFlaps(now)
@@ -203,6 +207,11 @@ func (l *link) stats(now time.Time, peer string) *kvpb.LinkStats {
 	}
 	l.trimFlaps(now)
 	s.Flaps = uint32(len(l.flaps))
+	// A comeback within flapWindow, while the peer is still back (kvctl status notes it).
+	if !l.away && !l.lastBack.IsZero() && now.Sub(l.lastBack) <= flapWindow {
+		s.BackAgoMillis = uint64(max(now.Sub(l.lastBack).Milliseconds(), 1))
+		s.AwayMillis = uint64(max(l.awayFor.Milliseconds(), 1))
+	}
 	return s
 }
 
@@ -447,23 +456,40 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	var out []*kvpb.GrayNode
 	for _, x := range ids {
 		// A verdict counts once it was drawn at every look for grayConfirm (a look more than
-		// 2 s after the last starts over), and holds grayHold after the last.
+		// 2 s after the last starts over), and holds grayHold after the last. A held verdict
+		// takes another kind only once that kind too was drawn at every look for grayConfirm:
+		// as a fault ends its figures linger in the window (a few very late calls, no more
+		// loss), and what they draw for a look or two is not what is wrong now.
 		if g := drawn[x]; g != nil {
 			f, ok := c.grayFirst[x]
 			if !ok || now.Sub(f.last) > 2*time.Second {
-				f.first = now
+				f = firstDrawn{first: now, kindFirst: now, kind: g.GetKind()}
+			}
+			if f.kind != g.GetKind() {
+				f.kind, f.kindFirst = g.GetKind(), now
 			}
 			f.last = now
 			c.grayFirst[x] = f
 			// Departures and comebacks are events, not a loaded machine's noise: no wait.
-			if now.Sub(f.first) >= grayConfirm || g.GetKind() == kvpb.GrayNode_FLAPPING {
-				c.grayHeld[x] = heldVerdict{g: g, at: now}
+			flapping := g.GetKind() == kvpb.GrayNode_FLAPPING
+			if now.Sub(f.first) >= grayConfirm || flapping {
+				h, held := c.grayHeld[x]
+				switch {
+				case !held || now.Sub(h.at) > grayHold || h.g.GetKind() == g.GetKind() ||
+					now.Sub(f.kindFirst) >= grayConfirm || flapping:
+					c.grayHeld[x] = heldVerdict{g: g, at: now, drawn: now}
+				default:
+					// Still gray, of a kind not yet confirmed: the held verdict stays as it
+					// was drawn, and holds on.
+					h.at = now
+					c.grayHeld[x] = h
+				}
 			}
 		} else {
 			delete(c.grayFirst, x)
 		}
 		if h, ok := c.grayHeld[x]; ok && now.Sub(h.at) <= grayHold {
-			out = append(out, h.g)
+			out = append(out, h.shown(now))
 		}
 	}
 	for x, h := range c.grayHeld {
@@ -510,13 +536,32 @@ func gray(g *grayCache) map[string]bool {
 	return g.nodes
 }
 
-// firstDrawn is when a verdict on a node was first drawn in a row of looks, and last.
-type firstDrawn struct{ first, last time.Time }
+// firstDrawn is when a verdict on a node was first drawn in a row of looks, and last; kind
+// the kind drawn at the last look, drawn at every look since kindFirst.
+type firstDrawn struct {
+	first, last, kindFirst time.Time
+	kind                   kvpb.GrayNode_Kind
+}
 
-// heldVerdict is a gray verdict and when it was last drawn.
+// heldVerdict is a gray verdict, when the node was last drawn gray (at), and when this
+// verdict's own figures last drew it (drawn).
 type heldVerdict struct {
-	g  *kvpb.GrayNode
-	at time.Time
+	g         *kvpb.GrayNode
+	at, drawn time.Time
+}
+
+// heldSaid is how long after its figures last drew it a held verdict says so: an operator
+// reads what is wrong now, and a verdict kept from older figures must say it is.
+const heldSaid = 2 * time.Second
+
+// shown is the verdict as Gray returns it at now: as drawn, or, once its own figures last
+// drew it heldSaid ago or more, with how long ago that was.
+func (h heldVerdict) shown(now time.Time) *kvpb.GrayNode {
+	if h.drawn.IsZero() || now.Sub(h.drawn) < heldSaid {
+		return h.g
+	}
+	return &kvpb.GrayNode{Node: h.g.GetNode(), Kind: h.g.GetKind(),
+		Detail: fmt.Sprintf("%s (held: drawn %.0fs ago)", h.g.GetDetail(), now.Sub(h.drawn).Seconds())}
 }
 
 func ok(s *kvpb.LinkStats) uint64 { return s.GetCalls() - s.GetFailed() }
@@ -640,11 +685,16 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 	var calls, failed, late, segs, retrans uint64
 	var sumMs, leastMs float64
 	var nMs int
+	var fastTo int // bad links whose fastest call is known and not slow
+	var fastMs float64
 	for _, y := range badTo {
 		if slowLink(y) {
 			slow++
 			m, _ := views.minMs(x, y)
 			leastMs = max(leastMs, m)
+		} else if m, ok := views.minMs(x, y); ok && len(othersMin) > 0 {
+			fastTo++
+			fastMs = max(fastMs, m)
 		}
 		o, i := views.judge(x, y), views.judge(y, x)
 		for _, j := range []linkJudgement{o, i} {
@@ -693,6 +743,12 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		g.Kind = kvpb.GrayNode_LOSS
 		g.Detail = fmt.Sprintf("%.1f%% of %d TCP segments to and from its peers sent again, %.0f%% of %d calls failed or took over %v; the others reach each other fine",
 			100*float64(retrans)/float64(max(segs, 1)), segs, 100*lateShare, calls, lateAfter)
+	// Slow on average, but with fast calls among them: a few calls very late, as lost packets
+	// make them (or as they linger in the window once the loss ended), not a slow link.
+	case fastTo > 0:
+		g.Kind = kvpb.GrayNode_LOSS
+		g.Detail = fmt.Sprintf("calls with its peers take %.1fms on average but %.1fms at the fastest, %.1fms on average between the others: a few calls very late",
+			sumMs/float64(max(nMs, 1)), fastMs, yardstick)
 	default:
 		g.Kind = kvpb.GrayNode_LATENCY
 		g.Detail = fmt.Sprintf("calls with its peers take %.1fms on average, %.1fms between the others", sumMs/float64(max(nMs, 1)), yardstick)

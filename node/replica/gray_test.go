@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
 )
@@ -280,5 +282,125 @@ func TestFlapsCounted(t *testing.T) {
 				t.Errorf("flaps = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestGrayHeldKind: a held verdict takes another kind only once that kind was drawn at every
+// look for grayConfirm (a fault's last figures draw a look or two of something else as they
+// leave the window), and says how long ago its own figures drew it once that is heldSaid or
+// more.
+func TestGrayHeldKind(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := now
+	names := []string{"n1", "n2", "n3"}
+	view := &ring.View{Current: newRing(t, 1, 3, names)}
+	c := New(Config{Now: func() time.Time { return clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
+	t.Cleanup(func() { c.Close() })
+	good := linkSpec{calls: 40, d: time.Millisecond}
+	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
+	slow := linkSpec{calls: 40, d: 60 * time.Millisecond}
+	// look feeds n3's links as s at clock (n1's own calls, and n2's view) and draws.
+	look := func(at time.Duration, s linkSpec) []*kvpb.GrayNode {
+		clock = now.Add(at)
+		c.peerState("n2").link = link{}
+		c.peerState("n3").link = link{}
+		good.feed(&c.peerState("n2").link, clock)
+		s.feed(&c.peerState("n3").link, clock)
+		c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), s.stats("n3")}})
+		c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), s.stats("n1"), s.stats("n2")}})
+		return c.Gray()
+	}
+	kind := func(gs []*kvpb.GrayNode) string {
+		var out []string
+		for _, g := range gs {
+			out = append(out, fmt.Sprintf("%s %s", g.GetNode(), g.GetKind()))
+		}
+		return strings.Join(out, ", ")
+	}
+	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
+		look(at, lossy)
+	}
+	if got := kind(c.Gray()); got != "n3 LOSS" {
+		t.Fatalf("after %v of loss: %q, want n3 LOSS", grayConfirm, got)
+	}
+	// One look of slow links: still lossy, as confirmed.
+	if got := kind(look(3*time.Second, slow)); got != "n3 LOSS" {
+		t.Errorf("one look of slow links after loss: %q, want the held n3 LOSS", got)
+	}
+	// Slow links drawn at every look for grayConfirm: what is wrong now.
+	look(4*time.Second, slow)
+	if got := kind(look(5*time.Second, slow)); got != "n3 LATENCY" {
+		t.Errorf("slow links for %v after loss: %q, want n3 LATENCY", grayConfirm, got)
+	}
+	// The fault ends: the verdict holds, and says since when.
+	clock = now.Add(5*time.Second + heldSaid)
+	c.peerState("n3").link = link{}
+	good.feed(&c.peerState("n3").link, clock)
+	c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), good.stats("n3")}})
+	c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), good.stats("n1"), good.stats("n2")}})
+	gs := c.Gray()
+	if kind(gs) != "n3 LATENCY" || !strings.Contains(gs[0].GetDetail(), "(held: drawn 2s ago)") {
+		t.Errorf("held after the fault: %v, want n3 LATENCY saying it was drawn 2s ago", gs)
+	}
+}
+
+// TestGraySlowButFast: a node whose links are slow on average while their fastest calls are
+// as fast as the others' is not "slow links": a few of its calls were very late (lost
+// packets, or their figures lingering once the loss ended).
+func TestGraySlowButFast(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := now
+	names := []string{"n1", "n2", "n3"}
+	view := &ring.View{Current: newRing(t, 1, 3, names)}
+	c := New(Config{Now: func() time.Time { return clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
+	t.Cleanup(func() { c.Close() })
+	good := linkSpec{calls: 200, d: time.Millisecond}
+	// 200 calls at 1 ms but for 1 of 2 s: a mean of 11 ms, no late share to speak of (0.5%).
+	tail := &kvpb.LinkStats{Calls: 200, Late: 1, MeanMicros: 11_000, MinMicros: 1000}
+	for _, at := range []time.Duration{0, time.Second, grayConfirm} {
+		clock = now.Add(at)
+		c.peerState("n2").link = link{}
+		c.peerState("n3").link = link{}
+		good.feed(&c.peerState("n2").link, clock)
+		for range 199 {
+			c.peerState("n3").link.observe(clock, time.Millisecond, false)
+		}
+		c.peerState("n3").link.observe(clock, 2*time.Second, false)
+		t2 := proto.Clone(tail).(*kvpb.LinkStats)
+		t2.Peer = "n3"
+		t3 := proto.Clone(tail).(*kvpb.LinkStats)
+		t3.Peer = "n1"
+		t3b := proto.Clone(tail).(*kvpb.LinkStats)
+		t3b.Peer = "n2"
+		c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), t2}})
+		c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), t3, t3b}})
+		c.Gray()
+	}
+	gs := c.Gray()
+	if len(gs) != 1 || gs[0].GetNode() != "n3" || gs[0].GetKind() != kvpb.GrayNode_LOSS {
+		t.Fatalf("gray = %v, want n3 LOSS", gs)
+	}
+	t.Logf("%s", kvpb.GrayLine(gs[0]))
+}
+
+// TestComebackNoted: a peer that went away and came back within flapWindow is reported with
+// how long ago and how long it was away; not while it is away again, nor after flapWindow.
+func TestComebackNoted(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	var l link
+	l.seen(at(0), false)
+	l.seen(at(10), true)
+	l.seen(at(15), false)
+	s := l.stats(at(20), "n3")
+	if s.GetBackAgoMillis() != 5000 || s.GetAwayMillis() != 5000 {
+		t.Errorf("back %d ms ago after %d ms away, want 5000 and 5000", s.GetBackAgoMillis(), s.GetAwayMillis())
+	}
+	if s := l.stats(at(15+flapWindow.Seconds()+1), "n3"); s.GetBackAgoMillis() != 0 {
+		t.Errorf("a minute later: back %d ms ago, want none", s.GetBackAgoMillis())
+	}
+	l.seen(at(21), true)
+	if s := l.stats(at(22), "n3"); s.GetBackAgoMillis() != 0 {
+		t.Errorf("away again: back %d ms ago, want none", s.GetBackAgoMillis())
 	}
 }

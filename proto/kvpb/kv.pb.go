@@ -433,7 +433,11 @@ type LinkStats struct {
 	Retransmits uint64 `protobuf:"varint,8,opt,name=retransmits,proto3" json:"retransmits,omitempty"`
 	// Latency of the fastest call that answered, microseconds: what every call on the link
 	// pays. A slow link raises it; lost packets raise the mean and leave it.
-	MinMicros     uint64 `protobuf:"varint,9,opt,name=min_micros,json=minMicros,proto3" json:"min_micros,omitempty"`
+	MinMicros uint64 `protobuf:"varint,9,opt,name=min_micros,json=minMicros,proto3" json:"min_micros,omitempty"`
+	// When the peer last came back after being away (unreachable), within the last minute:
+	// how long ago, and how long it had been away, milliseconds. 0: it did not.
+	BackAgoMillis uint64 `protobuf:"varint,10,opt,name=back_ago_millis,json=backAgoMillis,proto3" json:"back_ago_millis,omitempty"`
+	AwayMillis    uint64 `protobuf:"varint,11,opt,name=away_millis,json=awayMillis,proto3" json:"away_millis,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -527,6 +531,20 @@ func (x *LinkStats) GetRetransmits() uint64 {
 func (x *LinkStats) GetMinMicros() uint64 {
 	if x != nil {
 		return x.MinMicros
+	}
+	return 0
+}
+
+func (x *LinkStats) GetBackAgoMillis() uint64 {
+	if x != nil {
+		return x.BackAgoMillis
+	}
+	return 0
+}
+
+func (x *LinkStats) GetAwayMillis() uint64 {
+	if x != nil {
+		return x.AwayMillis
 	}
 	return 0
 }
@@ -2010,7 +2028,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x06Record\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x04R\ttimestamp\x12\x1c\n" +
 	"\ttombstone\x18\x02 \x01(\bR\ttombstone\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"\xf5\x01\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xbe\x02\n" +
 	"\tLinkStats\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
 	"\x05calls\x18\x02 \x01(\x04R\x05calls\x12\x16\n" +
@@ -2022,7 +2040,11 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\bsegments\x18\a \x01(\x04R\bsegments\x12 \n" +
 	"\vretransmits\x18\b \x01(\x04R\vretransmits\x12\x1d\n" +
 	"\n" +
-	"min_micros\x18\t \x01(\x04R\tminMicros\"G\n" +
+	"min_micros\x18\t \x01(\x04R\tminMicros\x12&\n" +
+	"\x0fback_ago_millis\x18\n" +
+	" \x01(\x04R\rbackAgoMillis\x12\x1f\n" +
+	"\vaway_millis\x18\v \x01(\x04R\n" +
+	"awayMillis\"G\n" +
 	"\bLinkView\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
 	"\x05links\x18\x02 \x03(\v2\x11.ringkv.LinkStatsR\x05links\"4\n" +
