@@ -1,8 +1,10 @@
 package present
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"ringkv/proto/kvpb"
 )
@@ -112,4 +114,66 @@ func GrayEvent(id, line string) string {
 		return line
 	}
 	return "node " + id + " is no longer gray"
+}
+
+// Restart is a node that its peers saw go away and come back within the last minute, and
+// is not named gray: a restart (or a comeback once a cut healed), which alone keeps it
+// ready, but which, done again, is flapping.
+type Restart struct {
+	Node string
+	// Ago is how long ago it came back, Away how long it had been away; Restarted whether it
+	// answered with an uptime that short (a process restart, not a healed cut).
+	Ago, Away time.Duration
+	Restarted bool
+}
+
+// Line is kvctl status's note: "note: n3 restarted 5s ago after 5s away (flapping if it goes
+// again within a minute)".
+func (r Restart) Line() string {
+	what := "came back"
+	if r.Restarted {
+		what = "restarted"
+	}
+	return fmt.Sprintf("note: %s %s %s ago after %s away (flapping if it goes again within a minute)",
+		r.Node, what, r.Ago.Round(time.Second), r.Away.Round(100*time.Millisecond))
+}
+
+// Restarts are the nodes the answering nodes saw come back within the last minute
+// (NodeInfo.links: back_ago_millis), by the latest comeback seen, but those gray names (a
+// flapping node is named so) and those that do not answer now (they are away again). In
+// the order an operator counts nodes.
+func Restarts(nodes []*kvpb.NodeStatus, gray []*kvpb.GrayNode) []Restart {
+	named := map[string]bool{}
+	for _, g := range gray {
+		named[g.GetNode()] = true
+	}
+	up := map[string]*kvpb.NodeInfoResponse{}
+	for _, n := range nodes {
+		if n.GetError() == "" && n.GetInfo() != nil {
+			up[n.GetId()] = n.GetInfo()
+		}
+	}
+	seen := map[string]Restart{}
+	for _, n := range nodes {
+		for _, l := range n.GetInfo().GetLinks() {
+			p := l.GetPeer()
+			if p == n.GetId() || l.GetBackAgoMillis() == 0 || named[p] || up[p] == nil {
+				continue
+			}
+			r := Restart{Node: p, Ago: time.Duration(l.GetBackAgoMillis()) * time.Millisecond,
+				Away: time.Duration(l.GetAwayMillis()) * time.Millisecond}
+			if old, ok := seen[p]; ok && old.Ago <= r.Ago {
+				continue
+			}
+			// Up no longer than since it came back (and the seconds the peers took to see it).
+			r.Restarted = time.Duration(up[p].GetUptimeSeconds())*time.Second <= r.Ago+5*time.Second
+			seen[p] = r
+		}
+	}
+	var out []Restart
+	for _, r := range seen {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Restart) int { return CompareIDs(a.Node, b.Node) })
+	return out
 }

@@ -65,3 +65,33 @@ func TestGray(t *testing.T) {
 		})
 	}
 }
+
+// TestRestarts: a node its peers saw come back within the minute is noted, by the latest
+// comeback, as restarted when its uptime is that short; not when it is named gray, nor when
+// it does not answer.
+func TestRestarts(t *testing.T) {
+	link := func(peer string, ago, away uint64) *kvpb.LinkStats {
+		return &kvpb.LinkStats{Peer: peer, BackAgoMillis: ago, AwayMillis: away}
+	}
+	nodes := []*kvpb.NodeStatus{
+		{Id: "n1", Info: &kvpb.NodeInfoResponse{UptimeSeconds: 600, Links: []*kvpb.LinkStats{link("n1", 0, 0), link("n3", 5200, 5000)}}},
+		{Id: "n2", Info: &kvpb.NodeInfoResponse{UptimeSeconds: 600, Links: []*kvpb.LinkStats{link("n3", 4800, 5100), link("n4", 3000, 2000)}}},
+		{Id: "n3", Info: &kvpb.NodeInfoResponse{UptimeSeconds: 5}},
+		{Id: "n4", Info: &kvpb.NodeInfoResponse{UptimeSeconds: 600}},
+		{Id: "n5", Error: "connection refused"},
+	}
+	var got []string
+	for _, r := range Restarts(nodes, nil) {
+		got = append(got, r.Line())
+	}
+	want := []string{
+		"note: n3 restarted 5s ago after 5.1s away (flapping if it goes again within a minute)",
+		"note: n4 came back 3s ago after 2s away (flapping if it goes again within a minute)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Restarts = %q, want %q", got, want)
+	}
+	if r := Restarts(nodes, []*kvpb.GrayNode{{Node: "n3"}, {Node: "n4"}}); len(r) != 0 {
+		t.Errorf("Restarts of gray nodes = %v, want none", r)
+	}
+}

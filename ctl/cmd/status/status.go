@@ -41,6 +41,9 @@ and for every member its state, raft role, ops/s, p99 latency, keys, disk used a
 its circuit breakers towards the other nodes ("ok", or the peers whose breaker is open).
 A "gray:" line names each node that answers but badly (lossy, slow links, cut one way, a
 slow disk, flapping), as the answering nodes judge it from their calls and their peers'.
+A "note:" line names a node that its peers saw go away and come back within the last
+minute ("restarted" when its uptime is that short): one restart keeps it ready, but a node
+that goes again within the minute is named flapping.
 HINTS counts the durable hints each node holds for peers that missed writes (and those it
 dropped as too old or over its bound; a repair covers their writes), LAST-REPAIRED how long
 ago the node last completed a repair of the ranges it is the primary of ("never"), and a
@@ -114,8 +117,12 @@ func PrintAt(ios *cli.IOStreams, resp *kvpb.StatusResponse, now time.Time) error
 			}
 		}
 	}
-	for _, g := range present.Gray(resp.GetNodes()) {
+	gray := present.Gray(resp.GetNodes())
+	for _, g := range gray {
 		fmt.Fprintln(ios.Out, kvpb.GrayLine(g))
+	}
+	for _, r := range present.Restarts(resp.GetNodes(), gray) {
+		fmt.Fprintln(ios.Out, r.Line())
 	}
 	t := cli.NewTable(ios, "NODE", "ADDR", "STATE", "ROLE", "EPOCH", "OPS/S", "P99", "KEYS", "DISK", "FREE", "HINTS", "LAST-REPAIRED", "BREAKERS", "NOTE")
 	// The table lists the nodes as an operator counts them (n2 before n10); -o json keeps
