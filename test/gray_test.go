@@ -296,6 +296,26 @@ type balancer struct {
 	started          time.Time
 	mu               sync.Mutex
 	changes          []string // readiness changes seen, with when
+	// errs are the requests that failed (the first maxErrLog).
+	errs []failedReq
+}
+
+// failedReq is a request that failed: when it was sent (since the balancer started), to
+// which node, and how.
+type failedReq struct {
+	at   time.Duration
+	node string
+	kind loadgen.Kind
+	text string
+}
+
+const maxErrLog = 50
+
+// failed is what the balancer saw of the requests that failed.
+func (b *balancer) failed() []failedReq {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.errs)
 }
 
 func (b *balancer) flips() []string {
@@ -368,32 +388,50 @@ func (b *balancer) close() {
 	}
 }
 
-func (b *balancer) pick() *loadgen.HTTPTarget {
+func (b *balancer) pick() int {
 	n := uint64(len(b.targets))
 	start := b.next.Add(1)
 	for k := range n {
 		if i := (start + k) % n; b.ready[i].Load() && !b.out[i].Load() {
-			return b.targets[i]
+			return int(i)
 		}
 	}
 	for k := range n {
 		if i := (start + k) % n; !b.out[i].Load() {
-			return b.targets[i]
+			return int(i)
 		}
 	}
-	return b.targets[start%n]
+	return int(start % n)
+}
+
+// send sends one request to the node pick chooses, and notes it when it fails: when (since
+// the balancer started), to which node, what, how it failed and after how long.
+func (b *balancer) send(op, key string, do func(t *loadgen.HTTPTarget) loadgen.Kind) loadgen.Kind {
+	i := b.pick()
+	sent := time.Now()
+	k := do(b.targets[i])
+	if k.IsError() {
+		b.mu.Lock()
+		if len(b.errs) < maxErrLog {
+			at := sent.Sub(b.started)
+			b.errs = append(b.errs, failedReq{at: at, node: b.nodes[i].id, kind: k,
+				text: fmt.Sprintf("at %v: %s %s to %s: %s after %v", at.Round(100*time.Millisecond), op, key, b.nodes[i].id, k, time.Since(sent).Round(time.Millisecond))})
+		}
+		b.mu.Unlock()
+	}
+	return k
 }
 
 func (b *balancer) Get(ctx context.Context, conn int, key string) loadgen.Kind {
-	return b.pick().Get(ctx, conn, key)
+	return b.send("get", key, func(t *loadgen.HTTPTarget) loadgen.Kind { return t.Get(ctx, conn, key) })
 }
 
 func (b *balancer) Put(ctx context.Context, conn int, key string, value []byte) loadgen.Kind {
-	return b.pick().Put(ctx, conn, key, value)
+	return b.send("put", key, func(t *loadgen.HTTPTarget) loadgen.Kind { return t.Put(ctx, conn, key, value) })
 }
 
 func (b *balancer) Delete(ctx context.Context, conn int, key string) loadgen.Kind {
-	return b.pick().Delete(ctx, conn, key)
+	return b.send("delete", key, func(t *loadgen.HTTPTarget) loadgen.Kind { return t.Delete(ctx, conn, key) })
 }
 
 // ackLog writes acknowledged writes in kvctl bench --record's format, for kvctl bench check.
@@ -501,23 +539,40 @@ func loadAvg() string {
 // seconds to start, dial and print (11.5 s named against a 10 s bound at load 20), and that
 // delay is the observer's, not the cluster's.
 func (c *tcluster) grayNamed(via *proc, id, want string, d time.Duration) (string, time.Duration) {
+	line, took, _ := c.grayNoted(via, id, want, "", d)
+	return line, took
+}
+
+// notedLine is a line of kvctl status and when the kvctl run that printed it started.
+type notedLine struct {
+	line string
+	took time.Duration
+}
+
+// grayNoted is grayNamed, and notes the first "note: id ..." line with note in it (kvctl
+// status's note of a node that came back) seen before (none when note is "").
+func (c *tcluster) grayNoted(via *proc, id, want, note string, d time.Duration) (string, time.Duration, notedLine) {
 	start := time.Now()
+	var noted notedLine
 	for time.Since(start) < d {
 		asked := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		out, _ := c.kvctlCmd(ctx, via, "status").Output()
 		cancel()
 		for _, l := range strings.Split(string(out), "\n") {
+			if note != "" && noted.line == "" && strings.HasPrefix(l, "note: "+id+" ") && strings.Contains(l, note) {
+				noted = notedLine{l, asked.Sub(start)}
+			}
 			if strings.HasPrefix(l, "gray: "+id+" ") && strings.Contains(l, want) {
 				if took := time.Since(asked); took > time.Second {
 					c.t.Logf("kvctl status took %v to print %s gray", took.Round(100*time.Millisecond), id)
 				}
-				return l, asked.Sub(start)
+				return l, asked.Sub(start), noted
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return "", 0
+	return "", 0, noted
 }
 
 // logLinks logs each node's view of its links (NodeInfo.links).
@@ -540,6 +595,33 @@ func (c *tcluster) logLinks(nodes ...*proc) {
 	}
 }
 
+// waitNoGray waits up to d until no node answering names any node gray (NodeInfo.gray), and
+// returns how long it waited and, when one still was, who named whom.
+func (c *tcluster) waitNoGray(d time.Duration) (time.Duration, string) {
+	start := time.Now()
+	for {
+		var still []string
+		for _, p := range c.nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
+			cancel()
+			if err != nil {
+				continue // down (flapping): it names nobody
+			}
+			for _, g := range info.GetGray() {
+				still = append(still, fmt.Sprintf("%s names %s", p.id, strings.TrimPrefix(kvpb.GrayLine(g), "gray: ")))
+			}
+		}
+		if len(still) == 0 {
+			return time.Since(start), ""
+		}
+		if time.Since(start) >= d {
+			return time.Since(start), ": " + strings.Join(still, "; ")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // readyz is node p's /readyz status code (0 when it does not answer).
 func readyz(p *proc) int {
 	code, _, err := request(http.MethodGet, "http://"+p.admin+"/readyz", nil)
@@ -558,6 +640,16 @@ type grayFault struct {
 	// how soon kvctl status must name it (0: 10 s). A fault that stops the node does not check its readiness (stopped).
 	lasts, named time.Duration
 	stops        bool
+	// lossyClients: the fault drops the packets of the balancer's own connections to the gray
+	// node too (packet loss on the node). A request sent there before the node leaves
+	// rotation may wait out TCP's retransmission backoff (200, 400, 800 ms ...) past the
+	// client's 2 s timeout: no node can answer a request it did not receive, nor make the
+	// client's kernel resend sooner. Such a timeout is logged as the goal missed; any other
+	// error fails the drill.
+	lossyClients bool
+	// note, when set, is what kvctl status must say of the node in a "note:" line within
+	// notice (10 s) before it names it want (a restart, before it is flapping).
+	note string
 	// inRotation: the balancer sends the gray node its share of the load during this fault
 	// (and the gap after), as over a lossy node; otherwise the load goes through the others.
 	inRotation bool
@@ -587,10 +679,9 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 	acks := newAckLog(t)
 	cfg := loadgen.DefaultConfig()
 	cfg.Rate, cfg.Connections, cfg.Warmup = 200, 32, 0
-	cfg.Duration = before
-	for _, f := range faults {
-		cfg.Duration += lasts(f) + gap
-	}
+	// The load runs until the last fault's gap ends (it is stopped then): each fault waits,
+	// besides, until no node is gray.
+	cfg.Duration = time.Hour
 	cfg.Workload = loadgen.Mix{Get: 50, Put: 50}
 	cfg.Keys, cfg.KeyDist = 10_000_000, loadgen.KeyDist{Kind: loadgen.DistSequential}
 	cfg.KeyPrefix = prefix
@@ -602,19 +693,37 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 		err error
 	}
 	ran := make(chan outcome, 1)
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
 	start := time.Now()
+	t.Logf("the load starts %v after the balancer (its times of errors and readiness count from it)", start.Sub(lb.started).Round(100*time.Millisecond))
 	go func() {
-		r, err := loadgen.Run(context.Background(), cfg, lb)
+		r, err := loadgen.Run(loadCtx, cfg, lb)
 		ran <- outcome{r, err}
 	}()
 	phases := []*drillPhase{{name: "before", from: 3 * time.Second, to: before}}
 	at := before
+	type named struct {
+		fault, line string
+		took        time.Duration
+	}
+	var names []named
+	var lossy [][2]time.Duration // when faults with lossyClients were on, balancer time
 	for k, f := range faults {
 		faultFor, within := lasts(f), f.named
 		if within == 0 {
 			within = notice
 		}
 		time.Sleep(time.Until(start.Add(at)))
+		// Each fault is named by its own rule: not by a verdict the one before left held
+		// (a verdict holds 15 s after it was last drawn), nor with that verdict's kind.
+		if waited, still := c.waitNoGray(45 * time.Second); waited > 0 || still != "" {
+			t.Logf("%s: waited %v for no node to be gray before it%s", f.name, waited.Round(100*time.Millisecond), still)
+			if still != "" {
+				t.Errorf("%s: a node was still gray 45 s after the fault before it ended: %s", f.name, still)
+			}
+			at = time.Since(start)
+		}
 		load := loadAvg()
 		if k == 0 {
 			// A healthy cluster under the drill's load names nobody.
@@ -627,9 +736,23 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 		lb.rotate(gray, f.inRotation)
 		f.on()
 		faultAt := time.Now()
+		if f.lossyClients {
+			lossy = append(lossy, [2]time.Duration{faultAt.Sub(lb.started), faultAt.Add(lasts(f)).Sub(lb.started)})
+		}
 		peek := time.AfterFunc(5*time.Second, func() { c.logLinks(c.nodes...) })
-		line, took := c.grayNamed(via, gray.id, f.want, within+5*time.Second)
+		line, took, noted := c.grayNoted(via, gray.id, f.want, f.note, within+5*time.Second)
 		peek.Stop()
+		names = append(names, named{f.name, line, took})
+		if f.note != "" {
+			t.Logf("%s: kvctl status noted %s after %v: %q", f.name, gray.id, noted.took.Round(100*time.Millisecond), noted.line)
+			names = append(names, named{f.name + " (note)", noted.line, noted.took})
+			switch {
+			case noted.line == "":
+				t.Errorf("%s: kvctl status did not note %s %q before it named it %q", f.name, gray.id, f.note, f.want)
+			case noted.took > notice:
+				t.Errorf("%s: kvctl status noted %s %q after %v, want within %v", f.name, gray.id, f.note, noted.took, notice)
+			}
+		}
 		unreadyAt, reason := time.Duration(0), ""
 		// At least one look: kvctl status may have taken the whole window.
 		for look := 0; (look == 0 || time.Since(faultAt) < min(15*time.Second, faultFor-time.Second)) && !f.stops; look++ {
@@ -640,8 +763,8 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 			time.Sleep(200 * time.Millisecond)
 		}
 		c.logLinks(c.nodes...)
-		t.Logf("%s (load %s): kvctl status named %s after %v: %q; %s unready after %v: %q",
-			f.name, load, gray.id, took.Round(100*time.Millisecond), line, gray.id, unreadyAt.Round(100*time.Millisecond), reason)
+		t.Logf("%s (load %s, at %v of the load): kvctl status named %s after %v: %q; %s unready after %v: %q",
+			f.name, load, faultAt.Sub(start).Round(100*time.Millisecond), gray.id, took.Round(100*time.Millisecond), line, gray.id, unreadyAt.Round(100*time.Millisecond), reason)
 		switch {
 		case line == "":
 			t.Errorf("%s: kvctl status did not name %s %q within %v", f.name, gray.id, f.want, within+5*time.Second)
@@ -663,6 +786,8 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 		phases = append(phases, &drillPhase{name: "after " + f.name, from: at + faultFor + 2*time.Second, to: at + faultFor + gap})
 		at += faultFor + gap
 	}
+	time.Sleep(time.Until(start.Add(at)))
+	stopLoad()
 	o := <-ran
 	if o.err != nil {
 		t.Fatalf("load: %v", o.err)
@@ -677,11 +802,44 @@ func grayDrill(t *testing.T, c *tcluster, lb *balancer, via, gray *proc, prefix 
 	for _, p := range phases {
 		t.Logf("  %s", p)
 	}
+	// 0 errors at quorum, through each fault and after it. When the load failed requests
+	// before any fault, the machine (not the fault) fails them, and the faults' errors say
+	// nothing: logged, not judged. Otherwise every failed request fails the drill, but a
+	// timeout of one sent to the gray node while its own connections lost packets
+	// (lossyClients): that is logged as the goal missed.
+	failed, errs := lb.failed(), int64(0)
+	for _, p := range phases {
+		errs += p.errs
+	}
+	switch {
+	case phases[0].errs > 0:
+		t.Logf("errors not judged: %d before any fault (the machine is saturated: load %s)", phases[0].errs, loadAvg())
+	case errs > int64(len(failed)):
+		t.Errorf("%d errors at quorum, more than the %d the balancer lists; want 0", errs, len(failed))
+	default:
+		for _, e := range failed {
+			onLossy := false
+			for _, w := range lossy {
+				onLossy = onLossy || e.at >= w[0] && e.at < w[1]
+			}
+			if e.node == gray.id && e.kind == loadgen.KindTimeout && onLossy {
+				t.Logf("goal missed (0 errors), not failed: a request on the client's own lossy connection to %s, before it left rotation: %s", gray.id, e.text)
+				continue
+			}
+			t.Errorf("an error at quorum, want 0: %s", e.text)
+		}
+	}
 	for _, iv := range o.r.Intervals {
 		t.Logf("  second %3.0f: %4d req %3d err p99 %7.1fms max %7.1fms", iv.Start.Seconds(), iv.Requests, iv.Errors,
 			float64(iv.P99.Microseconds())/1000, float64(iv.Max.Microseconds())/1000)
 	}
 	t.Logf("readiness changes seen by the balancer: %s", strings.Join(lb.flips(), "; "))
+	for _, e := range lb.failed() {
+		t.Logf("  failed %s", e.text)
+	}
+	for _, n := range names {
+		t.Logf("  named: %s: after %v: %q", n.fault, n.took.Round(100*time.Millisecond), n.line)
+	}
 	for i, p := range lb.nodes {
 		t.Logf("%s failed %d health checks, %d of them as gray", p.id, lb.unready[i].Load(), lb.grayOut[i].Load())
 		if g := lb.grayOut[i].Load(); g > 0 && p != gray {
@@ -853,7 +1011,7 @@ func TestGrayNetwork(t *testing.T) {
 	var faults []grayFault
 	for _, share := range []float64{0.05, 0.20} {
 		name := fmt.Sprintf("%.0f%% loss on n3", 100*share)
-		faults = append(faults, grayFault{name: name, want: "lossy", inRotation: true,
+		faults = append(faults, grayFault{name: name, want: "lossy", inRotation: true, lossyClients: true,
 			on: func() { ipt.set(share) },
 			off: func() {
 				t.Logf("%s: %s", name, ipt.dropped())
@@ -923,6 +1081,9 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 		// is refused and tell each other at once; the 2 s beyond are for kvctl status itself,
 		// which takes that long to run on a loaded machine (2.3 s at a load average of 47).
 		named: 12 * time.Second,
+		// Its first comeback, 5 s in, is noted at once: a restart, which alone keeps it
+		// ready (TestRestartedReadyWhenReached), and flapping if it goes again.
+		note: "restarted",
 		on: func() {
 			flapping.Go(func() {
 				for {
