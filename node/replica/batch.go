@@ -103,6 +103,11 @@ type call struct {
 	done     chan struct{} // receives once when res or err is set; capacity 1
 
 	abandoned bool // guarded by batcher.mu: its caller has gone
+	// held: its context's AfterFunc had started when the call completed (finish), so that
+	// abandon may still read it; such a call does not go back to the pool, where a new
+	// request would reset what abandon reads (and could be failed with the old context's
+	// error).
+	held bool
 
 	// An asynchronous call (start) completes by fin, run once, instead of done: by the
 	// receiver with its result, by whoever fails it, or when its context ends (stop
@@ -125,7 +130,7 @@ func newBatcher(client kvpb.ReplicaClient, counts *BatchCounts) *batcher {
 func (b *batcher) get(ctx context.Context) *call {
 	c := b.pool.Get().(*call)
 	c.deadline, _ = ctx.Deadline()
-	c.res, c.err, c.abandoned, c.completed = nil, nil, false, false
+	c.res, c.err, c.abandoned, c.completed, c.held = nil, nil, false, false, false
 	c.fin, c.stop, c.onWrite, c.onRead = nil, nil, nil, nil
 	return c
 }
@@ -133,6 +138,9 @@ func (b *batcher) get(ctx context.Context) *call {
 // put returns a call to the pool. Only a call that got its result may go back: until then
 // the sender may still be marshaling it.
 func (b *batcher) put(c *call) {
+	if c.held {
+		return
+	}
 	c.res, c.fin, c.stop, c.onWrite, c.onRead = nil, nil, nil, nil, nil
 	c.rreq.Key, c.wreq.Key, c.rec.Value = nil, nil, nil
 	b.pool.Put(c)
@@ -231,7 +239,7 @@ func (b *batcher) complete(c *call, fired []*call) []*call {
 // finish runs the fins of fired calls (see complete), without b.mu.
 func finish(fired []*call) {
 	for _, c := range fired {
-		c.stop()
+		c.held = !c.stop()
 		c.fin(c)
 	}
 }
