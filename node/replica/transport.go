@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -101,24 +103,69 @@ const connectWait = 250 * time.Millisecond
 // await readies the connection for one call. A connection that is not ready
 // (idle, or waiting out its reconnect backoff after the peer went away) is
 // woken, and the call waits up to connectWait (within ctx) for it to come up:
-// a peer that is back is used by the first call. If it does not come up the
+// a peer that is back is used by the first call. If it does not come up but the
+// peer's port accepts a TCP connection, the peer is back and only the handshake
+// is slow (a busy machine): the call waits for it within ctx. Otherwise the
 // call goes out anyway and fails at once with Unavailable, the evidence of
 // death its breaker counts.
+//
+// The channel cannot tell the two apart: while it waits out a failure it stays
+// in TRANSIENT_FAILURE during the fresh attempt too, and a call that goes out
+// then fails with the previous attempt's error ("connection refused") although
+// the peer listens again.
 func (r *Remote) await(ctx context.Context) {
 	if r.cc == nil || r.cc.GetState() == connectivity.Ready {
 		return
 	}
 	wake(r.cc)
-	ctx, cancel := context.WithTimeout(ctx, connectWait)
-	defer cancel()
-	for st := r.cc.GetState(); st != connectivity.Ready; st = r.cc.GetState() {
-		if !r.cc.WaitForStateChange(ctx, st) {
-			return
+	wctx, cancel := context.WithTimeout(ctx, connectWait)
+	ready := waitReady(wctx, r.cc)
+	cancel()
+	if ready || ctx.Err() != nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, connectWait)
+	back := listening(dctx, r.cc)
+	cancel()
+	if back {
+		waitReady(ctx, r.cc)
+	}
+}
+
+// waitReady waits within ctx for cc to be ready, waking it whenever it falls idle.
+func waitReady(ctx context.Context, cc grpcConn) bool {
+	for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, st) {
+			return false
 		}
-		if r.cc.GetState() == connectivity.Idle {
-			wake(r.cc)
+		if cc.GetState() == connectivity.Idle {
+			wake(cc)
 		}
 	}
+	return true
+}
+
+// listening reports whether cc's target, a host:port, accepts a TCP connection
+// within ctx: a peer that is gone refuses it at once (or lets ctx end).
+func listening(ctx context.Context, cc grpcConn) bool {
+	t, ok := cc.(interface{ Target() string })
+	if !ok {
+		return false
+	}
+	addr := t.Target()
+	for _, scheme := range []string{"passthrough:///", "dns:///"} {
+		addr = strings.TrimPrefix(addr, scheme)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return false
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 var _ linker = (*Remote)(nil)
