@@ -470,7 +470,9 @@ func (n *Node) clusterConfig() cluster.Config {
 	cc.DialOptions = n.dial
 	if cfg.RaftHeartbeatTimeout > 0 {
 		cc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
-		cc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout / 2
+		// The whole heartbeat timeout (raft's ceiling), not half: with short timeouts a
+		// leader stalled half of one (a GC, a busy machine) stepped down for nothing.
+		cc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout
 	}
 	if cfg.RaftElectionTimeout > 0 {
 		cc.ElectionTimeout = cfg.RaftElectionTimeout
