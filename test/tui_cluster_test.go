@@ -118,7 +118,10 @@ func TestTUIAdminSourceNodeDown(t *testing.T) {
 
 	tick := time.NewTicker(tui.DefaultTick)
 	defer tick.Stop()
-	// pump feeds samples and ticks to the model until cond holds or d passes.
+	// pump feeds samples and ticks to the model until cond holds or d passes. last is when
+	// the model had taken each node's last sample. A tick taken more than DownAfter after
+	// n2's must show it DOWN: the model's clock read at least that much between the two,
+	// however late the machine delivered either.
 	seen := map[string]int{}
 	last := map[string]time.Time{}
 	pump := func(d time.Duration, cond func() bool) bool {
@@ -133,10 +136,15 @@ func TestTUIAdminSourceNodeDown(t *testing.T) {
 					t.Errorf("got a %s sample without vnodes, want per-vnode stats", s.GetId())
 				}
 				seen[s.GetId()]++
-				last[s.GetId()] = time.Now()
 				step(tui.StatsMsg{Stats: s})
+				last[s.GetId()] = time.Now()
 			case <-tick.C:
+				at := time.Now()
 				step(tui.TickMsg{})
+				if l, ok := last["n2"]; ok && at.Sub(l) > tui.DefaultDownAfter && !strings.Contains(render(), "node n2 is DOWN") {
+					t.Fatalf("n2 not DOWN at a tick %s after its last sample, want DOWN past DownAfter (%s):\n%s",
+						at.Sub(l).Round(time.Millisecond), tui.DefaultDownAfter, render())
+				}
 			case <-deadline:
 				return false
 			}
@@ -151,27 +159,27 @@ func TestTUIAdminSourceNodeDown(t *testing.T) {
 	}
 
 	// A stopping node drains for a while and keeps streaming; "stops answering" is its last
-	// sample, and the console must show it DOWN within 2s of that.
+	// sample, and the console shows it DOWN at the first tick past DownAfter (pump checks:
+	// on a quiet machine within 2 s of the sample; under load the ticks come late).
 	stopped := time.Now()
 	stopErr := make(chan error, 1)
 	go func() { stopErr <- tc.c.Stop(1) }()
-	if !pump(15*time.Second, func() bool { return strings.Contains(render(), "node n2 is DOWN") }) {
-		t.Fatalf("n2 not DOWN %s after it was stopped:\n%s", time.Since(stopped).Round(time.Millisecond), render())
+	if !pump(60*time.Second, func() bool { return strings.Contains(render(), "node n2 is DOWN") }) {
+		t.Fatalf("n2 not DOWN %s after it was stopped, %s after its last sample:\n%s",
+			time.Since(stopped).Round(time.Millisecond), time.Since(last["n2"]).Round(time.Millisecond), render())
 	}
 	down := time.Now()
 	t.Logf("n2 DOWN %s after its last sample, %s after the stop began",
 		down.Sub(last["n2"]).Round(time.Millisecond), down.Sub(stopped).Round(time.Millisecond))
-	if d := down.Sub(last["n2"]); d > 2*time.Second {
-		t.Errorf("n2 DOWN %s after its last sample, want within 2s", d)
-	}
 	if err := <-stopErr; err != nil {
 		t.Fatalf("stop n2: %v", err)
 	}
 
 	// The console keeps working: n1 and n3 keep arriving and stay UP.
 	n1, n3 := seen["n1"], seen["n3"]
-	if !pump(5*time.Second, func() bool { return seen["n1"] >= n1+3 && seen["n3"] >= n3+3 }) {
-		t.Fatalf("after n2 stopped got %d/%d more samples of n1/n3, want 3 each", seen["n1"]-n1, seen["n3"]-n3)
+	// A deadline, not a rate: under two spin loops (load 12-17) n3 sent 2 samples in 5 s.
+	if !pump(30*time.Second, func() bool { return seen["n1"] >= n1+3 && seen["n3"] >= n3+3 }) {
+		t.Fatalf("after n2 stopped got %d/%d more samples of n1/n3 within 30s, want 3 each", seen["n1"]-n1, seen["n3"]-n3)
 	}
 	out := render()
 	for _, bad := range []string{"node n1 is DOWN", "node n3 is DOWN"} {
