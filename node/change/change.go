@@ -139,6 +139,7 @@ func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Cha
 	if err != nil {
 		return nil, err
 	}
+	var giveUp []int
 	for i, mv := range ch.Moves {
 		m := ring.Move{Start: mv.Start, End: mv.End, Source: mv.Source, Target: mv.Target}
 		if !cp.skipped(m) || mv.Done {
@@ -146,9 +147,10 @@ func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Cha
 		}
 		// Nothing will be streamed for it: its progress counts nothing.
 		est[moveKey{m.Start, m.End, m.Target}] = rangeCount{}
-		if err := s.cfg.Cluster.MoveDone(ctx, ch.ID, i); err != nil {
-			return nil, fmt.Errorf("give up move %d (%s) of change %d: %w", i, m, ch.ID, err)
-		}
+		giveUp = append(giveUp, i)
+	}
+	if err := s.giveUp(ctx, ch, giveUp); err != nil {
+		return nil, err
 	}
 	s.estMu.Lock()
 	s.est[ch.ID] = est
@@ -156,6 +158,39 @@ func (s *Service) Start(ctx context.Context, req *kvpb.ChangeRequest) (*kvpb.Cha
 	plan.Id = ch.ID
 	plan.Request.RateBytes = cr.RateBytes
 	return plan, nil
+}
+
+// giveUpAtOnce is how many of a forced change's moves giveUp records at once.
+const giveUpAtOnce = 16
+
+// giveUp records the moves of ch numbered in moves done, several at once: each is a raft
+// write, and one after another they outlasted the caller's deadline when the live voters were
+// slow (two of five down on a loaded machine: move 56 of 88 at the deadline), leaving the
+// change in flight and the call failed.
+func (s *Service) giveUp(ctx context.Context, ch *cluster.Change, moves []int) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, giveUpAtOnce)
+	for _, i := range moves {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.cfg.Cluster.MoveDone(ctx, ch.ID, i); err != nil {
+				mv := ch.Moves[i]
+				m := ring.Move{Start: mv.Start, End: mv.End, Source: mv.Source, Target: mv.Target}
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("give up move %d (%s) of change %d: %w", i, m, ch.ID, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // Abort cancels the change in flight and returns its final progress.
