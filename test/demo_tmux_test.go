@@ -190,7 +190,12 @@ func TestDemoWalkInTmux(t *testing.T) {
 	key("X")
 	x.waitScreen("the start confirmation", 10*time.Second, func(s string) bool { return strings.Contains(s, "Start n2") })
 	key("y")
-	s = x.waitScreen("n2 UP again", 40*time.Second, func(s string) bool { return row("n2", "UP").MatchString(s) })
+	// Back means serving again: UP, or GRAY when the machine starves the demo's process (at
+	// a load average of ~29 in a fresh-clone CI, n2's calls right after its start were slow
+	// enough for a verdict; the console shows GRAY only for a node that is not down).
+	s = x.waitScreen("n2 back (UP, or GRAY on a starved machine)", 40*time.Second, func(s string) bool {
+		return row("n2", "UP").MatchString(s) || row("n2", "GRAY").MatchString(s)
+	})
 	for _, ev := range []string{"n2's process stopped", "n2's process started"} {
 		if !strings.Contains(s, ev) {
 			t.Errorf("pane lacks the event %q:\n%s", ev, s)
