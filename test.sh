@@ -30,37 +30,9 @@ done
 # The longest packages first, so that they do not start last and run on alone.
 first='ringkv/test ringkv/node'
 rest=$(go list ./... | grep -Ev "$serial_pkgs" | grep -Ev '^ringkv/(test|node)$')
-
-# deploy (docker compose: two clusters, mostly waiting on containers, ~35 s of CPU in ~3 min)
-# asserts no failed request and no lost write, not a rate or a latency: it runs beside the
-# first tier, in the background, and ends before the serial tier starts (under -short it is in
-# the first tier itself). Its test binary is compiled at nice 19 first: it needs nearly every
-# package of the module, and compiled beside the first tier at full priority it would compile
-# them a second time while the first tier does; niced, it mostly finds them in the build
-# cache. Its output follows the first tier's.
-deploy_pid=
-if [[ ringkv/deploy =~ $serial_pkgs ]]; then
-  deploy_out=$(mktemp)
-  deploy_bin=$(mktemp -d)
-  trap 'rm -rf "$deploy_out" "$deploy_bin"' EXIT
-  (
-    nice -n 19 go test -race -c -o "$deploy_bin/deploy.test" ./deploy >/dev/null 2>&1 || true
-    exec go test -race -count=1 -timeout 20m "$@" ./deploy
-  ) >"$deploy_out" 2>&1 &
-  deploy_pid=$!
-fi
-first_rc=0
-go test -race -count=1 -timeout 20m -skip "$serial_tests" "$@" $first $rest || first_rc=$?
-deploy_rc=0
-if [ -n "$deploy_pid" ]; then
-  wait $deploy_pid || deploy_rc=$?
-  cat "$deploy_out"
-fi
-[ $first_rc = 0 ] || exit $first_rc
-[ $deploy_rc = 0 ] || exit $deploy_rc
-
+go test -race -count=1 -timeout 20m -skip "$serial_tests" "$@" $first $rest
 go test -race -count=1 -timeout 20m -p 1 -run "$serial_tests" "$@" $serial_tests_pkgs
-go test -race -count=1 -timeout 20m -p 1 "$@" $(go list ./... | grep -E "$serial_pkgs" | grep -v '^ringkv/deploy$')
+go test -race -count=1 -timeout 20m -p 1 "$@" $(go list ./... | grep -E "$serial_pkgs")
 
 # deploy/k8s is its own module (so this one does not pull k8s.io/api): its manifest checks.
 (cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...)
