@@ -227,10 +227,7 @@ func TestGrayVerdict(t *testing.T) {
 func TestGrayOneAtATime(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := now
-	names := []string{"n1", "n2", "n3"}
-	view := &ring.View{Current: newRing(t, 1, 3, names)}
-	c := New(Config{Now: func() time.Time { return clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
-	t.Cleanup(func() { c.Close() })
+	c := grayN1(t, &clock)
 	c.grayHeld["n3"] = heldVerdict{g: &kvpb.GrayNode{Node: "n3", Kind: kvpb.GrayNode_LOSS}, at: now}
 	lossy := linkSpec{calls: 60, late: 6, d: time.Millisecond}
 	good := linkSpec{calls: 60, d: time.Millisecond}
@@ -292,10 +289,7 @@ func TestFlapsCounted(t *testing.T) {
 func TestGrayHeldKind(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := now
-	names := []string{"n1", "n2", "n3"}
-	view := &ring.View{Current: newRing(t, 1, 3, names)}
-	c := New(Config{Now: func() time.Time { return clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
-	t.Cleanup(func() { c.Close() })
+	c := grayN1(t, &clock)
 	good := linkSpec{calls: 40, d: time.Millisecond}
 	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
 	slow := linkSpec{calls: 40, d: 60 * time.Millisecond}
@@ -350,10 +344,7 @@ func TestGrayHeldKind(t *testing.T) {
 func TestGraySlowButFast(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := now
-	names := []string{"n1", "n2", "n3"}
-	view := &ring.View{Current: newRing(t, 1, 3, names)}
-	c := New(Config{Now: func() time.Time { return clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
-	t.Cleanup(func() { c.Close() })
+	c := grayN1(t, &clock)
 	good := linkSpec{calls: 200, d: time.Millisecond}
 	// 200 calls at 1 ms but for 1 of 2 s: a mean of 11 ms, no late share to speak of (0.5%).
 	tail := &kvpb.LinkStats{Calls: 200, Late: 1, MeanMicros: 11_000, MinMicros: 1000}
@@ -403,4 +394,13 @@ func TestComebackNoted(t *testing.T) {
 	if s := l.stats(at(22), "n3"); s.GetBackAgoMillis() != 0 {
 		t.Errorf("away again: back %d ms ago, want none", s.GetBackAgoMillis())
 	}
+}
+
+// grayN1 is n1's coordinator in a ring of n1, n2 and n3, with the clock *clock.
+func grayN1(t *testing.T, clock *time.Time) *Coordinator {
+	t.Helper()
+	view := &ring.View{Current: newRing(t, 1, 3, []string{"n1", "n2", "n3"})}
+	c := New(Config{Now: func() time.Time { return *clock }}, "n1", func() *ring.View { return view }, nil, nil, nil, nil)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
