@@ -209,7 +209,9 @@ func TestKillNineUnderWrites(t *testing.T) {
 		defer mu.Unlock()
 		return len(acked)
 	}
-	waitFor(t, 10*time.Second, "writes before the kill", func() error {
+	// 300 writes are the evidence sought, not a rate: the waits end as soon as they are in
+	// (a second or two on a quiet machine; 283 in 10 s in a fresh-clone CI at load ~20).
+	waitFor(t, time.Minute, "writes before the kill", func() error {
 		if n := count(); n < 300 {
 			return fmt.Errorf("%d acknowledged writes", n)
 		}
@@ -221,7 +223,7 @@ func TestKillNineUnderWrites(t *testing.T) {
 	}
 	<-victim.done
 	before := count()
-	waitFor(t, 10*time.Second, "writes while a node is down", func() error {
+	waitFor(t, time.Minute, "writes while a node is down", func() error {
 		if n := count(); n < before+300 {
 			return fmt.Errorf("%d acknowledged writes since the kill", n-before)
 		}
