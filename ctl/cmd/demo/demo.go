@@ -55,6 +55,9 @@ const (
 	// DefaultSpares empty nodes await admission, so that an add can be tried at once.
 	DefaultSpares = 2
 	keyPrefix     = "demo:"
+	// demoRaftTimeout is the metadata group's heartbeat and election timeout (raft's default:
+	// 1 s); the leader lease is all of it (node: a configured heartbeat timeout leases it).
+	demoRaftTimeout = 3 * time.Second
 )
 
 // NewCmdDemo returns `kvctl demo`. runF replaces the run step in tests.
@@ -153,6 +156,12 @@ func Run(ctx context.Context, o *Options) (err error) {
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))
 	base := node.DefaultConfig()
 	base.Replicas = o.Replicas
+	// The nodes share this process and whatever CPU the machine leaves it; with raft's
+	// defaults (1 s heartbeat, a 500 ms leader lease) the leader stepped down at each stall
+	// of half a second, and under two spin loops on two cores (load 9-13) the group went the
+	// console's 9 s without one: a pause was refused "not the raft leader". A demo has no
+	// failover to hurry; an election after a stopped leader takes 3-6 s.
+	base.RaftHeartbeatTimeout, base.RaftElectionTimeout = demoRaftTimeout, demoRaftTimeout
 	if o.ChangeRate > 0 {
 		base.ChangeRate = o.ChangeRate
 	}
