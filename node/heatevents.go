@@ -21,7 +21,8 @@ type eventState struct {
 	change *cluster.Change // in flight, nil when none
 	last   *cluster.Change // the last one settled
 	repair *kvpb.RepairProgress
-	down   []string // peers unreachable from this node, sorted
+	down   []string  // peers unreachable from this node, sorted
+	at     time.Time // when this node looked (zero: unknown)
 }
 
 // eventPoll is how often watchEvents looks at the peers' reachability (the journal and the
@@ -38,6 +39,7 @@ func (n *Node) watchEvents(ctx context.Context) {
 		now = time.Now
 	}
 	prev := n.eventState()
+	prev.at = now()
 	var owned uint64 // the ring epoch whose owners the history holds
 	for {
 		cw, rw := n.cl.Watch(), n.repairs.Watch()
@@ -46,7 +48,8 @@ func (n *Node) watchEvents(ctx context.Context) {
 			owned = r.Epoch()
 		}
 		cur := n.eventState()
-		for _, e := range heatEvents(prev, cur, now()) {
+		cur.at = now()
+		for _, e := range heatEvents(prev, cur, cur.at) {
 			n.heat.AddEventAt(e.Time, e.Kind, e.Text)
 		}
 		prev = cur
@@ -116,9 +119,15 @@ func heatEvents(prev, cur eventState, now time.Time) []heat.Event {
 	var out []heat.Event
 	add := func(unix int64, kind, format string, a ...any) {
 		// The cluster stamps whole seconds: within the second seen, now is the finer time.
+		// Truncated, a stamp can fall before the look that had not yet seen the event, and
+		// before events seen then that came first (a change begun, its rate changed and
+		// aborted within one second read begin, abort, rate): not before that look.
 		at := now
 		if unix > 0 && unix != now.Unix() {
 			at = time.Unix(unix, 0)
+			if !prev.at.IsZero() && !at.After(prev.at) {
+				at = prev.at.Add(time.Nanosecond)
+			}
 		}
 		out = append(out, heat.Event{Time: at, Kind: kind, Text: fmt.Sprintf(format, a...)})
 	}

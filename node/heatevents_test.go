@@ -84,3 +84,21 @@ func TestHeatEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestHeatEventsAfterLook: an event the cluster stamped in a whole second that began before
+// the previous look (which had not seen it) is kept just after that look, so that it follows
+// what that look saw: a change begun, its rate changed and aborted within one second kept
+// begin, abort, rate in a fresh CI.
+func TestHeatEventsAfterLook(t *testing.T) {
+	look := time.Unix(1_800_000_000, 600_000_000)
+	begun := &cluster.Change{ID: 7, Kind: cluster.KindAdd, NodeID: "n4", RateBytes: 256, StartedUnix: 1_800_000_000}
+	aborted := *begun
+	aborted.Outcome, aborted.FinishedUnix = cluster.OutcomeAborted, 1_800_000_000
+	evs := heatEvents(eventState{epoch: 4, change: begun, at: look}, eventState{epoch: 4, last: &aborted}, look.Add(time.Second))
+	if len(evs) != 1 || evs[0].Kind != "change-abort" {
+		t.Fatalf("got %v, want one change-abort", evs)
+	}
+	if !evs[0].Time.After(look) {
+		t.Errorf("change-abort at %v, want after the previous look at %v", evs[0].Time, look)
+	}
+}
