@@ -185,23 +185,19 @@ func (c *Cluster) Abort(ctx context.Context, changeID uint64) error {
 	// The last change this node had finished before the call: the leader aborts a later one,
 	// which this node may not even have seen begin yet.
 	lastBefore := lastID(c.fsm.load().last)
-	tries := 0
-	err := c.onLeader(ctx, func() error {
-		tries++
+	done, err := c.onLeaderOnce(ctx, ErrNoChange, func(ctx context.Context) bool { return c.abortedSince(ctx, lastBefore) }, func() error {
 		now := time.Now()
 		res, err := c.apply(command{Op: opAbort, ChangeID: changeID, Unix: now.Unix(), UnixMs: now.UnixMilli()})
 		applied = res.changeID
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
-		tries++
 		_, err := cl.AbortChange(ctx, &kvpb.AbortClusterChangeRequest{ChangeId: changeID})
 		applied = changeID
 		return err
 	})
-	if errors.Is(err, ErrNoChange) && tries > 1 && c.abortedSince(ctx, lastBefore) {
-		// A try that failed on the way back (leadership moved, the answer timed out) had
-		// been applied: the retry found nothing left to abort. Seen under load as "abort:
-		// change 0: no ring change in flight" right after a change was seen streaming.
+	if done {
+		// Seen under load as "abort: change 0: no ring change in flight" right after a change
+		// was seen streaming.
 		return nil
 	}
 	if err != nil {
@@ -297,23 +293,19 @@ func (c *Cluster) SetParallel(ctx context.Context, parallel int) error {
 func (c *Cluster) Pause(ctx context.Context, by, reason string) error {
 	// Pauses journaled before the call have an index at most this.
 	before := c.fsm.load().index
-	tries := 0
-	err := c.onLeader(ctx, func() error {
-		tries++
+	// Refused as paused already: the open pause may be this call's, from an earlier try.
+	_, err := c.onLeaderOnce(ctx, ErrAlreadyPaused, func(ctx context.Context) bool {
+		return c.seesSoon(ctx, func(p *published) bool {
+			ps := p.change.Paused()
+			return ps != nil && ps.Index > before && ps.By == by && ps.Reason == reason
+		})
+	}, func() error {
 		_, err := c.apply(command{Op: opPause, By: by, Reason: reason, Unix: nowUnix()})
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
-		tries++
 		_, err := cl.PauseChange(ctx, &kvpb.PauseClusterChangeRequest{By: by, Reason: reason})
 		return err
 	})
-	if errors.Is(err, ErrAlreadyPaused) && tries > 1 && c.seesSoon(ctx, func(p *published) bool {
-		ps := p.change.Paused()
-		return ps != nil && ps.Index > before && ps.By == by && ps.Reason == reason
-	}) {
-		// An earlier try was applied: the open pause is this call's.
-		err = nil
-	}
 	if err != nil {
 		return err
 	}
@@ -325,24 +317,20 @@ func (c *Cluster) Pause(ctx context.Context, by, reason string) error {
 func (c *Cluster) Resume(ctx context.Context, by string) error {
 	// Resumes journaled before the call have an index at most this.
 	before := c.fsm.load().index
-	tries := 0
-	err := c.onLeader(ctx, func() error {
-		tries++
+	// Refused as not paused: an earlier try may have resumed it. Seen under load as "resume:
+	// no ring change is paused" right after a pause was seen applied.
+	_, err := c.onLeaderOnce(ctx, ErrNotPaused, func(ctx context.Context) bool {
+		return c.seesSoon(ctx, func(p *published) bool {
+			// The change may have finished since: look at the last one too.
+			return resumedSince(p.change, by, before) || resumedSince(p.last, by, before)
+		})
+	}, func() error {
 		_, err := c.apply(command{Op: opResume, By: by, Unix: nowUnix()})
 		return err
 	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
-		tries++
 		_, err := cl.ResumeChange(ctx, &kvpb.ResumeClusterChangeRequest{By: by})
 		return err
 	})
-	if errors.Is(err, ErrNotPaused) && tries > 1 && c.seesSoon(ctx, func(p *published) bool {
-		// The change may have finished since: look at the last one too.
-		return resumedSince(p.change, by, before) || resumedSince(p.last, by, before)
-	}) {
-		// An earlier try was applied: the pause it ended is closed by this call. Seen under
-		// load as "resume: no ring change is paused" right after a pause was seen applied.
-		err = nil
-	}
 	if err != nil {
 		return err
 	}
@@ -427,6 +415,26 @@ func (c *Cluster) onLeader(ctx context.Context, local func() error, remote func(
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+}
+
+// onLeaderOnce is onLeader for a call that the leader refuses with refusal once it is done.
+// When a try after the first is refused so, an earlier try may have been applied though its
+// answer was lost (leadership moved, the leader's reply timed out): applied tells, and then
+// the call succeeds (done, nil).
+func (c *Cluster) onLeaderOnce(ctx context.Context, refusal error, applied func(context.Context) bool,
+	local func() error, remote func(context.Context, kvpb.ClusterClient) error) (done bool, err error) {
+	tries := 0
+	err = c.onLeader(ctx, func() error {
+		tries++
+		return local()
+	}, func(ctx context.Context, cl kvpb.ClusterClient) error {
+		tries++
+		return remote(ctx, cl)
+	})
+	if errors.Is(err, refusal) && tries > 1 && applied(ctx) {
+		return true, nil
+	}
+	return false, err
 }
 
 // waitApplied waits until this node's copy of the state has seen change id begin.
