@@ -160,6 +160,14 @@ func (l *link) seen(now time.Time, down bool) (flapped bool) {
 	return flapped
 }
 
+// goneSince reports whether the peer is away by this node's own calls (its last counted
+// flap a departure), and since when.
+func (l *link) goneSince() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.awayAt, l.away
+}
+
 // flap records one departure or comeback as it is (tests).
 func (l *link) flap(now time.Time) {
 	l.mu.Lock()
@@ -406,6 +414,18 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	}
 	views[c.self] = own
 	heard := map[string]bool{c.self: true}
+	// gone: the nodes this node saw go away (refused or unanswered) after their view last
+	// arrived. That is fresher than aliveTTL, which tells a node is down only seconds later.
+	awayAt := map[string]time.Time{}
+	for _, x := range ids {
+		if x == c.self {
+			continue
+		}
+		if at, away := c.peerState(x).link.goneSince(); away {
+			awayAt[x] = at
+		}
+	}
+	gone := map[string]bool{}
 	c.viewsMu.Lock()
 	defer c.viewsMu.Unlock()
 	for id, h := range c.views {
@@ -414,12 +434,23 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 			heard[id] = now.Sub(h.at) <= aliveTTL
 		}
 	}
+	for x, at := range awayAt {
+		h, ok := c.views[x]
+		gone[x] = !ok || at.After(h.at)
+	}
 	// Draw the verdicts. The rules on a node's own figures (its clients' retransmits, its
 	// disk) compare it with the others alone: when they name more than one node, or a node
 	// besides one named by its links, they name none (one odd node, or none).
 	drawn := map[string]*kvpb.GrayNode{}
 	var alone []*kvpb.GrayNode
 	for _, x := range ids {
+		// A node its peers saw go away again, and that is away now, flaps: its links' last
+		// figures (calls failing since it went, or late as it started) are the flapping's, and
+		// aliveTTL would hold the verdict back seconds after the departure was seen.
+		if g := flapping(x, ids, views); g != nil && gone[x] {
+			drawn[x] = g
+			continue
+		}
 		if g := grayLinks(x, ids, views, heard[x]); g != nil {
 			// Writes to a node whose disk is slow are slow calls: its store says which. Some
 			// of them cross lateAfter on a loaded machine, which reads as lossy unless TCP

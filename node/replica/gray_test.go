@@ -404,3 +404,72 @@ func grayN1(t *testing.T, clock *time.Time) *Coordinator {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestFlappingNamedAsItGoes: a node that came back and went again is named flapping at the
+// first look after its peers saw it go, though its links' last figures (late calls as it
+// started) would name it lossy and its last view is younger than aliveTTL; a node that spoke
+// since it went (a lost probe, not a stop) is judged by its links as before.
+func TestFlappingNamedAsItGoes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		spokeLast bool // a view of n3's arrives after n1 saw it go
+		want      string
+	}{
+		{"away since it last spoke", false, "n3 FLAPPING"},
+		{"spoke since it went", true, "n3 LOSS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1_800_000_000, 0)
+			at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+			clock := start
+			c := grayN1(t, &clock)
+			good := linkSpec{calls: 30, d: time.Millisecond}
+			starting := linkSpec{calls: 30, late: 3, d: time.Millisecond} // calls to a node as it starts
+			to3 := &c.peerState("n3").link
+			// Up, stopped 1 s in, started 6 s in: two flaps, seen by n1 and by n2.
+			to3.seen(at(0), false)
+			to3.seen(at(1), true)
+			to3.seen(at(6), false)
+			n2view := func(flaps int) *kvpb.LinkView {
+				s := starting.stats("n3")
+				s.Flaps = uint32(flaps)
+				return &kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), s}}
+			}
+			n3view := &kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), good.stats("n1"), good.stats("n2")}}
+			for s := 6.0; s < 11; s += 0.5 {
+				clock = at(s)
+				if s == float64(int(s)) {
+					good.feed(&c.peerState("n2").link, clock)
+					starting.feed(to3, clock)
+				}
+				c.SawLinks(n2view(2))
+				c.SawLinks(n3view)
+				c.Gray()
+			}
+			if got := grayKinds(c.Gray()); got != "n3 LOSS" {
+				t.Fatalf("before it went again: %q, want n3 LOSS (its calls late as it started)", got)
+			}
+			// Gone again 11 s in: n1 sees the reconnect refused, n2 tells it has too.
+			clock = at(11)
+			c.setDown(c.peerState("n3"), true)
+			clock = at(11.05)
+			c.SawLinks(n2view(3))
+			if tc.spokeLast {
+				c.SawLinks(n3view)
+			}
+			clock = at(11.1)
+			if got := grayKinds(c.Gray()); got != tc.want {
+				t.Errorf("0.1 s after it went again: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// grayKinds is "node KIND, ..." of a verdict.
+func grayKinds(gs []*kvpb.GrayNode) string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, fmt.Sprintf("%s %s", g.GetNode(), g.GetKind()))
+	}
+	return strings.Join(out, ", ")
+}
