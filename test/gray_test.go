@@ -285,8 +285,10 @@ type balancer struct {
 	nodes   []*proc
 	targets []*loadgen.HTTPTarget
 	ready   []atomic.Bool
-	// out are the nodes the drill keeps out of rotation, whatever their /readyz.
+	// out are the nodes the drill keeps out of rotation, whatever their /readyz; busy the
+	// requests in flight to each node.
 	out  []atomic.Bool
+	busy []atomic.Int64
 	next atomic.Uint64
 	// unready counts, per node, the health checks it failed; grayOut those that failed
 	// because it found itself gray.
@@ -327,7 +329,8 @@ func (b *balancer) flips() []string {
 var _ loadgen.Target = (*balancer)(nil)
 
 func newBalancer(nodes []*proc, conns int) *balancer {
-	b := &balancer{nodes: nodes, ready: make([]atomic.Bool, len(nodes)), out: make([]atomic.Bool, len(nodes)), unready: make([]atomic.Int64, len(nodes)),
+	b := &balancer{nodes: nodes, ready: make([]atomic.Bool, len(nodes)), out: make([]atomic.Bool, len(nodes)), busy: make([]atomic.Int64, len(nodes)),
+		unready: make([]atomic.Int64, len(nodes)),
 		grayOut: make([]atomic.Int64, len(nodes)), stop: make(chan struct{}), started: time.Now()}
 	for i, p := range nodes {
 		b.targets = append(b.targets, loadgen.NewHTTPTarget(p.http, conns, 0, 0))
@@ -376,8 +379,32 @@ func newBalancer(nodes []*proc, conns int) *balancer {
 }
 
 // rotate puts p in the balancer's rotation or takes it out, whatever its /readyz.
+// rotate puts p in rotation or takes it out. Taken out, it gets no new request, and rotate
+// returns once the requests in flight to it have ended (within 5 s), as a balancer drains a
+// node before it is stopped.
 func (b *balancer) rotate(p *proc, in bool) {
-	b.out[slices.Index(b.nodes, p)].Store(!in)
+	i := slices.Index(b.nodes, p)
+	b.out[i].Store(!in)
+	for deadline := time.Now().Add(5 * time.Second); !in && b.busy[i].Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// take picks the node a request goes to and counts it in flight there (busy); a node taken
+// out of rotation as it was picked is picked again, so that rotate sees every request
+// that went to it.
+func (b *balancer) take() int {
+	for range 3 {
+		i := b.pick()
+		b.busy[i].Add(1)
+		if !b.out[i].Load() {
+			return i
+		}
+		b.busy[i].Add(-1)
+	}
+	i := b.pick() // every node out: pick sends where it can
+	b.busy[i].Add(1)
+	return i
 }
 
 func (b *balancer) close() {
@@ -407,7 +434,8 @@ func (b *balancer) pick() int {
 // send sends one request to the node pick chooses, and notes it when it fails: when (since
 // the balancer started), to which node, what, how it failed and after how long.
 func (b *balancer) send(op, key string, do func(t *loadgen.HTTPTarget) loadgen.Kind) loadgen.Kind {
-	i := b.pick()
+	i := b.take()
+	defer b.busy[i].Add(-1)
 	sent := time.Now()
 	k := do(b.targets[i])
 	if k.IsError() {
