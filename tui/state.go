@@ -64,6 +64,7 @@ type node struct {
 	stats    *kvpb.NodeStats
 	diskFull string    // why its disk is full, from Status; "" when it is not
 	gray     string    // what is wrong with it when it answers but badly (kvpb.GrayLine), from Status
+	backAt   time.Time // when it last came back after going away, as its peers noted it (present.Restarts)
 	lastSeen time.Time // zero: never
 	known    time.Time // when the console first heard of it
 	down     bool
@@ -117,6 +118,11 @@ func (m *clusterState) node(id string, now time.Time) *node {
 	return n
 }
 
+// sameComeback is how far apart two Statuses may place a node's comeback and still mean
+// the same one. The peers' sightings differ by a second or so; two comebacks noted apart
+// are further apart than that (sooner, the node is named flapping and not noted).
+const sameComeback = 5 * time.Second
+
 func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 	if msg.Err != nil {
 		m.lastErr = "status: " + msg.Err.Error()
@@ -128,8 +134,13 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 	m.setEpoch(r.GetEpoch(), now)
 	m.replicas = r.GetReplicas()
 	gray := map[string]string{}
-	for _, g := range present.Gray(r.GetNodes()) {
+	grays := present.Gray(r.GetNodes())
+	for _, g := range grays {
 		gray[g.GetNode()] = kvpb.GrayLine(g)
+	}
+	restarts := map[string]present.Restart{}
+	for _, rs := range present.Restarts(r.GetNodes(), grays) {
+		restarts[rs.Node] = rs
 	}
 	for _, ns := range r.GetNodes() {
 		if !m.member(ns.GetId()) {
@@ -144,6 +155,13 @@ func (m *clusterState) onStatus(msg StatusMsg, now time.Time) {
 			}
 		}
 		n.gray = gray[ns.GetId()]
+		if rs, ok := restarts[n.id]; ok {
+			// Logged once per comeback: its peers' sightings of one differ by a second or so.
+			if back := now.Add(-rs.Ago); n.backAt.IsZero() || back.Sub(n.backAt) > sameComeback {
+				m.logEvent(now, rs.Line(), false)
+				n.backAt = back
+			}
+		}
 		n.addr = ns.GetGrpcAddr()
 		n.state = ns.GetState()
 		if info := ns.GetInfo(); info != nil {

@@ -38,6 +38,29 @@ func TestApply(t *testing.T) {
 		return StatusMsg{Resp: &kvpb.StatusResponse{Epoch: 1, Replicas: 3, Nodes: []*kvpb.NodeStatus{
 			{Id: id, GrpcAddr: id + ":9090", State: kvpb.NodeState_NODE_STATE_UP, Info: &kvpb.NodeInfoResponse{DiskFull: reason}}}}}
 	}
+	// back: n1..n3 answering, n1 seeing n3 come back backMs ago after 5 s away (0: it never
+	// went); gone: n3 away again, and n1 naming it flapping.
+	back := func(backMs uint64) StatusMsg {
+		r := &kvpb.StatusResponse{Epoch: 1, Replicas: 3}
+		for _, id := range []string{"n1", "n2", "n3"} {
+			info := &kvpb.NodeInfoResponse{Id: id, UptimeSeconds: 600}
+			switch {
+			case id == "n1" && backMs > 0:
+				info.Links = []*kvpb.LinkStats{{Peer: "n3", BackAgoMillis: backMs, AwayMillis: 5000}}
+			case id == "n3":
+				info.UptimeSeconds = int64(backMs/1000) + 1
+			}
+			r.Nodes = append(r.Nodes, &kvpb.NodeStatus{Id: id, GrpcAddr: id + ":9090", State: kvpb.NodeState_NODE_STATE_UP, Info: info})
+		}
+		return StatusMsg{Resp: r}
+	}
+	gone := func() StatusMsg {
+		msg := back(0)
+		n1, n3 := msg.Resp.Nodes[0], msg.Resp.Nodes[2]
+		n1.Info.Gray = []*kvpb.GrayNode{{Node: "n3", Kind: kvpb.GrayNode_FLAPPING, Detail: "went away or came back 3 times in the last 1m0s"}}
+		n3.State, n3.Error, n3.Info = kvpb.NodeState_NODE_STATE_DOWN, "Unavailable: connection refused", nil
+		return msg
+	}
 	change := func(id uint64, state kvpb.ChangeState) ChangeMsg {
 		return ChangeMsg{Progress: &kvpb.ChangeProgress{Id: id, State: state,
 			Plan: &kvpb.ChangePlan{Request: &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_REMOVE, NodeId: "n2"}}}}
@@ -100,6 +123,21 @@ func TestApply(t *testing.T) {
 			wantStates: "n1=UP", wantEpoch: 1,
 			wantEvents: []string{"node n1 DISK FULL: 3.9 MiB free of 16.0 MiB, reserve 4.0 MiB (--min-free-disk); writes refused",
 				"node n1 has disk space again: writes resume"},
+		},
+		{
+			name: "a restart is noted once, and no more once the node is named flapping",
+			steps: []step{{0, back(0)}, {1000, back(1000)}, {2000, back(2000)}, {3000, back(2900)},
+				{7000, gone()}, {8000, gone()}},
+			wantStates: "n1=UP n2=UP n3=GRAY", wantEpoch: 1,
+			wantEvents: []string{"note: n3 restarted 1s ago after 5s away (flapping if it goes again within a minute)",
+				"gray: n3 flapping: went away or came back 3 times in the last 1m0s"},
+		},
+		{
+			name:       "a node restarted again once it settled is noted again",
+			steps:      []step{{0, back(1000)}, {40_000, back(2000)}},
+			wantStates: "n1=UP n2=UP n3=UP", wantEpoch: 1,
+			wantEvents: []string{"note: n3 restarted 1s ago after 5s away (flapping if it goes again within a minute)",
+				"note: n3 restarted 2s ago after 5s away (flapping if it goes again within a minute)"},
 		},
 		{
 			name:       "a change is logged once per state",
