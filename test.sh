@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: format, vet, every package's tests with the race detector (real badger,
-# real gRPC/HTTP on loopback, real kvnode processes for the crash and ring-change tests).
-# Used by .ci/run. Extra arguments go to every `go test`: ./test.sh -short is the inner loop
-# (every package's fast tests, the same real parts; docs/testing.md).
+# The whole test suite: format, vet, every package's tests (real badger, real gRPC/HTTP on
+# loopback, real kvnode processes for the crash and ring-change tests), with the race detector
+# wherever our code runs in the test process. Used by .ci/run. Extra arguments go to every
+# `go test`: ./test.sh -short is the inner loop (every package's fast tests, the same real
+# parts; docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,28 +12,62 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:" $unformatted >&2
   exit 1
 fi
+
+# deploy/k8s is its own module (so this one does not pull k8s.io/api): its manifest checks,
+# started first because they mostly wait on downloading k8s.io's modules. Read at the end.
+logs=$(mktemp -d)
+# On an early exit, what runs in the background ends first (its kvnode processes with it).
+trap 'wait; rm -rf "$logs"' EXIT
+(cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...) >"$logs/k8s" 2>&1 &
+k8s=$!
+
 go vet ./...
 
 # The serial tier: tests whose assertion is a rate or a latency, or that keep every core busy
 # on purpose, run after the rest, one package at a time, so that nothing else starves them or
-# is starved by them. Everything else (the real-process fault tests of ./test included, which
-# run side by side within their package) runs first, two packages at a time.
-serial_pkgs='/(loadgen|deploy)$'
-serial_tests='^(TestRestartedReplicaUsedAtOnce|TestFloodSlowClients|TestMissedUpdatesBusy|TestQuorumWithOneDownBusy|TestNodeAloneBusy|TestGrayNetwork|TestGrayDiskAndFlapping|TestRebalancePredictionHolds)$'
-serial_tests_pkgs='./node ./test'
-# Under -short (the inner loop) ./node's serial cases all skip and deploy starts no
-# container: neither is worth a serial step of its own (a -race link each, one after another).
+# is starved by them. The gray drills (a latency each, but mostly waiting on fault windows)
+# then run beside deploy's compose clusters (which mostly wait on containers).
+serial_tests='TestRestartedReplicaUsedAtOnce|TestFloodSlowClients|TestMissedUpdatesBusy|TestQuorumWithOneDownBusy|TestNodeAloneBusy|TestRebalancePredictionHolds'
+gray_tests='TestGrayNetwork|TestGrayDiskAndFlapping'
+# ./test drives kvnode and kvctl processes, which are built without -race: the detector there
+# instruments the harness alone, at 2.7x the CPU of a case (TestRingAddThenDrainUnderLoad:
+# 220 s of CPU with it, 82 s without). ./test runs without it but for the cases that run our
+# code in the test process (the console on a live cluster, TestTUI*) and one that drives the
+# harness's concurrent load, traffic and read-back (TestRepairUnderLoad).
+race_tests='TestTUI[A-Za-z]*|TestRepairUnderLoad'
+short=
+# Under -short (the inner loop) ./node's serial cases all skip, deploy starts no container and
+# the gray drills skip: deploy runs in the first tier and ./node gets no serial step.
 for a in "$@"; do
-  case $a in -short | -short=true | -test.short | -test.short=true)
-    serial_pkgs='/loadgen$' serial_tests_pkgs=./test ;;
-  esac
+  case $a in -short | -short=true | -test.short | -test.short=true) short=1 ;; esac
 done
-# The longest packages first, so that they do not start last and run on alone.
-first='ringkv/test ringkv/node'
-rest=$(go list ./... | grep -Ev "$serial_pkgs" | grep -Ev '^ringkv/(test|node)$')
-go test -race -count=1 -timeout 20m -skip "$serial_tests" "$@" $first $rest
-go test -race -count=1 -timeout 20m -p 1 -run "$serial_tests" "$@" $serial_tests_pkgs
-go test -race -count=1 -timeout 20m -p 1 "$@" $(go list ./... | grep -E "$serial_pkgs")
 
-# deploy/k8s is its own module (so this one does not pull k8s.io/api): its manifest checks.
-(cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...)
+# The first tier, everything but the serial tests, side by side: ./test without -race in the
+# background (its output follows when it ends), every other package with it, two at a time,
+# ./node first so that the longest starts first.
+late='^ringkv/(test|node|loadgen|deploy)$'
+[ -z "$short" ] || late='^ringkv/(test|node|loadgen)$'
+rest=$(go list ./... | grep -Ev "$late")
+go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
+tests=$!
+rc=0
+go test -race -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests)\$" "$@" ./node $rest || rc=1
+go test -race -count=1 -timeout 20m -run "^($race_tests)\$" "$@" ./test || rc=1
+wait $tests || rc=1
+cat "$logs/test"
+[ $rc = 0 ] || exit 1
+
+[ -n "$short" ] || go test -race -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./node
+go test -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./test
+go test -race -count=1 -timeout 20m "$@" ./loadgen
+if [ -z "$short" ]; then
+  go test -count=1 -timeout 20m -run "^($gray_tests)\$" "$@" ./test >"$logs/gray" 2>&1 &
+  gray=$!
+  go test -race -count=1 -timeout 20m "$@" ./deploy || rc=1
+  wait $gray || rc=1
+  cat "$logs/gray"
+fi
+
+wait $k8s || rc=1
+cat "$logs/k8s"
+exit $rc
