@@ -21,6 +21,9 @@ trap 'wait; rm -rf "$logs"' EXIT
 (cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...) >"$logs/k8s" 2>&1 &
 k8s=$!
 
+# Each tier's start, in seconds since the suite began, on stderr (docs/testing.md's times).
+tier() { echo "test.sh: $* at ${SECONDS}s" >&2; }
+tier vet
 go vet ./...
 
 # The serial tier: tests whose assertion is a rate or a latency, or that keep every core busy
@@ -48,19 +51,24 @@ done
 late='^ringkv/(test|node|loadgen|deploy)$'
 [ -z "$short" ] || late='^ringkv/(test|node|loadgen)$'
 rest=$(go list ./... | grep -Ev "$late")
+tier "first tier"
 go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
 tests=$!
 rc=0
 go test -race -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests)\$" "$@" ./node $rest || rc=1
+tier "./test's race cases"
 go test -race -count=1 -timeout 20m -run "^($race_tests)\$" "$@" ./test || rc=1
+tier "waiting for ./test"
 wait $tests || rc=1
 cat "$logs/test"
 [ $rc = 0 ] || exit 1
 
+tier "serial tier"
 [ -n "$short" ] || go test -race -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./node
 go test -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./test
 go test -race -count=1 -timeout 20m "$@" ./loadgen
 if [ -z "$short" ]; then
+  tier "gray drills beside deploy"
   go test -count=1 -timeout 20m -run "^($gray_tests)\$" "$@" ./test >"$logs/gray" 2>&1 &
   gray=$!
   go test -race -count=1 -timeout 20m "$@" ./deploy || rc=1
@@ -68,6 +76,8 @@ if [ -z "$short" ]; then
   cat "$logs/gray"
 fi
 
+tier "waiting for deploy/k8s"
 wait $k8s || rc=1
 cat "$logs/k8s"
+tier "end, rc=$rc"
 exit $rc
