@@ -39,7 +39,7 @@ func grayUID(k int) uint32 { return uint32(61000 + 2*(os.Getpid()%2000) + k) }
 // directory (which only root can enter).
 func grayDir(t *testing.T, uid uint32) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "ringkv-gray-")
+	dir, err := os.MkdirTemp(memDir(), "ringkv-gray-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,19 @@ func grayDir(t *testing.T, uid uint32) string {
 	must(t, os.Chmod(dir, 0o755))
 	must(t, os.Chown(dir, int(uid), int(uid)))
 	return dir
+}
+
+// memDir is where the drills keep their nodes' data: in memory (/dev/shm) where the machine
+// has it, so that what the host's disk does beside them does not make a node gray (a compose
+// cluster's image build beside the slow-disk drill made n3's fsyncs late for 45 s before the
+// fault); the slow-disk drill's node writes to its own loop device, whose file is there too,
+// so that its one slowness is the drill's throttle. "" (the default temporary directory)
+// elsewhere.
+func memDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
 }
 
 // grayCluster starts n1..n3 with n3 as grayUID(k) on data directory dir (empty: one of its
@@ -60,7 +73,9 @@ func grayCluster(t *testing.T, k int, flags []string, dir string, setup func(*pr
 	if dir == "" {
 		dir = filepath.Join(grayDir(t, grayUID(k)), "data")
 	}
-	return startClusterSetup(t, 3, 0, flags, map[string]string{"n3": dir}, func(p *proc) {
+	mem := grayDir(t, 0)
+	dirs := map[string]string{"n1": filepath.Join(mem, "n1"), "n2": filepath.Join(mem, "n2"), "n3": dir}
+	return startClusterSetup(t, 3, 0, flags, dirs, func(p *proc) {
 		if p.id == "n3" {
 			p.cred = &syscall.Credential{Uid: grayUID(k), Gid: grayUID(k)}
 		}
