@@ -21,8 +21,11 @@ trap 'wait; rm -rf "$logs"' EXIT
 (cd deploy/k8s && go vet ./... && go test -count=1 "$@" ./...) >"$logs/k8s" 2>&1 &
 k8s=$!
 
-# Each tier's start, in seconds since the suite began, on stderr (docs/testing.md's times).
-tier() { echo "test.sh: $* at ${SECONDS}s" >&2; }
+# Each tier's start, in seconds since the suite began, on stderr (docs/testing.md's times),
+# with the CPU seconds the whole machine has spent since (user, nice and system, /proc/stat).
+cpu() { [ -r /proc/stat ] && awk '/^cpu /{print int(($2+$3+$4)/100); exit}' /proc/stat || echo 0; }
+cpu0=$(cpu)
+tier() { echo "test.sh: $* at ${SECONDS}s, $(($(cpu) - cpu0)) s of CPU" >&2; }
 tier vet
 go vet ./...
 
