@@ -26,8 +26,14 @@ k8s=$!
 cpu() { [ -r /proc/stat ] && awk '/^cpu /{print int(($2+$3+$4)/100); exit}' /proc/stat || echo 0; }
 cpu0=$(cpu)
 tier() { echo "test.sh: $* at ${SECONDS}s, $(($(cpu) - cpu0)) s of CPU" >&2; }
+# Every build but the race detector's with the flags deploy/image.sh builds the image with
+# (static: no cgo; -trimpath): vet, ./test, the kvnode and kvctl that ./test builds (it passes
+# its environment on) and deploy's image then share one compile of each package, and the race
+# detector's (it needs cgo) is the only other. Cold, one such compile took 190 s of CPU.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+static() { CGO_ENABLED=0 "$@"; }
 tier vet
-go vet ./...
+static go vet ./...
 
 # The serial tier: tests whose assertion is a rate or a latency, or that keep every core busy
 # on purpose, run after the rest, one package at a time, so that nothing else starves them or
@@ -55,7 +61,7 @@ late='^ringkv/(test|node|loadgen|deploy)$'
 [ -z "$short" ] || late='^ringkv/(test|node|loadgen)$'
 rest=$(go list ./... | grep -Ev "$late")
 tier "first tier"
-go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
+static go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
 tests=$!
 rc=0
 go test -race -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests)\$" "$@" ./node $rest || rc=1
@@ -68,11 +74,11 @@ cat "$logs/test"
 
 tier "serial tier"
 [ -n "$short" ] || go test -race -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./node
-go test -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./test
+static go test -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./test
 go test -race -count=1 -timeout 20m "$@" ./loadgen
 if [ -z "$short" ]; then
   tier "gray drills beside deploy"
-  go test -count=1 -timeout 20m -run "^($gray_tests)\$" "$@" ./test >"$logs/gray" 2>&1 &
+  static go test -count=1 -timeout 20m -run "^($gray_tests)\$" "$@" ./test >"$logs/gray" 2>&1 &
   gray=$!
   go test -race -count=1 -timeout 20m "$@" ./deploy || rc=1
   wait $gray || rc=1

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 image=${RINGKV_IMAGE:-ringkv:dev}
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
+# test/'s buildBins and test.sh's builds use the same flags (CGO_ENABLED=0, -trimpath): keep
+# them the same, so that the suite compiles these packages once for all of them.
 for cmd in kvnode kvctl; do
   CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags='-s -w' -o "$ctx/$cmd" "./cmd/$cmd"
 done

@@ -51,8 +51,12 @@ func buildBins(t *testing.T) bins {
 			return
 		}
 		binsVal = bins{kvnode: filepath.Join(dir, "kvnode"), kvctl: filepath.Join(dir, "kvctl")}
-		// One go build for both: their packages compile side by side.
-		if b, err := exec.Command("go", "build", "-o", dir+"/", "ringkv/cmd/kvnode", "ringkv/cmd/kvctl").CombinedOutput(); err != nil {
+		// One go build for both: their packages compile side by side. Built as
+		// deploy/image.sh builds the image's (static, -trimpath): the binaries as shipped,
+		// and test.sh's other builds (vet, this package, the image) share their compile.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "ringkv/cmd/kvnode", "ringkv/cmd/kvctl")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
 			binsErr = fmt.Errorf("go build kvnode and kvctl: %v\n%s", err, b)
 		}
 	})
