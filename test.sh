@@ -36,7 +36,7 @@ static go vet ./...
 # is starved by them. The gray drills (a latency each, but mostly waiting on fault windows)
 # then run beside deploy's compose clusters (which mostly wait on containers).
 serial_tests='TestRestartedReplicaUsedAtOnce|TestFloodSlowClients|TestMissedUpdatesBusy|TestQuorumWithOneDownBusy|TestNodeAloneBusy|TestRebalancePredictionHolds'
-gray_tests='TestGrayNetwork|TestGrayDiskAndFlapping'
+gray_tests='TestGrayNetwork|TestGrayCuts|TestGrayDiskAndFlapping'
 # ./test drives kvnode and kvctl processes, which are built without -race: the detector there
 # instruments the harness alone, at 2.7x the CPU of a case (TestRingAddThenDrainUnderLoad:
 # 220 s of CPU with it, 82 s without). ./test runs without it but for the cases that run our

@@ -33,7 +33,11 @@ import (
 
 // grayUID is the user the gray node of drill k runs as, so that iptables can tell its
 // packets (-m owner): one per drill of each test process (drills run side by side).
-func grayUID(k int) uint32 { return uint32(61000 + 2*(os.Getpid()%2000) + k) }
+func grayUID(k int) uint32 { return uint32(61000 + grayDrills*(os.Getpid()%2000) + k) }
+
+// grayDrills is how many drills (k) a test process may run: TestGrayNetwork, TestGrayCuts,
+// TestGrayDiskAndFlapping.
+const grayDrills = 3
 
 // grayDir is a directory the gray node's user owns, outside the test's private temporary
 // directory (which only root can enter).
@@ -149,7 +153,7 @@ func newPacketLoss(t *testing.T, k int) *packetLoss {
 	t.Helper()
 	sweepGrayChains(t)
 	l := &packetLoss{t: t, chain: fmt.Sprintf("%s%d-%d", grayChain, os.Getpid(), k), uid: grayUID(k),
-		mark: fmt.Sprintf("0x%x", 0x2700+(2*os.Getpid()+k)%256)}
+		mark: fmt.Sprintf("0x%x", 0x2700+(grayDrills*os.Getpid()+k)%256)}
 	l.ipt("-N", l.chain)
 	t.Cleanup(func() {
 		exec.Command("iptables", "-w", "-D", "OUTPUT", "-j", l.chain).Run()
@@ -1027,11 +1031,9 @@ func delayPipe(delay *atomic.Int64, dst, src net.Conn) {
 // one load. Lossy: 5% and then 20% of its packets dropped, with the load spread over all
 // three nodes by a balancer that health-checks /readyz: n3 must find itself the odd one out
 // and leave readiness while n1 and n2 stay ready. Slow links: its peers reach it through a
-// proxy that adds 50 ms, then 200 ms. Cut one way: its inbound gRPC is cut (it reaches its
-// peers, they cannot reach it), then its outbound (the reverse); readiness must say which
-// side is cut and the ring metadata must not split. From the slow links on, the load goes
-// through the healthy nodes n1 and n2. Each time kvctl status must name n3 and the fault
-// within 10 s, and no acknowledged write may be lost.
+// proxy that adds 50 ms, then 200 ms, the load through the healthy nodes n1 and n2. Each
+// time kvctl status must name n3 and the fault within 10 s, and no acknowledged write may be
+// lost. The one-way cuts are TestGrayCuts, in a cluster of their own beside it.
 func TestGrayNetwork(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
@@ -1042,14 +1044,9 @@ func TestGrayNetwork(t *testing.T) {
 			proxy = newDelayProxy(t, p.advertise, p.grpc)
 		}
 	})
-	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
+	n1, n3 := c.node("n1"), c.node("n3")
 	ipt := newPacketLoss(t, 0)
-	port := func(addr string) string {
-		_, p, err := net.SplitHostPort(addr)
-		must(t, err)
-		return p
-	}
-	lb := newBalancer([]*proc{n1, n2, n3}, 32)
+	lb := newBalancer([]*proc{n1, c.node("n2"), n3}, 32)
 	defer lb.close()
 	var faults []grayFault
 	for _, share := range []float64{0.05, 0.20} {
@@ -1065,19 +1062,41 @@ func TestGrayNetwork(t *testing.T) {
 		faults = append(faults, grayFault{name: fmt.Sprintf("+%v on n3's links", d), want: "slow links",
 			on: func() { proxy.set(d) }, off: func() { proxy.set(0) }})
 	}
-	faults = append(faults,
-		grayFault{name: "n3 inbound cut", want: "unreachable from its peers",
+	grayDrill(t, c, lb, n1, n3, "gray-net:", faults)
+}
+
+// TestGrayCuts: n3 cut one way, each cut 16 s with 6 s between, under one load through the
+// healthy nodes n1 and n2: its inbound gRPC cut (it reaches its peers, they cannot reach it),
+// then its outbound (the reverse). Readiness must say which side is cut, kvctl status must
+// name n3 and the cut within 10 s, the ring metadata must not split, and no acknowledged
+// write may be lost.
+func TestGrayCuts(t *testing.T) {
+	grayNeeds(t)
+	t.Parallel()
+	c := grayCluster(t, 2, nil, "", nil)
+	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
+	ipt := newPacketLoss(t, 2)
+	port := func(addr string) string {
+		_, p, err := net.SplitHostPort(addr)
+		must(t, err)
+		return p
+	}
+	lb := newBalancer([]*proc{n1, n2, n3}, 32)
+	defer lb.close()
+	faults := []grayFault{
+		{name: "n3 inbound cut", want: "unreachable from its peers",
 			on:  func() { ipt.rules([]string{"-p", "tcp", "--dport", port(n3.grpc), "-j", "DROP"}) },
 			off: func() { ipt.rules() }},
-		grayFault{name: "n3 outbound cut", want: "cut off from its peers",
+		{name: "n3 outbound cut", want: "cut off from its peers",
 			on: func() {
 				uid := fmt.Sprint(ipt.uid)
 				ipt.rules(
 					[]string{"-m", "owner", "--uid-owner", uid, "-p", "tcp", "--dport", port(n1.grpc), "-j", "DROP"},
 					[]string{"-m", "owner", "--uid-owner", uid, "-p", "tcp", "--dport", port(n2.grpc), "-j", "DROP"})
 			},
-			off: func() { ipt.rules() }})
-	grayDrill(t, c, lb, n1, n3, "gray-net:", faults)
+			off: func() { ipt.rules() }},
+	}
+	grayDrill(t, c, lb, n1, n3, "gray-cut:", faults)
 	// One ring for all: no node took its own view of the metadata during the cuts.
 	epochs := map[uint64][]string{}
 	for _, p := range c.nodes {
