@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -57,8 +56,8 @@ func grayDir(t *testing.T, uid uint32) string {
 // memDir is where the drills keep their nodes' data: in memory (/dev/shm) where the machine
 // has it, so that what the host's disk does beside them does not make a node gray (a compose
 // cluster's image build beside the slow-disk drill made n3's fsyncs late for 45 s before the
-// fault); the slow-disk drill's nodes write to loop devices of their own, whose files are
-// there too, so that the one slowness is the drill's throttle on n3's. "" (the default temporary directory)
+// fault); the slow-disk drill's node writes to its own loop device, whose file is there too,
+// so that its one slowness is the drill's throttle. "" (the default temporary directory)
 // elsewhere.
 func memDir() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
@@ -67,21 +66,20 @@ func memDir() string {
 	return ""
 }
 
-// grayCluster starts n1..n3 with n3 as grayUID(k), on data directories of their own in
-// memory unless dirs names one (by node id), with flags for every node, calling setup (when set) on each node before. It skips
+// grayCluster starts n1..n3 with n3 as grayUID(k) on data directory dir (empty: one of its
+// own), with flags for every node, calling setup (when set) on each node before. It skips
 // unless root with iptables.
-func grayCluster(t *testing.T, k int, flags []string, dirs map[string]string, setup func(*proc)) *tcluster {
+func grayCluster(t *testing.T, k int, flags []string, dir string, setup func(*proc)) *tcluster {
 	t.Helper()
 	grayNeeds(t)
 	b := buildBins(t)
 	must(t, os.Chmod(filepath.Dir(b.kvnode), 0o755)) // the gray node's user runs kvnode
-	all := map[string]string{"n3": filepath.Join(grayDir(t, grayUID(k)), "data")}
-	mem := grayDir(t, 0)
-	for _, id := range []string{"n1", "n2"} {
-		all[id] = filepath.Join(mem, id)
+	if dir == "" {
+		dir = filepath.Join(grayDir(t, grayUID(k)), "data")
 	}
-	maps.Copy(all, dirs)
-	return startClusterSetup(t, 3, 0, flags, all, func(p *proc) {
+	mem := grayDir(t, 0)
+	dirs := map[string]string{"n1": filepath.Join(mem, "n1"), "n2": filepath.Join(mem, "n2"), "n3": dir}
+	return startClusterSetup(t, 3, 0, flags, dirs, func(p *proc) {
 		if p.id == "n3" {
 			p.cred = &syscall.Credential{Uid: grayUID(k), Gid: grayUID(k)}
 		}
@@ -217,10 +215,9 @@ type slowDisk struct {
 	dev                string // major:minor
 }
 
-// newSlowDisk makes the file system, owned by uid, and its cgroup (throttled: the drill's
-// node; else a peer's disk of the same kind, never slowed); an error when the machine cannot
-// (no loop devices, no blkio throttle).
-func newSlowDisk(t *testing.T, uid uint32, throttled bool) (*slowDisk, error) {
+// newSlowDisk makes the file system, owned by uid; an error when the machine cannot (no
+// loop devices, no blkio throttle).
+func newSlowDisk(t *testing.T, uid uint32) (*slowDisk, error) {
 	t.Helper()
 	cgRoot := "/sys/fs/cgroup/blkio"
 	if _, err := os.Stat(filepath.Join(cgRoot, "blkio.throttle.write_iops_device")); err != nil {
@@ -259,9 +256,6 @@ func newSlowDisk(t *testing.T, uid uint32, throttled bool) (*slowDisk, error) {
 		return nil, err
 	}
 	d.dev = strings.TrimSpace(string(dev))
-	if !throttled {
-		return d, nil
-	}
 	d.cg = filepath.Join(cgRoot, fmt.Sprintf("ringkv-gray-%d", os.Getpid()))
 	if err := os.Mkdir(d.cg, 0o755); err != nil {
 		d.cg = ""
@@ -1044,7 +1038,7 @@ func TestGrayNetwork(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
 	var proxy *delayProxy
-	c := grayCluster(t, 0, nil, nil, func(p *proc) {
+	c := grayCluster(t, 0, nil, "", func(p *proc) {
 		if p.id == "n3" {
 			p.advertise = freeAddr(t)
 			proxy = newDelayProxy(t, p.advertise, p.grpc)
@@ -1079,7 +1073,7 @@ func TestGrayNetwork(t *testing.T) {
 func TestGrayCuts(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
-	c := grayCluster(t, 2, nil, nil, nil)
+	c := grayCluster(t, 2, nil, "", nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	ipt := newPacketLoss(t, 2)
 	port := func(addr string) string {
@@ -1125,25 +1119,14 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
 	var faults []grayFault
-	// n3's disk is a loop device that the drill throttles; n1's and n2's are loop devices
-	// too, never throttled, so that n3's store is judged against stores of its kind (beside
-	// n1 and n2 on /dev/shm, where an fsync costs nothing, n3's unthrottled 13 ms under load
-	// was named slow before the fault).
-	disk, err := newSlowDisk(t, grayUID(1), true)
-	dirs := map[string]string{}
+	disk, err := newSlowDisk(t, grayUID(1))
+	dir := ""
 	if err != nil {
 		t.Logf("no slow disk drill, the machine cannot slow a disk: %v", err)
 	} else {
-		dirs["n3"] = disk.data()
-		for _, id := range []string{"n1", "n2"} {
-			peer, err := newSlowDisk(t, 0, false)
-			if err != nil {
-				t.Fatalf("a loop device for %s: %v", id, err)
-			}
-			dirs[id] = peer.data()
-		}
+		dir = disk.data()
 	}
-	c := grayCluster(t, 1, []string{"--sync-writes"}, dirs, nil)
+	c := grayCluster(t, 1, []string{"--sync-writes"}, dir, nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	lb := newBalancer([]*proc{n1, n2, n3}, 32)
 	defer lb.close()
