@@ -36,7 +36,10 @@ static go vet ./...
 # is starved by them. The gray drills (a latency each, but mostly waiting on fault windows)
 # then run beside deploy's compose clusters (which mostly wait on containers).
 serial_tests='TestRestartedReplicaUsedAtOnce|TestFloodSlowClients|TestMissedUpdatesBusy|TestQuorumWithOneDownBusy|TestNodeAloneBusy|TestRebalancePredictionHolds'
-gray_tests='TestGrayNetwork|TestGrayCuts|TestGrayDiskAndFlapping'
+gray_tests='TestGrayNetwork|TestGrayCuts'
+# The slow-disk drill runs alone, after deploy: beside it, the host disk's writes (image
+# builds, containers) made its node's fsyncs late before any fault.
+disk_tests='TestGrayDiskAndFlapping'
 # ./test drives kvnode and kvctl processes, which are built without -race: the detector there
 # instruments the harness alone, at 2.7x the CPU of a case (TestRingAddThenDrainUnderLoad:
 # 220 s of CPU with it, 82 s without). ./test runs without it but for the cases that run our
@@ -57,10 +60,10 @@ late='^ringkv/(test|node|loadgen|deploy)$'
 [ -z "$short" ] || late='^ringkv/(test|node|loadgen)$'
 rest=$(go list ./... | grep -Ev "$late")
 tier "first tier"
-static go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
+static go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$disk_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
 tests=$!
 rc=0
-go test -race -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests)\$" "$@" ./node $rest || rc=1
+go test -race -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$disk_tests)\$" "$@" ./node $rest || rc=1
 tier "./test's race cases"
 go test -race -count=1 -timeout 20m -run "^($race_tests)\$" "$@" ./test || rc=1
 tier "waiting for ./test"
@@ -84,6 +87,8 @@ if [ -z "$short" ]; then
   go test -race -count=1 -timeout 20m "$@" ./deploy || rc=1
   wait $gray || rc=1
   cat "$logs/gray"
+  tier "the slow-disk drill"
+  static go test -count=1 -timeout 20m -run "^($disk_tests)\$" "$@" ./test || rc=1
 fi
 
 tier "waiting for deploy/k8s"

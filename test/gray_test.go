@@ -53,12 +53,27 @@ func grayDir(t *testing.T, uid uint32) string {
 	return dir
 }
 
+// hostDir is grayDir on the host's disk (the default temporary directory): the slow-disk
+// drill's, which runs alone (test.sh), its loop file and its nodes' data where they were
+// measured. A loop file in /dev/shm beside peers in /dev/shm was named slow before its
+// fault; three loop devices in /dev/shm collapsed under the suite's load.
+func hostDir(t *testing.T, uid uint32) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ringkv-gray-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	must(t, os.Chown(dir, int(uid), int(uid)))
+	return dir
+}
+
 // memDir is where the drills keep their nodes' data: in memory (/dev/shm) where the machine
 // has it, so that what the host's disk does beside them does not make a node gray (a compose
 // cluster's image build beside the slow-disk drill made n3's fsyncs late for 45 s before the
-// fault); the slow-disk drill's node writes to its own loop device, whose file is there too,
-// so that its one slowness is the drill's throttle. "" (the default temporary directory)
-// elsewhere.
+// fault). "" (the default temporary directory) elsewhere. The slow-disk drill keeps its
+// data on the host's disk (hostDir) and runs alone.
 func memDir() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"
@@ -67,9 +82,9 @@ func memDir() string {
 }
 
 // grayCluster starts n1..n3 with n3 as grayUID(k) on data directory dir (empty: one of its
-// own), with flags for every node, calling setup (when set) on each node before. It skips
+// own in memory), n1 and n2 under peersDir (empty: one in memory), with flags for every node, calling setup (when set) on each node before. It skips
 // unless root with iptables.
-func grayCluster(t *testing.T, k int, flags []string, dir string, setup func(*proc)) *tcluster {
+func grayCluster(t *testing.T, k int, flags []string, dir, peersDir string, setup func(*proc)) *tcluster {
 	t.Helper()
 	grayNeeds(t)
 	b := buildBins(t)
@@ -77,8 +92,10 @@ func grayCluster(t *testing.T, k int, flags []string, dir string, setup func(*pr
 	if dir == "" {
 		dir = filepath.Join(grayDir(t, grayUID(k)), "data")
 	}
-	mem := grayDir(t, 0)
-	dirs := map[string]string{"n1": filepath.Join(mem, "n1"), "n2": filepath.Join(mem, "n2"), "n3": dir}
+	if peersDir == "" {
+		peersDir = grayDir(t, 0)
+	}
+	dirs := map[string]string{"n1": filepath.Join(peersDir, "n1"), "n2": filepath.Join(peersDir, "n2"), "n3": dir}
 	return startClusterSetup(t, 3, 0, flags, dirs, func(p *proc) {
 		if p.id == "n3" {
 			p.cred = &syscall.Credential{Uid: grayUID(k), Gid: grayUID(k)}
@@ -223,7 +240,7 @@ func newSlowDisk(t *testing.T, uid uint32) (*slowDisk, error) {
 	if _, err := os.Stat(filepath.Join(cgRoot, "blkio.throttle.write_iops_device")); err != nil {
 		return nil, fmt.Errorf("no blkio throttle: %w", err)
 	}
-	d := &slowDisk{t: t, dir: grayDir(t, uid)}
+	d := &slowDisk{t: t, dir: hostDir(t, uid)}
 	run := func(name string, args ...string) (string, error) {
 		out, err := exec.Command(name, args...).CombinedOutput()
 		if err != nil {
@@ -1038,7 +1055,7 @@ func TestGrayNetwork(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
 	var proxy *delayProxy
-	c := grayCluster(t, 0, nil, "", func(p *proc) {
+	c := grayCluster(t, 0, nil, "", "", func(p *proc) {
 		if p.id == "n3" {
 			p.advertise = freeAddr(t)
 			proxy = newDelayProxy(t, p.advertise, p.grpc)
@@ -1073,7 +1090,7 @@ func TestGrayNetwork(t *testing.T) {
 func TestGrayCuts(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
-	c := grayCluster(t, 2, nil, "", nil)
+	c := grayCluster(t, 2, nil, "", "", nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	ipt := newPacketLoss(t, 2)
 	port := func(addr string) string {
@@ -1126,7 +1143,8 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 	} else {
 		dir = disk.data()
 	}
-	c := grayCluster(t, 1, []string{"--sync-writes"}, dir, nil)
+	host := hostDir(t, 0)
+	c := grayCluster(t, 1, []string{"--sync-writes"}, dir, host, nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	lb := newBalancer([]*proc{n1, n2, n3}, 32)
 	defer lb.close()
