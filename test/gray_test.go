@@ -39,27 +39,21 @@ func grayUID(k int) uint32 { return uint32(61000 + grayDrills*(os.Getpid()%2000)
 // TestGrayDiskAndFlapping.
 const grayDrills = 3
 
-// grayDir is a directory the gray node's user owns, outside the test's private temporary
-// directory (which only root can enter).
-func grayDir(t *testing.T, uid uint32) string {
-	t.Helper()
-	dir, err := os.MkdirTemp(memDir(), "ringkv-gray-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	must(t, os.Chmod(dir, 0o755))
-	must(t, os.Chown(dir, int(uid), int(uid)))
-	return dir
-}
+// grayDir is a directory the gray node's user owns, in memory (memDir), outside the test's
+// private temporary directory (which only root can enter).
+func grayDir(t *testing.T, uid uint32) string { return ownedDir(t, memDir(), uid) }
 
 // hostDir is grayDir on the host's disk (the default temporary directory): the slow-disk
 // drill's, which runs alone (test.sh), its loop file and its nodes' data where they were
 // measured. A loop file in /dev/shm beside peers in /dev/shm was named slow before its
 // fault; three loop devices in /dev/shm collapsed under the suite's load.
-func hostDir(t *testing.T, uid uint32) string {
+func hostDir(t *testing.T, uid uint32) string { return ownedDir(t, "", uid) }
+
+// ownedDir is a new directory under root ("" the default temporary directory) that uid owns,
+// removed when t ends.
+func ownedDir(t *testing.T, root string, uid uint32) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "ringkv-gray-")
+	dir, err := os.MkdirTemp(root, "ringkv-gray-")
 	if err != nil {
 		t.Fatal(err)
 	}
