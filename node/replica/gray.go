@@ -503,11 +503,16 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 			c.grayFirst[x] = f
 			// Departures and comebacks are events, not a loaded machine's noise: no wait.
 			flapping := g.GetKind() == kvpb.GrayNode_FLAPPING
+			// A cut (most calls one way failing) is no loaded machine's noise either, and as
+			// one begins its failures are under half the window's calls for a few looks,
+			// which draw loss: once a cut is drawn it takes the place of a held loss or
+			// latency at once, so that every node says the same of the node within a look.
+			cut := g.GetKind() == kvpb.GrayNode_UNREACHABLE || g.GetKind() == kvpb.GrayNode_CUT_OFF
 			if now.Sub(f.first) >= grayConfirm || flapping {
 				h, held := c.grayHeld[x]
 				switch {
 				case !held || now.Sub(h.at) > grayHold || h.g.GetKind() == g.GetKind() ||
-					now.Sub(f.kindFirst) >= grayConfirm || flapping:
+					now.Sub(f.kindFirst) >= grayConfirm || flapping || cut:
 					c.grayHeld[x] = heldVerdict{g: g, at: now, drawn: now}
 				default:
 					// Still gray, of a kind not yet confirmed: the held verdict stays as it

@@ -293,23 +293,9 @@ func TestGrayHeldKind(t *testing.T) {
 	good := linkSpec{calls: 40, d: time.Millisecond}
 	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
 	slow := linkSpec{calls: 40, d: 60 * time.Millisecond}
-	// look feeds n3's links as s at clock (n1's own calls, and n2's view) and draws.
 	look := func(at time.Duration, s linkSpec) []*kvpb.GrayNode {
 		clock = now.Add(at)
-		c.peerState("n2").link = link{}
-		c.peerState("n3").link = link{}
-		good.feed(&c.peerState("n2").link, clock)
-		s.feed(&c.peerState("n3").link, clock)
-		c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), s.stats("n3")}})
-		c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), s.stats("n1"), s.stats("n2")}})
-		return c.Gray()
-	}
-	kind := func(gs []*kvpb.GrayNode) string {
-		var out []string
-		for _, g := range gs {
-			out = append(out, fmt.Sprintf("%s %s", g.GetNode(), g.GetKind()))
-		}
-		return strings.Join(out, ", ")
+		return lookN3(c, clock, good, s, s)
 	}
 	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
 		look(at, lossy)
@@ -335,6 +321,57 @@ func TestGrayHeldKind(t *testing.T) {
 	gs := c.Gray()
 	if kind(gs) != "n3 LATENCY" || !strings.Contains(gs[0].GetDetail(), "(held: drawn 2s ago)") {
 		t.Errorf("held after the fault: %v, want n3 LATENCY saying it was drawn 2s ago", gs)
+	}
+}
+
+// lookN3 feeds n1's coordinator the links at now: good between n1 and n2, in for the calls
+// of n1 and n2 to n3 (n1's own calls, and n2's view), out for n3's calls to them (n3's view),
+// and draws.
+func lookN3(c *Coordinator, now time.Time, good, in, out linkSpec) []*kvpb.GrayNode {
+	c.peerState("n2").link = link{}
+	c.peerState("n3").link = link{}
+	good.feed(&c.peerState("n2").link, now)
+	in.feed(&c.peerState("n3").link, now)
+	c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), in.stats("n3")}})
+	c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), out.stats("n1"), out.stats("n2")}})
+	return c.Gray()
+}
+
+// kind is the verdicts as "node KIND", comma-separated.
+func kind(gs []*kvpb.GrayNode) string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, fmt.Sprintf("%s %s", g.GetNode(), g.GetKind()))
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestGrayCutAtOnce: as a cut begins, its failures are under half the window's calls and
+// draw loss for a look or two, long enough to be held; a cut drawn then takes its place at
+// the first look (every node must say the same of the node: the gray drill's inbound cut
+// found n3 held "lossy" while n1 said "unreachable").
+func TestGrayCutAtOnce(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := now
+	c := grayN1(t, &clock)
+	good := linkSpec{calls: 40, d: time.Millisecond}
+	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
+	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
+		clock = now.Add(at)
+		lookN3(c, clock, good, lossy, lossy)
+	}
+	if got := kind(c.Gray()); got != "n3 LOSS" {
+		t.Fatalf("after %v of loss: %q, want n3 LOSS", grayConfirm, got)
+	}
+	clock = now.Add(3 * time.Second)
+	cut := linkSpec{calls: 40, failed: 30, d: time.Millisecond}
+	if got := kind(lookN3(c, clock, good, cut, good)); got != "n3 UNREACHABLE" {
+		t.Errorf("the first look of a cut after held loss: %q, want n3 UNREACHABLE", got)
+	}
+	// And the other way: n3's own calls fail, its peers' reach it.
+	clock = now.Add(4 * time.Second)
+	if got := kind(lookN3(c, clock, good, good, cut)); got != "n3 CUT_OFF" {
+		t.Errorf("the first look of a cut the other way: %q, want n3 CUT_OFF", got)
 	}
 }
 
