@@ -3,7 +3,7 @@
 # loopback, real kvnode processes for the crash and ring-change tests), with the race detector
 # wherever our code runs in the test process. Used by .ci/run. Extra arguments go to every
 # `go test`: ./test.sh -short is the inner loop (every package's fast tests, the same real
-# parts; docs/testing.md).
+# parts, without the race detector unless RACE=1; docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -52,6 +52,16 @@ short=
 for a in "$@"; do
   case $a in -short | -short=true | -test.short | -test.short=true) short=1 ;; esac
 done
+# The race detector: every run but the inner loop's. Under -short every package runs static,
+# as vet was built: no package compiles twice and no test binary links with the detector
+# (one link of each of ~45 test binaries, and cases 2-10x slower); RACE=1 keeps it.
+race=(go test -race)
+# ./test's race cases run apart, after the rest, only with the detector; else in ./test's run.
+apart="|$race_tests"
+if [ -n "$short" ] && [ -z "${RACE:-}" ]; then
+  race=(static go test)
+  apart=
+fi
 
 # The first tier, everything but the serial tests, side by side: ./test without -race in the
 # background (its output follows when it ends), every other package with it, two at a time,
@@ -60,12 +70,14 @@ late='^ringkv/(test|node|loadgen|deploy)$'
 [ -z "$short" ] || late='^ringkv/(test|node|loadgen)$'
 rest=$(go list ./... | grep -Ev "$late")
 tier "first tier"
-static go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$disk_tests|$race_tests)\$" "$@" ./test >"$logs/test" 2>&1 &
+static go test -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$disk_tests$apart)\$" "$@" ./test >"$logs/test" 2>&1 &
 tests=$!
 rc=0
-go test -race -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$disk_tests)\$" "$@" ./node $rest || rc=1
-tier "./test's race cases"
-go test -race -count=1 -timeout 20m -run "^($race_tests)\$" "$@" ./test || rc=1
+"${race[@]}" -count=1 -timeout 20m -skip "^($serial_tests|$gray_tests|$disk_tests)\$" "$@" ./node $rest || rc=1
+if [ -n "$apart" ]; then
+  tier "./test's race cases"
+  "${race[@]}" -count=1 -timeout 20m -run "^($race_tests)\$" "$@" ./test || rc=1
+fi
 tier "waiting for ./test"
 wait $tests || rc=1
 cat "$logs/test"
@@ -74,7 +86,7 @@ cat "$logs/test"
 tier "serial tier"
 [ -n "$short" ] || go test -race -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./node
 static go test -count=1 -timeout 20m -run "^($serial_tests)\$" "$@" ./test
-go test -race -count=1 -timeout 20m "$@" ./loadgen
+"${race[@]}" -count=1 -timeout 20m "$@" ./loadgen
 # deploy/k8s is its own module (so this one does not pull k8s.io/api): its manifest checks,
 # in the background from here on, where the machine mostly waits (downloading and compiling
 # k8s.io's modules took 40 s after the rest).
