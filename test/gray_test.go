@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
 
 	"ringkv/loadgen"
 	"ringkv/proto/kvpb"
@@ -44,9 +46,9 @@ const grayDrills = 3
 func grayDir(t *testing.T, uid uint32) string { return ownedDir(t, memDir(), uid) }
 
 // hostDir is grayDir on the host's disk (the default temporary directory): the slow-disk
-// drill's, which runs alone (test.sh), its loop file and its nodes' data where they were
-// measured. A loop file in /dev/shm beside peers in /dev/shm was named slow before its
-// fault; three loop devices in /dev/shm collapsed under the suite's load.
+// drill's, which runs alone (test.sh), its loop files where they were measured. A loop file
+// in /dev/shm beside peers in /dev/shm was named slow before its fault; three loop devices
+// in /dev/shm collapsed under the suite's load.
 func hostDir(t *testing.T, uid uint32) string { return ownedDir(t, "", uid) }
 
 // ownedDir is a new directory under root ("" the default temporary directory) that uid owns,
@@ -66,8 +68,8 @@ func ownedDir(t *testing.T, root string, uid uint32) string {
 // memDir is where the drills keep their nodes' data: in memory (/dev/shm) where the machine
 // has it, so that what the host's disk does beside them does not make a node gray (a compose
 // cluster's image build beside the slow-disk drill made n3's fsyncs late for 45 s before the
-// fault). "" (the default temporary directory) elsewhere. The slow-disk drill keeps its
-// data on the host's disk (hostDir) and runs alone.
+// fault). "" (the default temporary directory) elsewhere. The slow-disk drill's nodes write
+// to loop devices of their own on the host's disk (hostDir), and it runs alone.
 func memDir() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"
@@ -75,22 +77,21 @@ func memDir() string {
 	return ""
 }
 
-// grayCluster starts n1..n3 with n3 as grayUID(k) on data directory dir (empty: one of its
-// own in memory), n1 and n2 under peersDir (empty: one in memory), with flags for every node, calling setup (when set) on each node before. It skips
-// unless root with iptables.
-func grayCluster(t *testing.T, k int, flags []string, dir, peersDir string, setup func(*proc)) *tcluster {
+// grayCluster starts n1..n3 with n3 as grayUID(k), on data directories of their own in
+// memory unless dirs names one (by node id), with flags for every node, calling setup (when
+// set) on each node before. It skips unless root with iptables.
+func grayCluster(t *testing.T, k int, flags []string, dirs map[string]string, setup func(*proc)) *tcluster {
 	t.Helper()
 	grayNeeds(t)
 	b := buildBins(t)
 	must(t, os.Chmod(filepath.Dir(b.kvnode), 0o755)) // the gray node's user runs kvnode
-	if dir == "" {
-		dir = filepath.Join(grayDir(t, grayUID(k)), "data")
+	all := map[string]string{"n3": filepath.Join(grayDir(t, grayUID(k)), "data")}
+	mem := grayDir(t, 0)
+	for _, id := range []string{"n1", "n2"} {
+		all[id] = filepath.Join(mem, id)
 	}
-	if peersDir == "" {
-		peersDir = grayDir(t, 0)
-	}
-	dirs := map[string]string{"n1": filepath.Join(peersDir, "n1"), "n2": filepath.Join(peersDir, "n2"), "n3": dir}
-	return startClusterSetup(t, 3, 0, flags, dirs, func(p *proc) {
+	maps.Copy(all, dirs)
+	return startClusterSetup(t, 3, 0, flags, all, func(p *proc) {
 		if p.id == "n3" {
 			p.cred = &syscall.Credential{Uid: grayUID(k), Gid: grayUID(k)}
 		}
@@ -217,17 +218,22 @@ func (l *packetLoss) set(share float64) {
 		"--probability", fmt.Sprint(share), "-j", "DROP")
 }
 
-// slowDisk is an ext4 file system on a loop device for one node's data, and a blkio cgroup
-// (v1: this machine's io controller) that the node's process joins: on caps the device's
-// writes at some I/O operations per second, which its fsyncs wait for.
+// slowDisk slows one node's writes to the host's own disk: a blkio cgroup (v1: this
+// machine's io controller) that the node's process joins, whose throttle caps the writes its
+// processes make to the block device under the node's data directory at some I/O operations
+// per second; its fsyncs wait for them. Its peers' data lies on the same disk, outside the
+// cgroup, and their fsyncs do not wait (a 4 KiB write with O_DSYNC took 0.13-0.17 ms beside a
+// throttled one taking 30 ms). A loop device for the node's data was tried first: under two
+// spin loops it took 48 ms a write against its peers' 15 ms before any fault, and three loop
+// devices made every node slow.
 type slowDisk struct {
-	t                  *testing.T
-	dir, loop, mnt, cg string
-	dev                string // major:minor
+	t       *testing.T
+	dir, cg string
+	dev     string // major:minor of the disk
 }
 
-// newSlowDisk makes the file system, owned by uid; an error when the machine cannot (no
-// loop devices, no blkio throttle).
+// newSlowDisk makes the node's directory on the host's disk, owned by uid, and the cgroup;
+// an error when the machine cannot (no blkio throttle, no block device under the directory).
 func newSlowDisk(t *testing.T, uid uint32) (*slowDisk, error) {
 	t.Helper()
 	cgRoot := "/sys/fs/cgroup/blkio"
@@ -235,48 +241,35 @@ func newSlowDisk(t *testing.T, uid uint32) (*slowDisk, error) {
 		return nil, fmt.Errorf("no blkio throttle: %w", err)
 	}
 	d := &slowDisk{t: t, dir: hostDir(t, uid)}
-	run := func(name string, args ...string) (string, error) {
-		out, err := exec.Command(name, args...).CombinedOutput()
+	var st syscall.Stat_t
+	if err := syscall.Stat(d.dir, &st); err != nil {
+		return nil, err
+	}
+	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", major, minor)
+	if _, err := os.Stat(sys); err != nil {
+		return nil, fmt.Errorf("%s is on no block device (%d:%d)", d.dir, major, minor)
+	}
+	d.dev = fmt.Sprintf("%d:%d", major, minor)
+	// The throttle is the whole disk's: a partition's writes count on its disk.
+	if _, err := os.Stat(filepath.Join(sys, "partition")); err == nil {
+		dev, err := os.ReadFile(filepath.Join(sys, "..", "dev"))
 		if err != nil {
-			return "", fmt.Errorf("%s %s: %v %s", name, strings.Join(args, " "), err, out)
+			return nil, err
 		}
-		return strings.TrimSpace(string(out)), nil
+		d.dev = strings.TrimSpace(string(dev))
 	}
-	img := filepath.Join(d.dir, "disk.img")
-	if _, err := run("truncate", "-s", "2G", img); err != nil {
-		return nil, err
-	}
-	loop, err := run("losetup", "-f", "--show", img)
-	if err != nil {
-		return nil, err
-	}
-	d.loop = loop
-	t.Cleanup(d.close)
-	if _, err := run("mkfs.ext4", "-q", loop); err != nil {
-		return nil, err
-	}
-	d.mnt = filepath.Join(d.dir, "mnt")
-	must(t, os.Mkdir(d.mnt, 0o755))
-	if _, err := run("mount", loop, d.mnt); err != nil {
-		d.mnt = ""
-		return nil, err
-	}
-	must(t, os.Chown(d.mnt, int(uid), int(uid)))
-	dev, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(loop), "dev"))
-	if err != nil {
-		return nil, err
-	}
-	d.dev = strings.TrimSpace(string(dev))
 	d.cg = filepath.Join(cgRoot, fmt.Sprintf("ringkv-gray-%d", os.Getpid()))
 	if err := os.Mkdir(d.cg, 0o755); err != nil {
 		d.cg = ""
 		return nil, err
 	}
+	t.Cleanup(d.close)
 	return d, nil
 }
 
-// data is the node's data directory on the file system.
-func (d *slowDisk) data() string { return filepath.Join(d.mnt, "data") }
+// data is the node's data directory.
+func (d *slowDisk) data() string { return filepath.Join(d.dir, "data") }
 
 // join moves process pid (every thread) into the cgroup.
 func (d *slowDisk) join(pid int) {
@@ -284,7 +277,7 @@ func (d *slowDisk) join(pid int) {
 	must(d.t, os.WriteFile(filepath.Join(d.cg, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0))
 }
 
-// limit caps the device's writes at iops per second (0: no cap).
+// limit caps the disk's writes from the cgroup at iops per second (0: no cap).
 func (d *slowDisk) limit(iops int) {
 	d.t.Helper()
 	must(d.t, os.WriteFile(filepath.Join(d.cg, "blkio.throttle.write_iops_device"), []byte(fmt.Sprintf("%s %d", d.dev, iops)), 0))
@@ -292,19 +285,9 @@ func (d *slowDisk) limit(iops int) {
 
 // close runs after the cluster's cleanup (registered before it): the node is gone.
 func (d *slowDisk) close() {
-	if d.cg != "" {
-		os.WriteFile(filepath.Join(d.cg, "blkio.throttle.write_iops_device"), []byte(d.dev+" 0"), 0)
-		if err := os.Remove(d.cg); err != nil {
-			d.t.Logf("remove cgroup %s: %v", d.cg, err)
-		}
-	}
-	if d.mnt != "" {
-		if out, err := exec.Command("umount", d.mnt).CombinedOutput(); err != nil {
-			d.t.Logf("umount %s: %v %s", d.mnt, err, out)
-		}
-	}
-	if out, err := exec.Command("losetup", "-d", d.loop).CombinedOutput(); err != nil {
-		d.t.Logf("losetup -d %s: %v %s", d.loop, err, out)
+	os.WriteFile(filepath.Join(d.cg, "blkio.throttle.write_iops_device"), []byte(d.dev+" 0"), 0)
+	if err := os.Remove(d.cg); err != nil {
+		d.t.Logf("remove cgroup %s: %v", d.cg, err)
 	}
 }
 
@@ -1057,7 +1040,7 @@ func TestGrayNetwork(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
 	var proxy *delayProxy
-	c := grayCluster(t, 0, nil, "", "", func(p *proc) {
+	c := grayCluster(t, 0, nil, nil, func(p *proc) {
 		if p.id == "n3" {
 			p.advertise = freeAddr(t)
 			proxy = newDelayProxy(t, p.advertise, p.grpc)
@@ -1092,7 +1075,7 @@ func TestGrayNetwork(t *testing.T) {
 func TestGrayCuts(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
-	c := grayCluster(t, 2, nil, "", "", nil)
+	c := grayCluster(t, 2, nil, nil, nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	ipt := newPacketLoss(t, 2)
 	port := func(addr string) string {
@@ -1138,22 +1121,28 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 	grayNeeds(t)
 	t.Parallel()
 	var faults []grayFault
+	// Every node's data on the host's disk, n3's writes to it throttled for the fault.
 	disk, err := newSlowDisk(t, grayUID(1))
-	dir := ""
+	var dirs map[string]string
 	if err != nil {
 		t.Logf("no slow disk drill, the machine cannot slow a disk: %v", err)
 	} else {
-		dir = disk.data()
+		host := hostDir(t, 0)
+		dirs = map[string]string{"n1": filepath.Join(host, "n1"), "n2": filepath.Join(host, "n2"), "n3": disk.data()}
 	}
-	host := hostDir(t, 0)
-	c := grayCluster(t, 1, []string{"--sync-writes"}, dir, host, nil)
+	c := grayCluster(t, 1, []string{"--sync-writes"}, dirs, nil)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	lb := newBalancer([]*proc{n1, n2, n3}, 32)
 	defer lb.close()
 	if disk != nil {
 		disk.join(n3.cmd.Process.Pid)
 		faults = append(faults, grayFault{name: "n3's disk 10x slower", want: "slow disk", inRotation: true,
-			on: func() { disk.limit(slowDiskIOPS) }, off: func() { disk.limit(0) }})
+			on: func() {
+				peers := c.storeMs(n1, n2)
+				iops := slowDiskIOPS(peers)
+				t.Logf("n3's disk capped at %d writes/s (its peers' own writes: %.1f ms on average)", iops, peers)
+				disk.limit(iops)
+			}, off: func() { disk.limit(0) }})
 	}
 	stop := make(chan struct{})
 	var flapping sync.WaitGroup
@@ -1199,6 +1188,35 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 	}
 }
 
-// slowDiskIOPS caps the slow disk's writes: an fsync of badger's (data and the file
-// system's journal) took 1 ms on this machine's disk, 10 ms or more at this cap.
-const slowDiskIOPS = 100
+// slowDiskIOPS is the cap on the slow disk's writes per second that makes n3's writes ten
+// times slower than its peers' (peersMs on average, by their own figures), 100 at the
+// least: an fsync of badger's (data and the file system's journal) took 1 ms on this
+// machine's disk and ~30 ms at that cap (a 4 KiB O_DSYNC write is three writes to the disk).
+// A machine short of CPU slows every node's store (15-28 ms a write under two spin loops,
+// the disk idle), and then 30 ms is no slow disk beside them: the cap is what makes it ten
+// times theirs.
+func slowDiskIOPS(peersMs float64) int {
+	if peersMs <= 3 {
+		return 100
+	}
+	return max(int(3000/(10*peersMs)), 2)
+}
+
+// storeMs is the slower of nodes' own stores' mean write (their self links), in ms.
+func (c *tcluster) storeMs(nodes ...*proc) float64 {
+	slowest := 0.0
+	for _, p := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, l := range info.GetLinks() {
+			if l.GetPeer() == p.id {
+				slowest = max(slowest, float64(l.GetMeanMicros())/1000)
+			}
+		}
+	}
+	return slowest
+}
