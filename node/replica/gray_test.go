@@ -287,41 +287,47 @@ func TestFlapsCounted(t *testing.T) {
 // leave the window), and says how long ago its own figures drew it once that is heldSaid or
 // more.
 func TestGrayHeldKind(t *testing.T) {
+	look := grayLossHeld(t)
+	slow := linkSpec{calls: 40, d: 60 * time.Millisecond}
+	// One look of slow links: still lossy, as confirmed.
+	if got := kind(look(3*time.Second, slow, slow)); got != "n3 LOSS" {
+		t.Errorf("one look of slow links after loss: %q, want the held n3 LOSS", got)
+	}
+	// Slow links drawn at every look for grayConfirm: what is wrong now.
+	look(4*time.Second, slow, slow)
+	if got := kind(look(5*time.Second, slow, slow)); got != "n3 LATENCY" {
+		t.Errorf("slow links for %v after loss: %q, want n3 LATENCY", grayConfirm, got)
+	}
+	// The fault ends: the verdict holds, and says since when.
+	gs := look(5*time.Second+heldSaid, goodLink, goodLink)
+	if kind(gs) != "n3 LATENCY" || !strings.Contains(gs[0].GetDetail(), "(held: drawn 2s ago)") {
+		t.Errorf("held after the fault: %v, want n3 LATENCY saying it was drawn 2s ago", gs)
+	}
+}
+
+// goodLink is a link between healthy nodes.
+var goodLink = linkSpec{calls: 40, d: time.Millisecond}
+
+// grayLossHeld starts n1's coordinator with n3's loss drawn at every look for grayConfirm
+// (held), and returns look, which draws at at (since the first look) with in and out as
+// n3's links (lookN3).
+func grayLossHeld(t *testing.T) func(at time.Duration, in, out linkSpec) []*kvpb.GrayNode {
+	t.Helper()
 	now := time.Unix(1_800_000_000, 0)
 	clock := now
 	c := grayN1(t, &clock)
-	good := linkSpec{calls: 40, d: time.Millisecond}
-	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
-	slow := linkSpec{calls: 40, d: 60 * time.Millisecond}
-	look := func(at time.Duration, s linkSpec) []*kvpb.GrayNode {
+	look := func(at time.Duration, in, out linkSpec) []*kvpb.GrayNode {
 		clock = now.Add(at)
-		return lookN3(c, clock, good, s, s)
+		return lookN3(c, clock, goodLink, in, out)
 	}
+	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
 	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
-		look(at, lossy)
+		look(at, lossy, lossy)
 	}
 	if got := kind(c.Gray()); got != "n3 LOSS" {
 		t.Fatalf("after %v of loss: %q, want n3 LOSS", grayConfirm, got)
 	}
-	// One look of slow links: still lossy, as confirmed.
-	if got := kind(look(3*time.Second, slow)); got != "n3 LOSS" {
-		t.Errorf("one look of slow links after loss: %q, want the held n3 LOSS", got)
-	}
-	// Slow links drawn at every look for grayConfirm: what is wrong now.
-	look(4*time.Second, slow)
-	if got := kind(look(5*time.Second, slow)); got != "n3 LATENCY" {
-		t.Errorf("slow links for %v after loss: %q, want n3 LATENCY", grayConfirm, got)
-	}
-	// The fault ends: the verdict holds, and says since when.
-	clock = now.Add(5*time.Second + heldSaid)
-	c.peerState("n3").link = link{}
-	good.feed(&c.peerState("n3").link, clock)
-	c.SawLinks(&kvpb.LinkView{Node: "n2", Links: []*kvpb.LinkStats{good.stats("n2"), good.stats("n1"), good.stats("n3")}})
-	c.SawLinks(&kvpb.LinkView{Node: "n3", Links: []*kvpb.LinkStats{good.stats("n3"), good.stats("n1"), good.stats("n2")}})
-	gs := c.Gray()
-	if kind(gs) != "n3 LATENCY" || !strings.Contains(gs[0].GetDetail(), "(held: drawn 2s ago)") {
-		t.Errorf("held after the fault: %v, want n3 LATENCY saying it was drawn 2s ago", gs)
-	}
+	return look
 }
 
 // lookN3 feeds n1's coordinator the links at now: good between n1 and n2, in for the calls
@@ -351,26 +357,13 @@ func kind(gs []*kvpb.GrayNode) string {
 // the first look (every node must say the same of the node: the gray drill's inbound cut
 // found n3 held "lossy" while n1 said "unreachable").
 func TestGrayCutAtOnce(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	clock := now
-	c := grayN1(t, &clock)
-	good := linkSpec{calls: 40, d: time.Millisecond}
-	lossy := linkSpec{calls: 60, late: 4, d: time.Millisecond}
-	for _, at := range []time.Duration{0, time.Second, 2 * time.Second} {
-		clock = now.Add(at)
-		lookN3(c, clock, good, lossy, lossy)
-	}
-	if got := kind(c.Gray()); got != "n3 LOSS" {
-		t.Fatalf("after %v of loss: %q, want n3 LOSS", grayConfirm, got)
-	}
-	clock = now.Add(3 * time.Second)
+	look := grayLossHeld(t)
 	cut := linkSpec{calls: 40, failed: 30, d: time.Millisecond}
-	if got := kind(lookN3(c, clock, good, cut, good)); got != "n3 UNREACHABLE" {
+	if got := kind(look(3*time.Second, cut, goodLink)); got != "n3 UNREACHABLE" {
 		t.Errorf("the first look of a cut after held loss: %q, want n3 UNREACHABLE", got)
 	}
 	// And the other way: n3's own calls fail, its peers' reach it.
-	clock = now.Add(4 * time.Second)
-	if got := kind(lookN3(c, clock, good, good, cut)); got != "n3 CUT_OFF" {
+	if got := kind(look(4*time.Second, goodLink, cut)); got != "n3 CUT_OFF" {
 		t.Errorf("the first look of a cut the other way: %q, want n3 CUT_OFF", got)
 	}
 }
