@@ -46,9 +46,9 @@ const grayDrills = 3
 func grayDir(t *testing.T, uid uint32) string { return ownedDir(t, memDir(), uid) }
 
 // hostDir is grayDir on the host's disk (the default temporary directory): the slow-disk
-// drill's, which runs alone (test.sh), its loop files where they were measured. A loop file
-// in /dev/shm beside peers in /dev/shm was named slow before its fault; three loop devices
-// in /dev/shm collapsed under the suite's load.
+// drill's, which runs alone (test.sh), its nodes' data on the disk whose writes it throttles
+// for n3 (slowDisk). A loop file in /dev/shm beside peers in /dev/shm was named slow before
+// its fault; three loop devices in /dev/shm collapsed under the suite's load.
 func hostDir(t *testing.T, uid uint32) string { return ownedDir(t, "", uid) }
 
 // ownedDir is a new directory under root ("" the default temporary directory) that uid owns,
@@ -68,8 +68,8 @@ func ownedDir(t *testing.T, root string, uid uint32) string {
 // memDir is where the drills keep their nodes' data: in memory (/dev/shm) where the machine
 // has it, so that what the host's disk does beside them does not make a node gray (a compose
 // cluster's image build beside the slow-disk drill made n3's fsyncs late for 45 s before the
-// fault). "" (the default temporary directory) elsewhere. The slow-disk drill's nodes write
-// to loop devices of their own on the host's disk (hostDir), and it runs alone.
+// fault). "" (the default temporary directory) elsewhere. The slow-disk drill's nodes keep
+// their data on the host's disk (hostDir), and it runs alone.
 func memDir() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"
