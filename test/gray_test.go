@@ -616,12 +616,17 @@ func (c *tcluster) grayNoted(via *proc, id, want, note string, d time.Duration) 
 	return "", 0, noted
 }
 
+// nodeInfo is node p's NodeInfo, asked with 3 s to answer (a node that is down does not).
+func (c *tcluster) nodeInfo(p *proc) (*kvpb.NodeInfoResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
+}
+
 // logLinks logs each node's view of its links (NodeInfo.links).
 func (c *tcluster) logLinks(nodes ...*proc) {
 	for _, p := range nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
-		cancel()
+		info, err := c.nodeInfo(p)
 		if err != nil {
 			c.t.Logf("%s links: %v", p.id, err)
 			continue
@@ -643,9 +648,7 @@ func (c *tcluster) waitNoGray(d time.Duration) (time.Duration, string) {
 	for {
 		var still []string
 		for _, p := range c.nodes {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
-			cancel()
+			info, err := c.nodeInfo(p)
 			if err != nil {
 				continue // down (flapping): it names nobody
 			}
@@ -1190,11 +1193,12 @@ func TestGrayDiskAndFlapping(t *testing.T) {
 
 // slowDiskIOPS is the cap on the slow disk's writes per second that makes n3's writes ten
 // times slower than its peers' (peersMs on average, by their own figures), 100 at the
-// least: an fsync of badger's (data and the file system's journal) took 1 ms on this
+// most: an fsync of badger's (data and the file system's journal) took 1 ms on this
 // machine's disk and ~30 ms at that cap (a 4 KiB O_DSYNC write is three writes to the disk).
-// A machine short of CPU slows every node's store (15-28 ms a write under two spin loops,
-// the disk idle), and then 30 ms is no slow disk beside them: the cap is what makes it ten
-// times theirs.
+// A machine short of CPU slows every node's store (15-28 ms a write beside three spin
+// loops, the disk idle), and then 30 ms is no slow disk beside them: the cap is what makes
+// it ten times theirs. Beside two spin loops the peers' writes took 0.7 ms and the cap
+// stayed 100.
 func slowDiskIOPS(peersMs float64) int {
 	if peersMs <= 3 {
 		return 100
@@ -1206,9 +1210,7 @@ func slowDiskIOPS(peersMs float64) int {
 func (c *tcluster) storeMs(nodes ...*proc) float64 {
 	slowest := 0.0
 	for _, p := range nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		info, err := c.admin(p).NodeInfo(ctx, &kvpb.NodeInfoRequest{})
-		cancel()
+		info, err := c.nodeInfo(p)
 		if err != nil {
 			continue
 		}
