@@ -40,6 +40,10 @@ type Config struct {
 	// Recover opens a damaged store instead of failing with ErrDamaged: what badger can
 	// read is kept, the rest moved aside, and Store.Damage says what was found.
 	Recover bool
+	// StampBytes bounds the memory that remembers recently written keys' newest timestamps,
+	// which spares most writes a badger read for last-write-wins (see stamps.go). 0 means
+	// DefaultStampBytes; negative turns it off.
+	StampBytes int64
 	// Badger, if set, adjusts the badger options after the Store has set its
 	// own: the place for badger's tuning knobs (memtable size, caches,
 	// compression) rather than parallel fields here. It must not change
@@ -68,6 +72,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: value-log GC discard ratio %v is outside (0, 1)", ErrInvalidConfig, c.ValueLogGCDiscardRatio)
 	}
 	return nil
+}
+
+// stampBytes is StampBytes with its default applied; 0 means off.
+func (c Config) stampBytes() int64 {
+	switch {
+	case c.StampBytes == 0:
+		return DefaultStampBytes
+	case c.StampBytes < 0:
+		return 0
+	}
+	return c.StampBytes
 }
 
 // badgerOptions maps c onto badger's options: BadgerOptions, then c.Badger.

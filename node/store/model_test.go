@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// FuzzStoreModel drives random interleavings of client writes and deletes (Apply, and
-// ApplyMany as the replica service's batches use it), repair and ring streams (ApplyBatch)
+// FuzzStoreModel drives random interleavings of client writes and deletes (Apply, ApplyAsync
+// as the coordinator's own write uses it, and ApplyMany as the replica service's batches do), repair and ring streams (ApplyBatch)
 // and tombstone purges (PurgeTombstones) against a model: a map holding, per key, the newest
 // record written (last-write-wins by timestamp, a tombstone winning a tie, then the greater
 // value), less the tombstones purged. Writes of one step run concurrently, through all three
@@ -61,7 +61,7 @@ func FuzzStoreModel(f *testing.F) {
 					}
 				}
 			} else {
-				var single, many, batch []Entry
+				var single, async, many, batch []Entry
 				for range int(h % 5) {
 					if len(in) < 3 {
 						break
@@ -75,8 +75,10 @@ func FuzzStoreModel(f *testing.F) {
 					}
 					e := Entry{Token: base + 1 + uint64(k), Key: key(k), Record: rec}
 					switch b0 % 4 {
-					case 0, 3:
+					case 0:
 						single = append(single, e)
+					case 3:
+						async = append(async, e)
 					case 1:
 						many = append(many, e)
 					case 2:
@@ -92,6 +94,15 @@ func FuzzStoreModel(f *testing.F) {
 						if _, err := s.Apply(e.Token, e.Key, e.Record); err != nil {
 							t.Errorf("Apply: %v", err)
 						}
+					})
+				}
+				for _, e := range async {
+					wg.Add(1)
+					s.ApplyAsync(e.Token, e.Key, e.Record, func(_ bool, err error) {
+						if err != nil {
+							t.Errorf("ApplyAsync: %v", err)
+						}
+						wg.Done()
 					})
 				}
 				if len(many) > 0 {

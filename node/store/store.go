@@ -68,6 +68,9 @@ type Store struct {
 	// points are the range moves' resume points (see points.go).
 	points *movePoints
 
+	// stamps remembers recent keys' newest stamps for newer (see stamps.go).
+	stamps stamps
+
 	// stopCommitter ends the committer goroutine (groupCommit.committer), which closes
 	// committerDone.
 	stopCommitter chan struct{}
@@ -144,6 +147,7 @@ func Open(cfg Config) (*Store, error) {
 		stopCommitter: make(chan struct{}),
 		committerDone: make(chan struct{}),
 	}
+	s.stamps.init(cfg.stampBytes())
 	s.group.kick = make(chan struct{}, 1)
 	go s.group.committer(s, s.stopCommitter, s.committerDone)
 	s.readOnly.Store(opts.ReadOnly)
@@ -423,6 +427,7 @@ type write struct {
 	rec     Record
 	applied bool
 	err     error
+	stripe  uint32 // the stripe of sk, set by commit
 }
 
 // applyCall is one Apply (or ApplyMany) waiting in a group commit: its writes are ws.
@@ -663,6 +668,7 @@ func (s *Store) commit(ws []write) {
 	var held [stripes / 64]uint64 // bitmap of the stripes to lock
 	for i := range ws {
 		st := xxhash.Sum64(ws[i].sk) & (stripes - 1)
+		ws[i].stripe = uint32(st)
 		held[st/64] |= 1 << (st % 64)
 	}
 	// Lock in stripe order, so two commits never wait for each other in a cycle.
@@ -691,6 +697,10 @@ func (s *Store) commit(ws []write) {
 			s.cfg.OnSync(to - from)
 		}
 		for i := from; i < to; i++ {
+			if err != nil {
+				// What the failed transaction held is not known: read it from badger again.
+				s.stamps.drop(ws[i].stripe, ws[i].sk)
+			}
 			switch {
 			case err != nil && ws[i].err == nil:
 				ws[i].applied, ws[i].err = false, err
@@ -733,6 +743,9 @@ func (s *Store) commit(ws []write) {
 			continue
 		}
 		w.applied = true
+		// Remembered at once, not at the commit: a later write of the same key in this
+		// transaction compares with this one.
+		s.stamps.put(w.stripe, w.sk, stamp{w.rec.TS, w.rec.Tombstone})
 		if isNew {
 			created++
 		}
@@ -742,8 +755,18 @@ func (s *Store) commit(ws []write) {
 }
 
 // newer reads w's key in txn (its own pending writes included) and reports
-// whether w's record wins over the stored one, and whether the key is new.
+// whether w's record wins over the stored one, and whether the key is new. A key whose stamp
+// is remembered is decided by the stamp, unless the two records' stamps are the same (then
+// their values decide); the caller holds w's stripe lock.
 func (s *Store) newer(txn *badger.Txn, w *write) (newer, isNew bool, err error) {
+	if st, ok := s.stamps.get(w.stripe, w.sk); ok {
+		switch {
+		case w.rec.TS != st.ts:
+			return w.rec.TS > st.ts, false, nil
+		case w.rec.Tombstone != st.tomb:
+			return w.rec.Tombstone, false, nil
+		}
+	}
 	item, err := txn.Get(w.sk)
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
@@ -927,7 +950,9 @@ func (s *Store) DeleteRange(start, end uint64) error {
 					return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
 				}
 			}
-			if err := wb.Flush(); err != nil {
+			err = wb.Flush()
+			s.forget(batch)
+			if err != nil {
 				return fmt.Errorf("delete (%d, %d]: %w", start, end, err)
 			}
 			s.keys.Add(-int64(len(batch)))
@@ -938,6 +963,19 @@ func (s *Store) DeleteRange(start, end uint64) error {
 		}
 	}
 	return nil
+}
+
+// forget drops the stamps of sks, each under its stripe lock. DeleteRange deletes without
+// those locks (a write racing with it on the same range may survive or be deleted), so a
+// write in between may still be compared with a stamp of a record just deleted: one of the
+// outcomes that race has anyway.
+func (s *Store) forget(sks [][]byte) {
+	for _, sk := range sks {
+		stripe := uint32(xxhash.Sum64(sk) & (stripes - 1))
+		s.locks[stripe].Lock()
+		s.stamps.drop(stripe, sk)
+		s.locks[stripe].Unlock()
+	}
 }
 
 // collectKeys returns up to limit store keys with tokens in r, after after.

@@ -106,7 +106,8 @@ var errNotSame = errors.New("record changed")
 
 // purgeOne deletes sk if it still holds a tombstone stamped ts; the caller holds dbMu shared.
 func (s *Store) purgeOne(sk []byte, ts uint64) (bool, error) {
-	mu := &s.locks[xxhash.Sum64(sk)&(stripes-1)]
+	stripe := uint32(xxhash.Sum64(sk) & (stripes - 1))
+	mu := &s.locks[stripe]
 	mu.Lock()
 	defer mu.Unlock()
 	err := s.db.Update(func(txn *badger.Txn) error {
@@ -128,6 +129,7 @@ func (s *Store) purgeOne(sk []byte, ts uint64) (bool, error) {
 		}
 		return txn.Delete(sk)
 	})
+	s.stamps.drop(stripe, sk) // deleted, or (on an error) not known
 	switch {
 	case errors.Is(err, errNotSame), errors.Is(err, badger.ErrKeyNotFound):
 		return false, nil
