@@ -266,6 +266,14 @@ func checkReadBack(t *testing.T, c *node.LocalCluster, nodes []int, want map[str
 	slices.Sort(keys)
 	clients := map[int]kvpb.KVClient{}
 	for _, i := range nodes {
+		// As a client that waits for /readyz: a node added moments ago refuses requests until
+		// its peers have called it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.Node(i).WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s not ready to read back: %v", c.Config(i).ID, err)
+		}
 		clients[i] = kvpb.NewKVClient(dialNode(t, c.Config(i).GRPCAddr))
 	}
 	reads := make(chan read)
