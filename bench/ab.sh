@@ -2,22 +2,23 @@
 # bench/ab.sh: two builds of kvnode side by side in one run, to tell a code change from the
 # machine's noise. Starts a 3-node RF=3 and a 1-node cluster of each build (A and B: directories
 # holding kvnode and kvctl, e.g. built from `git archive REV`), then per round a wrk closed-loop
-# PUT -c64 on each of the four, the order rotated every round; per node: CPU µs, goroutines created
+# PUT -c64 (or GET, -s get: the keys are filled first) on each of the four, the order rotated every round; per node: CPU µs, goroutines created
 # and write syscalls per request (/proc and /metrics around the measured part). Then the open
 # model on each 3-node cluster at 60% of B's 3-node median: vegeta and B's kvctl bench --rate,
 # in turn, with kvctl's uncorrected latency and send lag beside its corrected figures, and kvctl
 # again with 256 connections (kvctl256: a request waits for its own connection, vegeta's for any).
 #
-#   bench/ab.sh [-d 5s] [-r 3] [-k 100000] A_DIR B_DIR
+#   bench/ab.sh [-d 5s] [-r 3] [-k 100000] [-s put|get] A_DIR B_DIR
 #
 # Env: PROFILE=DIR: kvctl pprof cpu --all of both 3-node clusters in every round (PROFILE_SECONDS,
-# default 4), written to DIR/{a,b}.r<round>/; BASE_PORT (default 27000); VEGETA=path; OPEN=0 skips
-# the open model. Nothing is pinned. Run it under /work/wt/quiet.
+# default 4), written to DIR/{a,b}.r<round>/; BASE_PORT (default 27000); VEGETA=path; OPEN=0
+# (or -s get) skips the open model. Nothing is pinned. Run it on an otherwise idle machine.
 set -euo pipefail
 
-duration=5s rounds=3 keys=100000
-while getopts "d:r:k:" opt; do
+duration=5s rounds=3 keys=100000 script=put
+while getopts "d:r:k:s:" opt; do
 	case $opt in
+	s) script=$OPTARG ;;
 	d) duration=$OPTARG ;;
 	r) rounds=$OPTARG ;;
 	k) keys=$OPTARG ;;
@@ -25,6 +26,7 @@ while getopts "d:r:k:" opt; do
 	esac
 done
 shift $((OPTIND - 1))
+[[ $script == put || $script == get ]] || { echo "ab.sh: -s must be put or get" >&2; exit 2; }
 (($# == 2)) || { sed -n '2,/^[^#]/{/^#/p}' "$0" >&2; exit 2; }
 A=$(cd "$1" && pwd) B=$(cd "$2" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -94,30 +96,36 @@ start_cluster b3 3 "$((base + 100))" "$B"
 start_cluster a1 1 "$((base + 200))" "$A"
 start_cluster b1 1 "$((base + 300))" "$B"
 setups=(a3 b3 a1 b1)
+if [[ $script == get ]]; then
+	for c in "${setups[@]}"; do
+		g=${c}_grpc
+		"$B/kvctl" --addr "${!g}" bench fill --keys "$keys" --key-prefix key >/dev/null 2>&1
+	done
+fi
 
 for r in $(seq 1 "$rounds"); do
 	k=$(((r - 1) % 4))
 	order=("${setups[@]:$k}" "${setups[@]:0:$k}")
 	for c in "${order[@]}"; do
 		h=${c}_http g=${c}_grpc f="$tmp/closed.$c.$r" prof=""
-		KEYS=$keys wrk -t1 -c64 -d2s -s "$root/bench/put.lua" "http://${!h}" >/dev/null
+		KEYS=$keys wrk -t1 -c64 -d2s -s "$root/bench/$script.lua" "http://${!h}" >/dev/null
 		if [[ -n ${PROFILE:-} && $c == ?3 ]]; then
 			mkdir -p "$PROFILE/${c:0:1}.r$r"
 			"$B/kvctl" --addr "${!g}" pprof cpu --all --seconds "${PROFILE_SECONDS:-4}" -d "$PROFILE/${c:0:1}.r$r" >/dev/null 2>&1 &
 			prof=$!
 		fi
 		s0=$(snap "$c")
-		KEYS=$keys wrk -t1 -c64 -d"$duration" --latency -s "$root/bench/put.lua" "http://${!h}" >"$f"
+		KEYS=$keys wrk -t1 -c64 -d"$duration" --latency -s "$root/bench/$script.lua" "http://${!h}" >"$f"
 		s1=$(snap "$c")
 		[[ -z $prof ]] || wait "$prof" || true
 		line="$(grep '^RESULT' "$f")$(diffsnap "$s0" "$s1" "$(grep '^RESULT' "$f" | field requests)") load=$(cut -d' ' -f1 /proc/loadavg)"
 		echo "$line" >>"$tmp/closed.$c"
-		echo "round $r $c put -c64 $line"
+		echo "round $r $c $script -c64 $line"
 	done
 done
 
 echo
-echo "## medians of $rounds rounds, PUT -c64 closed loop; $(uptime | sed 's/.*load/load/')"
+echo "## medians of $rounds rounds, ${script^^} -c64 closed loop; $(uptime | sed 's/.*load/load/')"
 for c in "${setups[@]}"; do
 	printf '%-3s' "$c"
 	for k in rps p50_us p99_us cpu_us n1_cpu_us n2_cpu_us n3_cpu_us n1_gor n2_gor n1_syscw n2_syscw; do
@@ -131,7 +139,7 @@ for n in 3 1; do
 		"cpu_us $(paste -d' ' <(field cpu_us <"$tmp/closed.a$n") <(field cpu_us <"$tmp/closed.b$n") | awk '{printf "%.3f ", $2 / $1}')"
 done
 
-[[ ${OPEN:-1} == 1 ]] || exit 0
+[[ ${OPEN:-1} == 1 && $script == put ]] || exit 0 # the open model offers PUTs
 rate=$(field rps <"$tmp/closed.b3" | median | awk '{printf "%.0f", $1 * 0.6}')
 echo
 echo "## open model PUT at $rate/s (60% of B's 3-node closed median), 64 connections, $duration + 2 s warm-up"
