@@ -15,14 +15,20 @@
 #                                                   warm-up then DURATION), with the nodes' CPU (user+system from /proc)
 #                                                   per request; then the open model at 60% of the median closed-loop
 #                                                   rate (kvctl bench --rate) for PUT and GET; medians at the end
+#   bench/scale.sh DIR settled NAME KEYS [SIZE] [ROUNDS]
+#                                                   the CPU a PUT costs with the compactions it causes: per round,
+#                                                   wait until the nodes idle (< IDLE cores over 5 s, default 0.15;
+#                                                   at most 5 min), a closed-loop PUT -c64 (uniform over KEYS keys)
+#                                                   for DURATION, then wait until they idle again: CPU per PUT within
+#                                                   the load and until idle (amortised); SIGSTOP the other clusters
 #   bench/scale.sh DIR disk NAME                    bytes on disk per node (du) and badger's table count
 #   bench/scale.sh DIR idle NAME [SECONDS]          the nodes' CPU with no load (compactions still due)
 #   bench/scale.sh DIR stop NAME                    SIGTERM the nodes and wait; the data stays (rm -rf DIR/NAME)
 # Env: DURATION (default 10s). Nothing is pinned.
 set -euo pipefail
 
-dir=${1:?usage: bench/scale.sh DIR build|start|fill|measure|disk|idle|stop ...}
-cmd=${2:?usage: bench/scale.sh DIR build|start|fill|measure|disk|idle|stop ...}
+dir=${1:?usage: bench/scale.sh DIR build|start|fill|measure|settled|disk|idle|stop ...}
+cmd=${2:?usage: bench/scale.sh DIR build|start|fill|measure|settled|disk|idle|stop ...}
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 kvnode=$dir/bin/kvnode kvctl=$dir/bin/kvctl
@@ -143,6 +149,46 @@ measure)
 	sleep 5
 	echo "# $name idle: $(awk -v c=$(($(cpu_ticks $pids) - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}') cores over 5 s after the load"
 	disk "$name"
+	;;
+settled)
+	name=$1 keys=$2 size=${3:-100} rounds=${4:-3}
+	addresses "$name"
+	out=$dir/$name/settled.$(date +%H%M%S)
+	mkdir -p "$out"
+	hz=$(getconf CLK_TCK)
+	# idle_wait: until the nodes use less than IDLE cores over 5 s, at most 60 looks.
+	idle_wait() {
+		local i c0 c
+		for i in $(seq 1 60); do
+			c0=$(cpu_ticks $pids)
+			sleep 5
+			c=$(awk -v c=$(($(cpu_ticks $pids) - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}')
+			awk -v c="$c" -v m="${IDLE:-0.15}" 'BEGIN {exit !(c < m)}' && { echo "$c"; return; }
+		done
+		echo "$c (not idle after 5 min)"
+	}
+	echo "# $name: $keys keys of $size B, $rounds round(s) of $duration; $(uptime | sed 's/.*load/load/')"
+	for r in $(seq 1 "$rounds"); do
+		echo "# round $r: idle before at $(idle_wait) cores"
+		t0=$(date +%s) c0=$(cpu_ticks $pids)
+		"$kvctl" --addr "$grpc" bench --target http --http "$http" --rate 0 -c 64 --workload put \
+			--keys "$keys" --key-prefix key --value-size "$size" --duration "$duration" --warmup 0s --quiet --json \
+			--max-errors 100 --events=false >"$out/put.$r.json" || true
+		c1=$(cpu_ticks $pids)
+		settle=$(idle_wait)
+		t2=$(date +%s) c2=$(cpu_ticks $pids)
+		line=$(result "$out/put.$r.json")
+		n=$(echo "$line" | sed -E 's/.* requests=([0-9]+).*/\1/')
+		line+=" cpu_us=$(awk -v c=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN {printf "%.0f", c / hz * 1e6 / n}')"
+		line+=" settled_cpu_us=$(awk -v c=$((c2 - c0)) -v hz="$hz" -v n="$n" 'BEGIN {printf "%.0f", c / hz * 1e6 / n}')"
+		line+=" settle_s=$((t2 - t0))"
+		echo "$line" >>"$out/put"
+		echo "round $r $line (idle after at $settle cores; $(uptime | sed 's/.*load/load/'))"
+	done
+	echo "## $name: $keys keys of $size B, PUT -c64 closed loop, medians of $rounds round(s):" \
+		"rps=$(field rps "$out/put" | median) p99_us=$(field p99_us "$out/put" | median)" \
+		"cpu_us_per_req=$(field cpu_us "$out/put" | median) settled_cpu_us_per_req=$(field settled_cpu_us "$out/put" | median)" \
+		"(settled rounds: $(field settled_cpu_us "$out/put" | tr '\n' ' '))"
 	;;
 disk)
 	disk "$1"
