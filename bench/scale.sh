@@ -45,6 +45,14 @@ cpu_ticks() { local p sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + 
 median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 field() { grep '^RESULT' "$2" | sed -E "s/.* $1=([^ ]+).*/\1/"; }
 
+# bench OP RATE DURATION WARMUP JSON: kvctl bench against node 1's HTTP API (-c 64, uniform over
+# key0..key<keys-1> of size-byte values; rate 0 = closed loop), its JSON into JSON.
+bench() {
+	"$kvctl" --addr "$grpc" bench --target http --http "$http" --rate "$2" -c 64 --workload "$1" \
+		--keys "$keys" --key-prefix key --value-size "$size" --duration "$3" --warmup "$4" --quiet --json \
+		--max-errors 100 --events=false >"$5" || true
+}
+
 # result FILE: kvctl bench's JSON as one RESULT line.
 result() {
 	python3 - "$1" <<'EOF'
@@ -104,11 +112,6 @@ measure)
 	out=$dir/$name/measure.$(date +%H%M%S)
 	mkdir -p "$out"
 	hz=$(getconf CLK_TCK)
-	bench() { # op rate duration warmup json
-		"$kvctl" --addr "$grpc" bench --target http --http "$http" --rate "$2" -c 64 --workload "$1" \
-			--keys "$keys" --key-prefix key --value-size "$size" --duration "$3" --warmup "$4" --quiet --json \
-			--max-errors 100 --events=false >"$5" || true
-	}
 	echo "# $name: $nodes node(s), $keys keys of $size B, $rounds round(s) of $duration; $(uptime | sed 's/.*load/load/')"
 	# The nodes' CPU with no load (badger's compactions still due): the debt a measurement shares.
 	c0=$(cpu_ticks $pids)
@@ -171,9 +174,7 @@ settled)
 	for r in $(seq 1 "$rounds"); do
 		echo "# round $r: idle before at $(idle_wait) cores"
 		t0=$(date +%s) c0=$(cpu_ticks $pids)
-		"$kvctl" --addr "$grpc" bench --target http --http "$http" --rate 0 -c 64 --workload put \
-			--keys "$keys" --key-prefix key --value-size "$size" --duration "$duration" --warmup 0s --quiet --json \
-			--max-errors 100 --events=false >"$out/put.$r.json" || true
+		bench put 0 "$duration" 0s "$out/put.$r.json"
 		c1=$(cpu_ticks $pids)
 		settle=$(idle_wait)
 		t2=$(date +%s) c2=$(cpu_ticks $pids)

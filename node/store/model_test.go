@@ -88,42 +88,7 @@ func FuzzStoreModel(f *testing.F) {
 						model[k] = rec
 					}
 				}
-				var wg sync.WaitGroup
-				for _, e := range single {
-					wg.Go(func() {
-						if _, err := s.Apply(e.Token, e.Key, e.Record); err != nil {
-							t.Errorf("Apply: %v", err)
-						}
-					})
-				}
-				for _, e := range async {
-					wg.Add(1)
-					s.ApplyAsync(e.Token, e.Key, e.Record, func(_ bool, err error) {
-						if err != nil {
-							t.Errorf("ApplyAsync: %v", err)
-						}
-						wg.Done()
-					})
-				}
-				if len(many) > 0 {
-					wg.Go(func() {
-						out := make([]Outcome, len(many))
-						s.ApplyMany(many, out)
-						for _, o := range out {
-							if o.Err != nil {
-								t.Errorf("ApplyMany: %v", o.Err)
-							}
-						}
-					})
-				}
-				if len(batch) > 0 {
-					wg.Go(func() {
-						if _, err := s.ApplyBatch(batch); err != nil {
-							t.Errorf("ApplyBatch: %v", err)
-						}
-					})
-				}
-				wg.Wait()
+				applyAll(t, s, single, async, many, batch)
 			}
 			for k := range keys {
 				got, found, err := s.Get(base+1+uint64(k), key(k))
@@ -144,4 +109,47 @@ func FuzzStoreModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// applyAll writes its entries through the store's four write paths at once: each of single
+// by its own Apply, each of async by ApplyAsync, many by one ApplyMany and batch by one
+// ApplyBatch; it returns when all have.
+func applyAll(t *testing.T, s *Store, single, async, many, batch []Entry) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, e := range single {
+		wg.Go(func() {
+			if _, err := s.Apply(e.Token, e.Key, e.Record); err != nil {
+				t.Errorf("Apply: %v", err)
+			}
+		})
+	}
+	for _, e := range async {
+		wg.Add(1)
+		s.ApplyAsync(e.Token, e.Key, e.Record, func(_ bool, err error) {
+			if err != nil {
+				t.Errorf("ApplyAsync: %v", err)
+			}
+			wg.Done()
+		})
+	}
+	if len(many) > 0 {
+		wg.Go(func() {
+			out := make([]Outcome, len(many))
+			s.ApplyMany(many, out)
+			for _, o := range out {
+				if o.Err != nil {
+					t.Errorf("ApplyMany: %v", o.Err)
+				}
+			}
+		})
+	}
+	if len(batch) > 0 {
+		wg.Go(func() {
+			if _, err := s.ApplyBatch(batch); err != nil {
+				t.Errorf("ApplyBatch: %v", err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 )
 
@@ -125,38 +124,7 @@ func TestStampsAgainstModel(t *testing.T) {
 				}
 			}
 			for _, s := range stores {
-				var wg sync.WaitGroup
-				for _, e := range single {
-					wg.Go(func() {
-						if _, err := s.Apply(e.Token, e.Key, e.Record); err != nil {
-							t.Errorf("Apply: %v", err)
-						}
-					})
-				}
-				for _, e := range async {
-					wg.Add(1)
-					s.ApplyAsync(e.Token, e.Key, e.Record, func(_ bool, err error) {
-						if err != nil {
-							t.Errorf("ApplyAsync: %v", err)
-						}
-						wg.Done()
-					})
-				}
-				wg.Go(func() {
-					out := make([]Outcome, len(many))
-					s.ApplyMany(many, out)
-					for _, o := range out {
-						if o.Err != nil {
-							t.Errorf("ApplyMany: %v", o.Err)
-						}
-					}
-				})
-				wg.Go(func() {
-					if _, err := s.ApplyBatch(batch); err != nil {
-						t.Errorf("ApplyBatch: %v", err)
-					}
-				})
-				wg.Wait()
+				applyAll(t, s, single, async, many, batch)
 			}
 		}
 		for k := range keys {
