@@ -53,13 +53,13 @@ func TestStampsBudget(t *testing.T) {
 }
 
 // TestStampsAgainstModel drives random interleavings of every write path (Apply,
-// ApplyAsync, ApplyMany, ApplyBatch), tombstone purges and DeleteRange over 2,000 keys on a
+// ApplyAsync, ApplyMany, ApplyBatch), tombstone purges and DeleteRange over 1,000 keys on a
 // store whose stamp cache holds about one key per stripe, so that most writes find their
 // key forgotten, evicted or remembered in turn; after every step each key must read as a
 // model of last-write-wins says. A second store with the cache off runs the same steps and
 // must agree: the cache decides nothing badger would not.
 func TestStampsAgainstModel(t *testing.T) {
-	const keys = 2000
+	const keys = 1000
 	small := testConfig(t.TempDir())
 	small.StampBytes = stripes * 64 // one short key a stripe
 	off := testConfig(t.TempDir())
@@ -69,7 +69,7 @@ func TestStampsAgainstModel(t *testing.T) {
 	key := func(k int) []byte { return fmt.Appendf(nil, "k%d", k) }
 	token := func(k int) uint64 { return uint64(k)*1000 + 1 }
 	model := map[int]Record{}
-	steps := 300
+	steps := 200
 	if testing.Short() {
 		steps = 100
 	}
