@@ -20,6 +20,10 @@ import (
 // stripes is the number of per-key locks Apply hashes keys onto; a power of two.
 const stripes = 1024
 
+// stripeOf is the stripe of store key sk: the index of its lock (Store.locks) and of its
+// stamps (stamps.shards).
+func stripeOf(sk []byte) uint32 { return uint32(xxhash.Sum64(sk) & (stripes - 1)) }
+
 // deleteBatchKeys bounds how many store keys DeleteRange collects per read
 // transaction before handing them to a write batch.
 const deleteBatchKeys = 10_000
@@ -667,8 +671,8 @@ func (s *Store) applyBatch(entries []Entry) (applied int, held uint64, err error
 func (s *Store) commit(ws []write) {
 	var held [stripes / 64]uint64 // bitmap of the stripes to lock
 	for i := range ws {
-		st := xxhash.Sum64(ws[i].sk) & (stripes - 1)
-		ws[i].stripe = uint32(st)
+		st := stripeOf(ws[i].sk)
+		ws[i].stripe = st
 		held[st/64] |= 1 << (st % 64)
 	}
 	// Lock in stripe order, so two commits never wait for each other in a cycle.
@@ -971,7 +975,7 @@ func (s *Store) DeleteRange(start, end uint64) error {
 // outcomes that race has anyway.
 func (s *Store) forget(sks [][]byte) {
 	for _, sk := range sks {
-		stripe := uint32(xxhash.Sum64(sk) & (stripes - 1))
+		stripe := stripeOf(sk)
 		s.locks[stripe].Lock()
 		s.stamps.drop(stripe, sk)
 		s.locks[stripe].Unlock()

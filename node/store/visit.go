@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -106,7 +105,7 @@ var errNotSame = errors.New("record changed")
 
 // purgeOne deletes sk if it still holds a tombstone stamped ts; the caller holds dbMu shared.
 func (s *Store) purgeOne(sk []byte, ts uint64) (bool, error) {
-	stripe := uint32(xxhash.Sum64(sk) & (stripes - 1))
+	stripe := stripeOf(sk)
 	mu := &s.locks[stripe]
 	mu.Lock()
 	defer mu.Unlock()
