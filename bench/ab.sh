@@ -2,11 +2,12 @@
 # bench/ab.sh: two builds of kvnode side by side in one run, to tell a code change from the
 # machine's noise. Starts a 3-node RF=3 and a 1-node cluster of each build (A and B: directories
 # holding kvnode and kvctl, e.g. built from `git archive REV`), then per round a wrk closed-loop
-# PUT -c64 (or GET, -s get: the keys are filled first) on each of the four, the order rotated every round; per node: CPU µs, goroutines created
-# and write syscalls per request (/proc and /metrics around the measured part). Then the open
-# model on each 3-node cluster at 60% of B's 3-node median: vegeta and B's kvctl bench --rate,
-# in turn, with kvctl's uncorrected latency and send lag beside its corrected figures, and kvctl
-# again with 256 connections (kvctl256: a request waits for its own connection, vegeta's for any).
+# PUT -c64 (or GET, -s get: the keys are filled first) on each of the four, the order rotated
+# every round; per node: CPU µs, goroutines created and write syscalls per request (/proc and
+# /metrics around the measured part). Then the open model on each 3-node cluster at 60% of B's
+# 3-node median: vegeta and B's kvctl bench --rate, in turn, with kvctl's uncorrected latency
+# and send lag beside its corrected figures, and kvctl again with 256 connections (kvctl256: a
+# request waits for its own connection, vegeta's for any).
 #
 #   bench/ab.sh [-d 5s] [-r 3] [-k 100000] [-s put|get] A_DIR B_DIR
 #
