@@ -36,6 +36,7 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--id", "a", "--tombstone-grace", "2h"}, "--max-hint-window"},
 		{[]string{"--max-hint-bytes", "lots"}, "max-hint-bytes"},
 		{[]string{"--hint-rate", "-1"}, "hint-rate"},
+		{[]string{"--stamp-cache", "lots"}, "stamp-cache"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -67,7 +68,8 @@ func TestFlagsFillConfig(t *testing.T) {
 	fs := cfg.FlagSet("kvnode")
 	err := fs.Parse([]string{"--grpc", "0.0.0.0:9191", "--advertise", "127.0.0.1:9191", "--certs-dir", "certs", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
 		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB",
-		"--move-latency-target", "8ms", "--max-hint-bytes", "1GiB", "--max-hint-window", "30m", "--hint-rate", "1MiB"})
+		"--move-latency-target", "8ms", "--max-hint-bytes", "1GiB", "--max-hint-window", "30m", "--hint-rate", "1MiB",
+		"--stamp-cache", "8MiB"})
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -78,7 +80,7 @@ func TestFlagsFillConfig(t *testing.T) {
 	if got.ID != "a" || got.DataDir != "data/a" || got.Replicas != 2 || got.VNodes != 128 || !got.SyncWrites ||
 		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 ||
 		got.MoveLatencyTarget != 8*time.Millisecond || got.Advertise != "127.0.0.1:9191" || got.CertsDir != "certs" ||
-		got.MaxHintBytes != 1<<30 || got.MaxHintWindow != 30*time.Minute || got.HintRate != 1<<20 {
+		got.MaxHintBytes != 1<<30 || got.MaxHintWindow != 30*time.Minute || got.HintRate != 1<<20 || got.StampCache != 8<<20 {
 		t.Errorf("got %+v", got)
 	}
 }
