@@ -88,6 +88,9 @@ func (n *Node) Run(ctx context.Context) error {
 	case err = <-errc:
 	}
 	n.logger.Info("node draining")
+	sw := watchStop(n.logger, n.cfg.DrainTimeout+stopStallGrace)
+	defer sw.done()
+	sw.at("background work: repairs, moves, ring watches")
 	n.draining.Store(true)
 	close(n.drainc)
 	n.setHealth()
@@ -99,14 +102,17 @@ func (n *Node) Run(ctx context.Context) error {
 	n.bg.Wait()
 	var errs []error
 	errs = append(errs, err)
+	sw.at("cluster metadata (raft)")
 	if e := n.cl.Close(); e != nil {
 		errs = append(errs, fmt.Errorf("close cluster: %w", e))
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
 	defer cancel()
+	sw.at("HTTP requests in flight")
 	if e := n.httpSrv.Shutdown(dctx); e != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
 	}
+	sw.at("gRPC calls in flight")
 	stopped := make(chan struct{})
 	close(n.stopping) // Batch streams from peers end, or GracefulStop would wait for them
 	go func() { n.grpcSrv.GracefulStop(); close(stopped) }()
@@ -116,16 +122,20 @@ func (n *Node) Run(ctx context.Context) error {
 		n.grpcSrv.Stop()
 		<-stopped
 	}
+	sw.at("admin requests in flight")
 	if e := n.adminSrv.Shutdown(dctx); e != nil {
 		errs = append(errs, fmt.Errorf("admin shutdown: %w", e))
 	}
+	sw.at("servers and metrics loops")
 	mcancel()
 	wg.Wait()
+	sw.at("coordinator")
 	errs = append(errs, n.coord.Close())
 	// Badger flushes its memtables into memory-mapped files at Close, the hints' first: on a
 	// volume something else has filled, a look now frees the store's ballast for them, and
 	// with no room even then the hints are left as after a crash (a flush into a mapped file
 	// on a full volume is a SIGBUS); their write-ahead log is replayed at the next start.
+	sw.at("hints store")
 	if n.st.CheckDisk() {
 		if e := n.hints.Close(); e != nil {
 			errs = append(errs, fmt.Errorf("close hints: %w", e))
@@ -142,12 +152,57 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.conns, n.remotes = map[string]*grpc.ClientConn{}, map[string]*replica.Remote{}
 	n.connsMu.Unlock()
+	sw.at("store (badger flush and close)")
 	if e := n.st.Close(); e != nil {
 		errs = append(errs, fmt.Errorf("close store: %w", e))
 	}
 	n.logger.Info("node stopped")
 	return errors.Join(errs...)
 }
+
+// stopStallGrace is how long a stop may run past its drain timeout before the log says
+// where it is stuck.
+const stopStallGrace = 10 * time.Second
+
+// stopWatch names the stage of a stop that has run past its budget, and again every
+// stopStallGrace until it ends: a node that does not exit after SIGTERM says in its log what
+// it waits for (SIGQUIT then prints every goroutine's stack).
+type stopWatch struct {
+	mu    sync.Mutex
+	stage string
+	began time.Time
+	end   chan struct{}
+}
+
+func watchStop(logger *slog.Logger, budget time.Duration) *stopWatch {
+	w := &stopWatch{began: time.Now(), end: make(chan struct{})}
+	go func() {
+		t := time.NewTimer(budget)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.end:
+				return
+			case <-t.C:
+			}
+			w.mu.Lock()
+			stage := w.stage
+			w.mu.Unlock()
+			logger.Error("node stop stalled: still waiting for "+stage, "waited", time.Since(w.began).Round(time.Second))
+			t.Reset(stopStallGrace)
+		}
+	}()
+	return w
+}
+
+// at records that the stop now waits for stage.
+func (w *stopWatch) at(stage string) {
+	w.mu.Lock()
+	w.stage = stage
+	w.mu.Unlock()
+}
+
+func (w *stopWatch) done() { close(w.end) }
 
 func wrapServe(name string, err error) error {
 	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {

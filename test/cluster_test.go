@@ -187,9 +187,8 @@ func (c *tcluster) stopAll(t *testing.T) {
 				t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, tail(p.log, 40))
 			}
 		case <-time.After(20 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
 			t.Errorf("%s did not exit within 20s of SIGTERM\n%s", p.id, tail(p.log, 40))
+			t.Logf("%s's goroutines that were in ringkv's code when it hung:\n%s", p.id, quitStacks(p))
 		}
 	}
 	for _, cc := range c.conns {
@@ -200,6 +199,26 @@ func (c *tcluster) stopAll(t *testing.T) {
 			t.Logf("--- log of %s (last lines):\n%s", p.id, tail(p.log, 60))
 		}
 	}
+}
+
+// quitStacks ends a hung p with SIGQUIT, on which the Go runtime prints every goroutine's
+// stack, and returns the stacks that pass through ringkv's own packages.
+func quitStacks(p *proc) string {
+	before := len(p.log.String())
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	var out []string
+	for _, g := range strings.Split(p.log.String()[before:], "\n\n") {
+		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "ringkv/") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // tail returns the last n lines of a process log.
