@@ -340,6 +340,13 @@ type traffic struct {
 // startTraffic runs writers and one reader through nodes (chosen round robin). prior is the
 // number of keys load wrote.
 func (c *tcluster) startTraffic(nodes []*proc, writers, prior, size int) *traffic {
+	return c.startTrafficPaced(nodes, writers, prior, size, 0)
+}
+
+// startTrafficPaced is startTraffic whose writers and reader each wait pause after every
+// request: a closed loop that does not outnumber the calls a constant-rate load makes (each
+// of its workers makes thousands a second while a stopped node runs, one while it is stopped).
+func (c *tcluster) startTrafficPaced(nodes []*proc, writers, prior, size int, pause time.Duration) *traffic {
 	ctx, stop := context.WithCancel(context.Background())
 	tr := &traffic{acked: map[string]string{}, writeErr: map[string]int{}, readErr: map[string]int{}, stop: stop}
 	run := c.runs.Add(1)
@@ -363,6 +370,7 @@ func (c *tcluster) startTraffic(nodes []*proc, writers, prior, size int) *traffi
 				if err != nil {
 					time.Sleep(10 * time.Millisecond) // do not spin on a node that is down
 				}
+				time.Sleep(pause)
 			}
 		})
 	}
@@ -388,6 +396,7 @@ func (c *tcluster) startTraffic(nodes []*proc, writers, prior, size int) *traffi
 			if err != nil {
 				time.Sleep(10 * time.Millisecond)
 			}
+			time.Sleep(pause)
 		}
 	})
 	return tr

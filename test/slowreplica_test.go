@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -45,6 +46,35 @@ func named(v *oncall.Vnodes, id string) (mine, others []string) {
 	return mine, others
 }
 
+// servedBy counts the vnodes id serves, and those of them that name it their slowest replica.
+func servedBy(v *oncall.Vnodes, id string) (served, servedNamed int) {
+	for _, x := range v.Vnodes {
+		if slices.Contains(x.Replicas, id) {
+			served++
+			if x.SlowestReplica == id {
+				servedNamed++
+			}
+		}
+	}
+	return served, servedNamed
+}
+
+// replicaCalls lists the calls to each replica of the vnodes id serves: calls, p50, p99.
+func replicaCalls(v *oncall.Vnodes, id string) string {
+	var b strings.Builder
+	for _, x := range v.Vnodes {
+		if !slices.Contains(x.Replicas, id) {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s on %v, named %q:", x.Vnode, x.Replicas, x.SlowestReplica)
+		for _, r := range x.ReplicaLatency {
+			fmt.Fprintf(&b, " %s %d calls p50 %v p99 %v;", r.Node, r.Calls, ptr(r.P50Ms), ptr(r.P99Ms))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // TestSlowReplicaNamed: one replica stopped in 50 ms pulses every 100 ms, under a constant-rate
 // load through the two others, is named the slowest replica of the vnodes it serves (and no
 // other is), those vnodes rank first by p99, kvctl status names it slow for the others; once
@@ -75,7 +105,10 @@ func TestSlowReplicaNamed(t *testing.T) {
 			t.Errorf("loadgen: %v", err)
 		}
 	})
-	tr := c.startTraffic(via, 2, prior, size)
+	// Paced: unpaced, its calls made while n3 runs outnumbered those a stop held up, and kept
+	// n3's p90 under the floor on a quiet machine (n3 named on 4 of its 16 vnodes, p99 52 ms
+	// on all 16).
+	tr := c.startTrafficPaced(via, 2, prior, size, 20*time.Millisecond)
 
 	// Pulses: n3 stopped 50 ms of every 100 ms.
 	pulsesFrom := time.Now()
@@ -100,27 +133,21 @@ func TestSlowReplicaNamed(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		v = c.vnodesOf(n1)
 		full := !v.End.Add(-time.Duration(v.WindowSeconds) * time.Second).Before(pulsesFrom)
-		mine, _ := named(v, "n3")
-		if full && len(mine) >= 4 || time.Now().After(deadline) {
+		// The same "most" as asserted below: a poll that stopped at a handful named ended the
+		// wait while the window was still filling (4 of 16 once, on a quiet machine).
+		if served, servedNamed := servedBy(v, "n3"); full && 2*servedNamed >= served || time.Now().After(deadline) {
 			break
 		}
 	}
 	mine, others := named(v, "n3")
-	var served, servedNamed int
-	for _, x := range v.Vnodes {
-		if slices.Contains(x.Replicas, "n3") {
-			served++
-			if x.SlowestReplica == "n3" {
-				servedNamed++
-			}
-		}
-	}
+	served, servedNamed := servedBy(v, "n3")
 	t.Logf("n3 named on %d of the %d vnodes it serves (of %d); others named: %v", servedNamed, served, len(v.Vnodes), others)
 	if len(others) > 0 {
 		t.Errorf("slowest replica: got %v, want only n3 named", others)
 	}
 	if 2*servedNamed < served || len(mine) != servedNamed {
-		t.Errorf("slowest replica: n3 named on %d of the %d vnodes it serves (and %d in all), want most of them and no other", servedNamed, served, len(mine))
+		t.Errorf("slowest replica: n3 named on %d of the %d vnodes it serves (and %d in all), want most of them and no other; its vnodes' calls per replica:\n%s",
+			servedNamed, served, len(mine), replicaCalls(v, "n3"))
 	}
 	// The vnodes without n3 come after those with it by p99: of the first rows (as many as
 	// there are vnodes without n3), at most one is without n3 (a busy machine stalls any
