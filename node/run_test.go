@@ -1,35 +1,18 @@
 package node
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"ringkv/internal/syncbuf"
 )
-
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStopWatchNamesTheStall: a stop that runs past its budget says in the log which stage
 // it still waits for; one that ends in time says nothing.
 func TestStopWatchNamesTheStall(t *testing.T) {
-	var log lockedLog
+	var log syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	w := watchStop(logger, 20*time.Millisecond)
 	w.at("coordinator")
@@ -43,7 +26,7 @@ func TestStopWatchNamesTheStall(t *testing.T) {
 	}
 	w.done()
 
-	var quiet lockedLog
+	var quiet syncbuf.Buffer
 	w = watchStop(slog.New(slog.NewTextHandler(&quiet, nil)), 50*time.Millisecond)
 	w.at("coordinator")
 	w.done()

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"ringkv/internal/eventually"
+	"ringkv/internal/syncbuf"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,28 +33,7 @@ type proc struct {
 
 // logBuf is a process's output: written by exec's copying goroutine while a test may read
 // it (a check of the log of a running node).
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuf) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
+type logBuf = syncbuf.Buffer
 
 // Ports handed out by freeAddr, so that one test binary never hands out a port twice.
 var (

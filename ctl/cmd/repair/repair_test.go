@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"ringkv/ctl/cli"
+	"ringkv/internal/syncbuf"
 	"ringkv/proto/kvpb"
 )
 
@@ -426,7 +426,7 @@ func TestInterrupted(t *testing.T) {
 	plan := repairPlan(2)
 	fa := &fakeAdmin{plan: plan, watch: []*kvpb.RepairProgress{progressOf(plan, kvpb.RepairState_REPAIR_STATE_RUNNING, 1)}, block: true}
 	ios, _, _, _ := cli.Test()
-	errOut := &lockedBuffer{}
+	errOut := &syncbuf.Buffer{}
 	ios.ErrOut = errOut
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -459,24 +459,6 @@ func TestInterrupted(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
-}
-
-// lockedBuffer is a buffer that one goroutine writes while the test polls it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestStatusAndAbort: status and abort find a session in flight on another member through
