@@ -20,7 +20,8 @@
 #                                           apt-get when missing) side by side, ROUNDS rounds alternating the order:
 #                                           wrk closed loop -c16/-c64 PUT and GET, then open model at 60% of the
 #                                           3-node closed-loop max with vegeta and kvctl bench --rate at the same
-#                                           rates; prints the ratio table (-c is ignored; -s too)
+#                                           rates, each open round once every server idles (< IDLE cores, default
+#                                           0.3); prints the ratio table (-c is ignored; -s too)
 #
 # Options:
 #   -n NODES     1 or 3 kvnode processes (default 3; agree always uses 1); --replicas 3 capped by NODES
@@ -200,6 +201,21 @@ fill() { # [grpc-addr]
 
 # cpu_ticks PID...: user + system CPU ticks of the processes so far
 cpu_ticks() { local p sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$sum"; }
+
+# idle_wait PID...: until the processes use less than IDLE cores (default 0.3) over 5 s, at
+# most 36 looks (3 min); prints the last look's cores. The flushes and compactions a closed
+# loop leaves behind would otherwise run in the next round's time.
+idle_wait() {
+	local i c0 c hz
+	hz=$(getconf CLK_TCK)
+	for i in $(seq 1 36); do
+		c0=$(cpu_ticks "$@")
+		sleep 5
+		c=$(awk -v c=$(($(cpu_ticks "$@") - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}')
+		awk -v c="$c" -v m="${IDLE:-0.3}" 'BEGIN {exit !(c < m)}' && { echo "$c"; return; }
+	done
+	echo "$c (not idle after 3 min)"
+}
 
 # nodesnap SETUP: one line per node of SETUP (a start_cluster name): CPU ticks, write syscalls
 # (/proc/PID/io syscw), goroutines created (runtime/metrics via /metrics), batch messages and
@@ -424,7 +440,7 @@ EOF2
 		for op in put get; do
 			rate=rate_$op
 			for tool in "${order[@]}"; do
-				echo "# round $r open $op $tool at ${!rate}/s: $(uptime)" >&2
+				echo "# round $r open $op $tool at ${!rate}/s, every server idle first at $(idle_wait "${pids[@]}") cores: $(uptime)" >&2
 				f="$tmp/open.$tool.$op.$r"
 				if [[ $tool == vegeta ]]; then
 					run_vegeta "$f.warm" "$op" "${!rate}" 2s
