@@ -186,8 +186,8 @@ func (c *tcluster) stopAll(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, tail(p.log, 40))
 			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("%s did not exit within 20s of SIGTERM\n%s", p.id, tail(p.log, 40))
+		case <-time.After(stopWait):
+			t.Errorf("%s did not exit within %v of SIGTERM\n%s", p.id, stopWait, tail(p.log, 40))
 			t.Logf("%s's goroutines that were in ringkv's code when it hung:\n%s", p.id, quitStacks(p))
 		}
 	}
@@ -200,6 +200,10 @@ func (c *tcluster) stopAll(t *testing.T) {
 		}
 	}
 }
+
+// stopWait is how long a node may take to exit after SIGTERM: past kvnode's own line naming
+// the stage a stop is stuck in (its --drain-timeout, 10 s, plus 10 s), so that the log holds it.
+const stopWait = 25 * time.Second
 
 // quitStacks ends a hung p with SIGQUIT, on which the Go runtime prints every goroutine's
 // stack, and returns the stacks that pass through ringkv's own packages.

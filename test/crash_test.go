@@ -142,8 +142,8 @@ func TestKillNineUnderWrites(t *testing.T) {
 				if err != nil {
 					t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, p.log)
 				}
-			case <-time.After(15 * time.Second):
-				t.Errorf("%s did not exit within 15s of SIGTERM\n%s", p.id, p.log)
+			case <-time.After(stopWait):
+				t.Errorf("%s did not exit within %v of SIGTERM\n%s", p.id, stopWait, p.log)
 				t.Logf("%s's goroutines that were in ringkv's code when it hung:\n%s", p.id, quitStacks(p))
 			}
 		}
