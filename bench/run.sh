@@ -67,6 +67,8 @@ shift
 [[ $nodes == 1 || $nodes == 3 ]] || { echo "run.sh: -n must be 1 or 3" >&2; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 node_cpus=${NODE_CPUS:-0} load_cpus=${LOAD_CPUS:-1} base=${BASE_PORT:-23000}
 tmp=$(mktemp -d /tmp/ringkv-bench.XXXXXX)
 pids=()
@@ -199,24 +201,6 @@ fill() { # [grpc-addr]
 	"$kvctl" --addr "${1:-$grpc}" bench fill --keys "$keys" --key-prefix key >&2
 }
 
-# cpu_ticks PID...: user + system CPU ticks of the processes so far
-cpu_ticks() { local p sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$sum"; }
-
-# idle_wait PID...: until the processes use less than IDLE cores (default 0.3) over 5 s, at
-# most 36 looks (3 min); prints the last look's cores. The flushes and compactions a closed
-# loop leaves behind would otherwise run in the next round's time.
-idle_wait() {
-	local i c0 c hz
-	hz=$(getconf CLK_TCK)
-	for i in $(seq 1 36); do
-		c0=$(cpu_ticks "$@")
-		sleep 5
-		c=$(awk -v c=$(($(cpu_ticks "$@") - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}')
-		awk -v c="$c" -v m="${IDLE:-0.3}" 'BEGIN {exit !(c < m)}' && { echo "$c"; return; }
-	done
-	echo "$c (not idle after 3 min)"
-}
-
 # nodesnap SETUP: one line per node of SETUP (a start_cluster name): CPU ticks, write syscalls
 # (/proc/PID/io syscw), goroutines created (runtime/metrics via /metrics), batch messages and
 # items it sent to peers (na when the node does not export them).
@@ -244,12 +228,6 @@ nodediff() {
 		  if (m != "na") { M += m; I += it } }
 		END { printf " items_per_batch=%s batches_per_req=%s\n", (M > 0 ? sprintf("%.2f", I / M) : "na"), (M > 0 ? sprintf("%.3f", M / n) : "na") }'
 }
-
-# median of the numbers on stdin
-median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-
-# field NAME of the RESULT lines in FILE
-field() { grep '^RESULT' "$2" | sed -E "s/.* $1=([^ ]+).*/\1/"; }
 
 run_wrk() { # out-file script duration [http-addr [conns]]
 	KEYS=$keys HIST=$1.hist onload wrk -t"$threads" -c"${5:-$conns}" -d"$3" --latency -s "$root/bench/$2.lua" "http://${4:-$http}" >"$1"
@@ -440,7 +418,7 @@ EOF2
 		for op in put get; do
 			rate=rate_$op
 			for tool in "${order[@]}"; do
-				echo "# round $r open $op $tool at ${!rate}/s, every server idle first at $(idle_wait "${pids[@]}") cores: $(uptime)" >&2
+				echo "# round $r open $op $tool at ${!rate}/s, every server idle first at $(idle_wait "${IDLE:-0.3}" 36 "${pids[@]}") cores: $(uptime)" >&2
 				f="$tmp/open.$tool.$op.$r"
 				if [[ $tool == vegeta ]]; then
 					run_vegeta "$f.warm" "$op" "${!rate}" 2s

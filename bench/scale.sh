@@ -31,6 +31,8 @@ dir=${1:?usage: bench/scale.sh DIR build|start|fill|measure|settled|disk|idle|st
 cmd=${2:?usage: bench/scale.sh DIR build|start|fill|measure|settled|disk|idle|stop ...}
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 kvnode=$dir/bin/kvnode kvctl=$dir/bin/kvctl
 duration=${DURATION:-10s}
 
@@ -41,9 +43,6 @@ addresses() {
 	. "$dir/$1/cluster"
 }
 
-cpu_ticks() { local p sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$sum"; }
-median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-field() { grep '^RESULT' "$2" | sed -E "s/.* $1=([^ ]+).*/\1/"; }
 
 # bench OP RATE DURATION WARMUP JSON: kvctl bench against node 1's HTTP API (-c 64, uniform over
 # key0..key<keys-1> of size-byte values; rate 0 = closed loop), its JSON into JSON.
@@ -159,24 +158,13 @@ settled)
 	out=$dir/$name/settled.$(date +%H%M%S)
 	mkdir -p "$out"
 	hz=$(getconf CLK_TCK)
-	# idle_wait: until the nodes use less than IDLE cores over 5 s, at most 60 looks.
-	idle_wait() {
-		local i c0 c
-		for i in $(seq 1 60); do
-			c0=$(cpu_ticks $pids)
-			sleep 5
-			c=$(awk -v c=$(($(cpu_ticks $pids) - c0)) -v hz="$hz" 'BEGIN {printf "%.2f", c / hz / 5}')
-			awk -v c="$c" -v m="${IDLE:-0.15}" 'BEGIN {exit !(c < m)}' && { echo "$c"; return; }
-		done
-		echo "$c (not idle after 5 min)"
-	}
 	echo "# $name: $keys keys of $size B, $rounds round(s) of $duration; $(uptime | sed 's/.*load/load/')"
 	for r in $(seq 1 "$rounds"); do
-		echo "# round $r: idle before at $(idle_wait) cores"
+		echo "# round $r: idle before at $(idle_wait "${IDLE:-0.15}" 60 $pids) cores"
 		t0=$(date +%s) c0=$(cpu_ticks $pids)
 		bench put 0 "$duration" 0s "$out/put.$r.json"
 		c1=$(cpu_ticks $pids)
-		settle=$(idle_wait)
+		settle=$(idle_wait "${IDLE:-0.15}" 60 $pids)
 		t2=$(date +%s) c2=$(cpu_ticks $pids)
 		line=$(result "$out/put.$r.json")
 		n=$(echo "$line" | sed -E 's/.* requests=([0-9]+).*/\1/')
