@@ -177,19 +177,7 @@ func (c *tcluster) stopAll(t *testing.T) {
 		if !alive {
 			continue
 		}
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Errorf("SIGTERM %s: %v", p.id, err)
-			continue
-		}
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, tail(p.log, 40))
-			}
-		case <-time.After(stopWait):
-			t.Errorf("%s did not exit within %v of SIGTERM\n%s", p.id, stopWait, tail(p.log, 40))
-			t.Logf("%s's goroutines that were in ringkv's code when it hung:\n%s", p.id, quitStacks(p))
-		}
+		p.terminate(t)
 	}
 	for _, cc := range c.conns {
 		cc.Close()
@@ -204,6 +192,25 @@ func (c *tcluster) stopAll(t *testing.T) {
 // stopWait is how long a node may take to exit after SIGTERM: past kvnode's own line naming
 // the stage a stop is stuck in (its --drain-timeout, 10 s, plus 10 s), so that the log holds it.
 const stopWait = 25 * time.Second
+
+// terminate sends p SIGTERM and fails t unless p exits with status 0 within stopWait; a p
+// that hangs is ended with SIGQUIT and its goroutines in ringkv's code are logged.
+func (p *proc) terminate(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Errorf("SIGTERM %s: %v", p.id, err)
+		return
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, tail(p.log, 40))
+		}
+	case <-time.After(stopWait):
+		t.Errorf("%s did not exit within %v of SIGTERM\n%s", p.id, stopWait, tail(p.log, 40))
+		t.Logf("%s's goroutines that were in ringkv's code when it hung:\n%s", p.id, quitStacks(p))
+	}
+}
 
 // quitStacks ends a hung p with SIGQUIT, on which the Go runtime prints every goroutine's
 // stack, and returns the stacks that pass through ringkv's own packages.

@@ -133,19 +133,7 @@ func TestKillNineUnderWrites(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, p := range ps {
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Errorf("SIGTERM %s: %v", p.id, err)
-				continue
-			}
-			select {
-			case err := <-p.done:
-				if err != nil {
-					t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", p.id, err, p.log)
-				}
-			case <-time.After(stopWait):
-				t.Errorf("%s did not exit within %v of SIGTERM\n%s", p.id, stopWait, p.log)
-				t.Logf("%s's goroutines that were in ringkv's code when it hung:\n%s", p.id, quitStacks(p))
-			}
+			p.terminate(t)
 		}
 	})
 	for _, p := range ps {
