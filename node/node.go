@@ -220,9 +220,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	scfg := store.DefaultConfig()
 	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
 	scfg.MinFreeDisk, scfg.Recover = cfg.MinFreeDisk, cfg.Recover
-	if scfg.StampBytes = cfg.StampCache; cfg.StampCache == 0 {
-		scfg.StampBytes = -1 // the store's 0 is its default
-	}
+	scfg.StampBytes = cfg.StampCache
 	if n.st, err = store.Open(scfg); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -41,8 +41,8 @@ type Config struct {
 	// read is kept, the rest moved aside, and Store.Damage says what was found.
 	Recover bool
 	// StampBytes bounds the memory that remembers recently written keys' newest timestamps,
-	// which spares most writes a badger read for last-write-wins (see stamps.go). 0 means
-	// DefaultStampBytes; negative turns it off.
+	// which spares most writes a badger read for last-write-wins (see stamps.go); 0 turns it
+	// off (DefaultConfig: DefaultStampBytes).
 	StampBytes int64
 	// Badger, if set, adjusts the badger options after the Store has set its
 	// own: the place for badger's tuning knobs (memtable size, caches,
@@ -58,6 +58,7 @@ func DefaultConfig() Config {
 		Dir:                    "data",
 		ValueLogGCInterval:     time.Minute,
 		ValueLogGCDiscardRatio: 0.5,
+		StampBytes:             DefaultStampBytes,
 	}
 }
 
@@ -66,23 +67,14 @@ func (c Config) Validate() error {
 	switch {
 	case !c.InMemory && c.Dir == "":
 		return fmt.Errorf("%w: dir is empty and in-memory is off", ErrInvalidConfig)
+	case c.StampBytes < 0:
+		return fmt.Errorf("%w: stamp cache budget %d is negative", ErrInvalidConfig, c.StampBytes)
 	case c.ValueLogGCInterval < 0:
 		return fmt.Errorf("%w: value-log GC interval %v is negative", ErrInvalidConfig, c.ValueLogGCInterval)
 	case c.ValueLogGCInterval > 0 && !(c.ValueLogGCDiscardRatio > 0 && c.ValueLogGCDiscardRatio < 1):
 		return fmt.Errorf("%w: value-log GC discard ratio %v is outside (0, 1)", ErrInvalidConfig, c.ValueLogGCDiscardRatio)
 	}
 	return nil
-}
-
-// stampBytes is StampBytes with its default applied; 0 means off.
-func (c Config) stampBytes() int64 {
-	switch {
-	case c.StampBytes == 0:
-		return DefaultStampBytes
-	case c.StampBytes < 0:
-		return 0
-	}
-	return c.StampBytes
 }
 
 // badgerOptions maps c onto badger's options: BadgerOptions, then c.Badger.

@@ -311,7 +311,7 @@ func (s *Store) reopen() {
 	if err := s.db.Close(); err != nil {
 		s.logger.Warn("reopen for writes: close read-only badger", "err", err)
 	}
-	s.stamps.init(s.cfg.stampBytes()) // nothing is remembered of the store that closed
+	s.stamps.init(s.cfg.StampBytes) // nothing is remembered of the store that closed
 	opts := fitReserve(s.cfg.badgerOptions(s.logger), s.disk.need.Load())
 	db, err := badger.Open(opts)
 	if err != nil {

@@ -63,7 +63,7 @@ func TestStampsAgainstModel(t *testing.T) {
 	small := testConfig(t.TempDir())
 	small.StampBytes = stripes * 64 // one short key a stripe
 	off := testConfig(t.TempDir())
-	off.StampBytes = -1
+	off.StampBytes = 0
 	stores := []*Store{mustOpen(t, small), mustOpen(t, off)}
 	rnd := rand.New(rand.NewPCG(7, 11))
 	key := func(k int) []byte { return fmt.Appendf(nil, "k%d", k) }

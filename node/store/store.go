@@ -151,7 +151,7 @@ func Open(cfg Config) (*Store, error) {
 		stopCommitter: make(chan struct{}),
 		committerDone: make(chan struct{}),
 	}
-	s.stamps.init(cfg.stampBytes())
+	s.stamps.init(cfg.StampBytes)
 	s.group.kick = make(chan struct{}, 1)
 	go s.group.committer(s, s.stopCommitter, s.committerDone)
 	s.readOnly.Store(opts.ReadOnly)

@@ -512,6 +512,8 @@ func TestConfigValidate(t *testing.T) {
 		{"default", func(*Config) {}, true},
 		{"in memory without dir", func(c *Config) { c.Dir = ""; c.InMemory = true }, true},
 		{"no dir", func(c *Config) { c.Dir = "" }, false},
+		{"negative stamp cache", func(c *Config) { c.StampBytes = -1 }, false},
+		{"stamp cache off", func(c *Config) { c.StampBytes = 0 }, true},
 		{"negative gc interval", func(c *Config) { c.ValueLogGCInterval = -time.Second }, false},
 		{"gc disabled ignores ratio", func(c *Config) { c.ValueLogGCInterval = 0; c.ValueLogGCDiscardRatio = 0 }, true},
 		{"ratio zero", func(c *Config) { c.ValueLogGCDiscardRatio = 0 }, false},
