@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
@@ -110,7 +111,7 @@ type Node struct {
 
 	grpcSrv  *grpc.Server
 	health   *health.Server
-	httpSrv  *http.Server
+	httpSrv  *fasthttp.Server
 	adminSrv *http.Server
 	lnGRPC   net.Listener
 	lnHTTP   net.Listener
@@ -201,14 +202,14 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	closers = append(closers, n.lnAdmin.Close)
 	// A flood of connections is bounded: each port holds at most maxConnections (HTTP makes
 	// room by closing its oldest idle one; a plaintext one is told 503), and slow or idle
-	// HTTP clients are timed out. The limit counts raw connections, under TLS: the HTTP
-	// server must see the *tls.Conn to answer plaintext on the HTTPS port with a 400.
+	// HTTP clients are timed out. The limit counts raw connections, under TLS: the HTTPS
+	// listener must see the raw connection to answer plaintext with a 400.
 	httpLimit, grpcLimit := server.NewConnLimit(cfg.maxConnections()), server.NewConnLimit(cfg.maxConnections())
 	if tlsc == nil {
 		httpLimit.Refuse = server.RefuseHTTP
 	}
 	n.lnHTTP, n.lnGRPC = httpLimit.Listener(n.lnHTTP), grpcLimit.Listener(n.lnGRPC)
-	n.lnHTTP, n.lnAdmin = tlsc.listener(n.lnHTTP), tlsc.listener(n.lnAdmin)
+	n.lnHTTP, n.lnAdmin = tlsc.clientListener(n.lnHTTP), tlsc.listener(n.lnAdmin)
 	o = options{} // owned by n from here on
 
 	// The metadata group: the ring every other part routes by.
@@ -389,12 +390,10 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 		Logs: n.logs, Changes: changes, Repairs: n.repairs, HotKeys: hotKeysDep(n.hot), Heat: n.heat, Latency: n.lat, Draining: n.drainc,
 	}))
 	n.cl.Register(n.grpcSrv)
-	n.httpSrv = &http.Server{
-		Handler: server.NewHTTP(data), ConnState: n.clientConnState(httpLimit.ConnState),
-		ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout), ReadTimeout: cfg.HTTPReadTimeout,
-		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	n.httpSrv = server.NewHTTPServer(data, server.HTTPConfig{
+		ReadTimeout: cfg.HTTPReadTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxClientHeaderBytes,
+		ConnState: n.clientConnState(httpLimit.ConnState),
+	})
 	n.adminSrv = &http.Server{
 		Handler:           admin.Handler(n.stats.Prometheus(), n.readyz),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cfg.HTTPReadTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
@@ -451,6 +450,10 @@ func raftAddr(cfg Config, bound string) string {
 // maxHeaderBytes bounds an HTTP request's header: room for a key at its limit,
 // percent-encoded, and ordinary headers.
 const maxHeaderBytes = 64 << 10
+
+// maxClientHeaderBytes is maxHeaderBytes for the client API, whose server holds a buffer of
+// that size for each open connection: a key at its limit percent-encoded is 3 KiB.
+const maxClientHeaderBytes = 16 << 10
 
 // logLines is how many log lines the node keeps for Admin.LogTail.
 const logLines = 1000

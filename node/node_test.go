@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"ringkv/internal/eventually"
+	"ringkv/internal/leaktest"
 	"ringkv/internal/spin"
 	"ringkv/node"
 	"ringkv/node/ring"
@@ -23,12 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// badger's and glog's process-wide goroutines.
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
-		goleak.IgnoreAnyFunction("github.com/dgraph-io/badger/v4/y.init.0.func1"),
-	)
+	goleak.VerifyTestMain(m, leaktest.NodeLibraries...)
 }
 
 // testLogger is quiet unless a test fails (warnings and up, to the test log).

@@ -109,7 +109,7 @@ func (n *Node) Run(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
 	defer cancel()
 	sw.at("HTTP requests in flight")
-	if e := n.httpSrv.Shutdown(dctx); e != nil {
+	if e := n.httpSrv.ShutdownWithContext(dctx); e != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", e))
 	}
 	sw.at("gRPC calls in flight")

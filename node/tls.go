@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"ringkv/node/certs"
+	"ringkv/node/server"
 )
 
 // nodeTLS is a node's mutual TLS, loaded from --certs-dir: what its gRPC port serves with
@@ -53,6 +54,15 @@ func (t *nodeTLS) listener(ln net.Listener) net.Listener {
 		return ln
 	}
 	return tls.NewListener(ln, t.http)
+}
+
+// clientListener wraps the client API's listener in TLS (nil t: ln as is), answering
+// plaintext HTTP with a 400 as net/http does on the admin port.
+func (t *nodeTLS) clientListener(ln net.Listener) net.Listener {
+	if t == nil {
+		return ln
+	}
+	return server.HTTPSListener(ln, t.http)
 }
 
 // serverCreds are the gRPC server's transport credentials (nil t: none, plaintext). A

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"ringkv/internal/eventually"
+	"ringkv/internal/leaktest"
 	"ringkv/node"
 	"ringkv/node/ring"
 	"ringkv/proto/kvpb"
@@ -45,7 +46,7 @@ func startTUICluster(t *testing.T, leakOpts ...goleak.Option) *tuiCluster {
 // startTUIClusterOf is startTUICluster with the nodes' base config.
 func startTUIClusterOf(t *testing.T, base node.Config, leakOpts ...goleak.Option) *tuiCluster {
 	t.Helper()
-	leakOpts = append(leakOpts, goleak.IgnoreCurrent())
+	leakOpts = append(append(leakOpts, goleak.IgnoreCurrent()), leaktest.NodeLibraries...)
 	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) })
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

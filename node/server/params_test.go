@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"ringkv/node/replica"
 	"ringkv/node/ring"
@@ -106,18 +106,22 @@ func BenchmarkParseEntityQuery(b *testing.B) {
 	}
 }
 
-// BenchmarkHTTPPut: one PUT /v0/entity through the HTTP handler (httptest, no socket) to a
-// coordinator that takes the value and answers at once: the handler's own cost.
+// BenchmarkHTTPPut: one PUT /v0/entity through the HTTP handler (no socket) to a coordinator
+// that takes the value and answers at once: the handler's own cost.
 func BenchmarkHTTPPut(b *testing.B) {
-	h := NewHTTP(Data{Coordinator: nopCoordinator{}, View: func() *ring.View { return readyView(b) }, MaxValueSize: 1 << 20})
+	h := NewHTTPServer(Data{Coordinator: nopCoordinator{}, View: func() *ring.View { return readyView(b) }, MaxValueSize: 1 << 20}, HTTPConfig{}).Handler
 	body := bytes.Repeat([]byte("v"), 1000)
+	var ctx fasthttp.RequestCtx
 	b.ReportAllocs()
 	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPut, "/v0/entity?id=key-12345", bytes.NewReader(body))
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != http.StatusCreated {
-			b.Fatalf("status %d", w.Code)
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.Header.SetMethod(fasthttp.MethodPut)
+		ctx.Request.SetRequestURI("/v0/entity?id=key-12345")
+		ctx.Request.SetBody(body)
+		h(&ctx)
+		if code := ctx.Response.StatusCode(); code != fasthttp.StatusCreated {
+			b.Fatalf("status %d", code)
 		}
 	}
 }

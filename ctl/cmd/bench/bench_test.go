@@ -15,6 +15,8 @@ import (
 	"github.com/google/pprof/profile"
 	"go.uber.org/goleak"
 
+	"ringkv/internal/leaktest"
+
 	"ringkv/ctl/cli"
 	"ringkv/internal/clustertest"
 	"ringkv/loadgen"
@@ -22,12 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// badger's and glog's process-wide goroutines.
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
-		goleak.IgnoreAnyFunction("github.com/dgraph-io/badger/v4/y.init.0.func1"),
-	)
+	goleak.VerifyTestMain(m, leaktest.NodeLibraries...)
 }
 
 func TestNewCmdBenchFlags(t *testing.T) {

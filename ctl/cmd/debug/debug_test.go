@@ -13,6 +13,8 @@ import (
 	"github.com/google/pprof/profile"
 	"go.uber.org/goleak"
 
+	"ringkv/internal/leaktest"
+
 	"ringkv/ctl/cli"
 	"ringkv/internal/certtest"
 	"ringkv/internal/clustertest"
@@ -20,12 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// badger's and glog's process-wide goroutines.
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
-		goleak.IgnoreAnyFunction("github.com/dgraph-io/badger/v4/y.init.0.func1"),
-	)
+	goleak.VerifyTestMain(m, leaktest.NodeLibraries...)
 }
 
 func readZip(t *testing.T, path string) map[string][]byte {

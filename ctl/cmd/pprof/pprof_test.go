@@ -20,18 +20,14 @@ import (
 	"ringkv/ctl/cli"
 	"ringkv/ctl/profile"
 	"ringkv/internal/clustertest"
+	"ringkv/internal/leaktest"
 	"ringkv/internal/spin"
 	"ringkv/node"
 	"ringkv/proto/kvpb"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// badger's and glog's process-wide goroutines.
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
-		goleak.IgnoreAnyFunction("github.com/dgraph-io/badger/v4/y.init.0.func1"),
-	)
+	goleak.VerifyTestMain(m, leaktest.NodeLibraries...)
 }
 
 func TestFlags(t *testing.T) {

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ringkv/node/ring"
+	"ringkv/node/store"
+)
+
+// storeCoordinator keeps the last value put under each key.
+type storeCoordinator struct {
+	mu     sync.Mutex
+	values map[string][]byte
+}
+
+func (s *storeCoordinator) Get(_ context.Context, key []byte, _, _ int) (store.Record, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[string(key)]
+	return store.Record{TS: 1, Value: v}, ok, nil
+}
+
+func (s *storeCoordinator) Put(_ context.Context, key, value []byte, _, _ int) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.values[string(key)] = bytes.Clone(value) // the server reuses value's buffer
+	return 1, nil
+}
+
+func (s *storeCoordinator) Delete(_ context.Context, key []byte, _, _ int) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.values, string(key))
+	return 1, nil
+}
+
+// TestHTTPServerBodies: the client API's server takes a body of a known length and a chunked
+// one up to the value limit, answers 413 past it with the reason (for a known length without
+// reading the body), honours 100-continue, and answers 431 for a header past its bound.
+func TestHTTPServerBodies(t *testing.T) {
+	view := readyView(t)
+	const limit = 1000
+	sc := &storeCoordinator{values: map[string][]byte{}}
+	srv := NewHTTPServer(Data{Coordinator: sc, View: func() *ring.View { return view }, MaxValueSize: limit},
+		HTTPConfig{ReadTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: 4 << 10})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	defer func() {
+		srv.Shutdown()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	base := "http://" + ln.Addr().String() + "/v0/entity?id="
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+
+	put := func(key string, body io.Reader, header map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPut, base+key, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("PUT %s: %v", key, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// chunked: a body of unknown length (no Content-Length), sent as chunks.
+	chunked := func(s string) io.Reader { return io.MultiReader(strings.NewReader(s)) }
+	at, over := strings.Repeat("v", limit), strings.Repeat("w", limit+1)
+	for _, tc := range []struct {
+		name, key string
+		body      io.Reader
+		header    map[string]string
+		code      int
+		reason    string
+		stored    string
+	}{
+		{"known length at the limit", "a", strings.NewReader(at), nil, 201, "", at},
+		{"known length over the limit", "b", strings.NewReader(over), nil, 413, "body is 1001 bytes, limit 1000", ""},
+		{"chunked at the limit", "c", chunked(at), nil, 201, "", at},
+		{"chunked over the limit", "d", chunked(over), nil, 413, "body over the limit of 1000 bytes", ""},
+		{"100-continue", "e", strings.NewReader("cont"), map[string]string{"Expect": "100-continue"}, 201, "", "cont"},
+		{"multipart content type is still raw bytes", "f", strings.NewReader("--x\r\n"), map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 201, "", "--x\r\n"},
+		{"empty body", "g", strings.NewReader(""), nil, 201, "", ""},
+		{"header over the bound", "h", strings.NewReader("x"), map[string]string{"X-Big": strings.Repeat("h", 5<<10)}, 431, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := put(tc.key, tc.body, tc.header)
+			if code != tc.code || !strings.Contains(body, tc.reason) {
+				t.Fatalf("got %d %q, want %d with %q", code, body, tc.code, tc.reason)
+			}
+			sc.mu.Lock()
+			v, ok := sc.values[tc.key]
+			sc.mu.Unlock()
+			if want := tc.code == 201; ok != want || string(v) != tc.stored {
+				t.Errorf("stored %v %d bytes, want %v %d bytes", ok, len(v), want, len(tc.stored))
+			}
+		})
+	}
+
+	// A GET answers the value as raw bytes; a HEAD of the status answers without a body.
+	resp, err := client.Get(base + "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != at || resp.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("GET: got %d %s %d bytes, want 200 application/octet-stream %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(b), len(at))
+	}
+	resp, err = client.Head("http://" + ln.Addr().String() + "/v0/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("HEAD /v0/status: got %d, want 200", resp.StatusCode)
+	}
+}
