@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -81,9 +82,9 @@ func NewHTTPServer(d Data, c HTTPConfig) *fasthttp.Server {
 		ReadTimeout: c.ReadTimeout, IdleTimeout: c.IdleTimeout,
 		ReadBufferSize:     c.MaxHeaderBytes,
 		MaxRequestBodySize: int(d.MaxValueSize),
-		// A body over MaxRequestBodySize (or chunked) reaches the handler as a stream, which
-		// answers 413 without reading it; fasthttp then discards up to 256 KiB of it so that
-		// the client reads the answer, or closes the connection.
+		// Every body reaches the handler as a stream (the first 8 KiB already read): one over
+		// MaxRequestBodySize is answered 413 without being read, and fasthttp then discards
+		// up to 256 KiB of it so that the client reads the answer, or closes the connection.
 		StreamRequestBody: true,
 		// Values are raw bytes whatever their Content-Type claims.
 		DisablePreParseMultipartForm: true,
@@ -168,14 +169,16 @@ func (h *httpAPI) entity(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentTypeBytes(octetStream)
 		ctx.SetBody(rec.Value)
 	case ctx.IsPut():
-		value, err := h.readValue(ctx)
+		value, pooled, err := h.readValue(ctx)
 		if err != nil {
 			h.fail(ctx, err)
 			return
 		}
-		// value lies in ctx's request, reused once this handler returns: Put keeps no
-		// reference to it.
-		if _, err = h.d.Coordinator.Put(rctx, e.Key, value, e.Ack, e.From); err != nil {
+		_, err = h.d.Coordinator.Put(rctx, e.Key, value, e.Ack, e.From)
+		if pooled != nil {
+			bodies.Put(pooled) // Put keeps no reference to value
+		}
+		if err != nil {
 			h.fail(ctx, err)
 			return
 		}
@@ -194,25 +197,54 @@ var (
 	textPlain   = []byte("text/plain; charset=utf-8")
 )
 
-// readValue returns a PUT's body of at most MaxValueSize bytes. A body of a known length
-// within the limit is already read (into ctx's request); a larger one, or one of unknown
-// length (chunked), is a stream, read here up to the limit.
-func (h *httpAPI) readValue(ctx *fasthttp.RequestCtx) ([]byte, error) {
+// pooledBody bounds the PUT bodies read into a buffer of bodies; a larger one gets its own.
+const pooledBody = 64 << 10
+
+// bodies holds *[]byte buffers of cap pooledBody for PUT bodies: the coordinator copies a
+// value before it sends it, so a body's buffer is free again once Put returns.
+var bodies = sync.Pool{New: func() any { b := make([]byte, pooledBody); return &b }}
+
+// readValue reads a PUT body of at most MaxValueSize bytes from ctx's body stream (the server
+// streams every body: one past the limit is answered 413 without being read). When pooled is
+// not nil the value lies in it, and the caller puts it back into bodies once it is done with
+// the value.
+func (h *httpAPI) readValue(ctx *fasthttp.RequestCtx) (value []byte, pooled *[]byte, err error) {
 	limit := h.d.MaxValueSize
-	if !ctx.Request.IsBodyStream() {
-		return ctx.PostBody(), nil
+	n := int64(ctx.Request.Header.ContentLength())
+	if n > limit {
+		return nil, nil, fmt.Errorf("%w: body is %d bytes, limit %d", replica.ErrValueTooLarge, n, limit)
 	}
-	if n := int64(ctx.Request.Header.ContentLength()); n > limit {
-		return nil, fmt.Errorf("%w: body is %d bytes, limit %d", replica.ErrValueTooLarge, n, limit)
+	body := ctx.RequestBodyStream()
+	if body == nil {
+		return nil, nil, nil // no body: an empty value
 	}
-	b, err := io.ReadAll(io.LimitReader(ctx.RequestBodyStream(), limit+1))
+	if n >= 0 {
+		// The length is known (and checked above): one buffer of exactly that size, a pooled
+		// one for a small body.
+		var b []byte
+		if n <= pooledBody {
+			pooled = bodies.Get().(*[]byte)
+			b = (*pooled)[:n]
+		} else {
+			b = make([]byte, n)
+		}
+		if _, err := io.ReadFull(body, b); err != nil {
+			if pooled != nil {
+				bodies.Put(pooled)
+			}
+			return nil, nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+		}
+		return b, pooled, nil
+	}
+	// Chunked: the length is known once read.
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
+		return nil, nil, fmt.Errorf("%w: read body: %v", replica.ErrInvalidArgument, err)
 	case int64(len(b)) > limit:
-		return nil, fmt.Errorf("%w: body over the limit of %d bytes", replica.ErrValueTooLarge, limit)
+		return nil, nil, fmt.Errorf("%w: body over the limit of %d bytes", replica.ErrValueTooLarge, limit)
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // fail writes err's status with a one-line reason.
