@@ -155,24 +155,19 @@ const (
 	benchKeys   = 4000 // more than the longest drill's requests: each key is written once per drill
 )
 
-// fill writes every bench key once, so the drills' reads find data.
-//
-// A fill whose writes failed (504s: a second in which the containers, beside the gray drills
-// on a 2-core CI machine, answered no write in time) is run again, up to three times in all:
-// it writes the same keys again, and the drills need every one of them.
+// fill writes every bench key once, so the drills' reads find data. kvctl bench fill writes
+// again the keys whose write failed (504s: a second in which the containers, beside the gray
+// drills on a 2-core CI machine, answered no write in time), and fails only if some are still
+// not written: the drills need every one of them.
 func fill(t *testing.T, c *composeCluster) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		code, out, errOut := kvctl(t, "--addr", c.grpcAddr(1), "--certs-dir", c.certs, "bench", "fill",
-			"--keys", strconv.Itoa(benchKeys), "--key-prefix", benchPrefix, "--ack", "2", "--from", "3", "-c", "16")
-		switch {
-		case code == 0:
-			return
-		case attempt < 3 && strings.Contains(errOut, "writes failed"):
-			t.Logf("kvctl bench fill, attempt %d: exit %d (%s), filling again", attempt, code, lastLine(errOut))
-		default:
-			t.Fatalf("kvctl bench fill: exit %d\n%s%s", code, out, errOut)
-		}
+	code, out, errOut := kvctl(t, "--addr", c.grpcAddr(1), "--certs-dir", c.certs, "bench", "fill",
+		"--keys", strconv.Itoa(benchKeys), "--key-prefix", benchPrefix, "--ack", "2", "--from", "3", "-c", "16")
+	if code != 0 {
+		t.Fatalf("kvctl bench fill: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "writing again") {
+		t.Logf("kvctl bench fill wrote some keys again: %s", lastLine(out))
 	}
 }
 

@@ -67,6 +67,10 @@ type Config struct {
 	// and the closed loop runs a goroutine per worker (the event loops do not keep values).
 	// Called concurrently from every worker; it must return quickly.
 	OnAck func(op Op, key string, value []byte)
+	// OnError, when set, is called with every request that failed (an error Kind; not one the
+	// run's end cut short), warmup included, from the worker or event loop that sent it; key
+	// is valid only during the call. Called concurrently; it must return quickly.
+	OnError func(op Op, key []byte, kind Kind)
 	// KeepIntervals keeps one latency histogram per measured second in Result.Intervals (for
 	// an HdrHistogram interval log).
 	KeepIntervals bool

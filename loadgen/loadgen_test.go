@@ -362,6 +362,13 @@ func TestClosedLoopKeysAndErrors(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(key, "k"))
 		return "node" + strconv.Itoa(n%2)
 	}
+	var failedMu sync.Mutex
+	failed := map[string]Kind{}
+	cfg.OnError = func(_ Op, key []byte, kind Kind) {
+		failedMu.Lock()
+		defer failedMu.Unlock()
+		failed[string(key)] = kind
+	}
 	r, err := Run(context.Background(), cfg, tgt)
 	if err != nil {
 		t.Fatal(err)
@@ -369,6 +376,15 @@ func TestClosedLoopKeysAndErrors(t *testing.T) {
 	if r.Requests != 1000 {
 		t.Errorf("requests = %d, want 1000", r.Requests)
 	}
+	// OnError is told of each failed request, with its key and kind; not of a 404.
+	failedMu.Lock()
+	for n := range 1000 {
+		want := map[int]Kind{1: KindUnavailable, 2: KindClient, 4: KindOther}[n%10]
+		if got := failed["k"+strconv.Itoa(n)]; got != want {
+			t.Errorf("OnError for k%d: %q, want %q", n, got, want)
+		}
+	}
+	failedMu.Unlock()
 	mu.Lock() // the handlers' writes: the race detector sees no order through raw sockets
 	defer mu.Unlock()
 	if len(seen) != 1000 {

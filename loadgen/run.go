@@ -219,6 +219,9 @@ func (w *worker) record(ctx context.Context, op Op, key []byte, kind Kind, inten
 	// A failed request has no latency worth the name (a refused connection answers in
 	// microseconds): it is counted by kind and kept out of every histogram, as wrk does.
 	failed := kind.IsError()
+	if failed && w.cfg.OnError != nil {
+		w.cfg.OnError(op, key, kind)
+	}
 	if w.intervals {
 		w.mu.Lock()
 		if failed {
