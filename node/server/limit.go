@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"ringkv/internal/netconn"
 )
 
 // ConnLimit bounds the connections a listener holds open, so that a flood of idle
@@ -43,8 +45,8 @@ func (l *ConnLimit) Listener(ln net.Listener) net.Listener { return &limitListen
 // twice per request (active, then idle again), so it takes no lock: the state lives in the
 // connection.
 func (l *ConnLimit) ConnState(c net.Conn, s http.ConnState) {
-	lc := limitConnOf(c)
-	if lc == nil {
+	lc, ok := netconn.As[*limitConn](c) // under HTTPSListener's TLS
+	if !ok {
 		return
 	}
 	switch s {
@@ -53,22 +55,6 @@ func (l *ConnLimit) ConnState(c net.Conn, s http.ConnState) {
 	case http.StateActive, http.StateHijacked:
 		lc.idleSince.Store(0)
 	}
-}
-
-// limitConnOf unwraps c (a TLS connection, HTTPSListener's) down to its limitConn; nil when
-// there is none.
-func limitConnOf(c net.Conn) *limitConn {
-	for range 4 {
-		switch x := c.(type) {
-		case *limitConn:
-			return x
-		case interface{ NetConn() net.Conn }:
-			c = x.NetConn()
-		default:
-			return nil
-		}
-	}
-	return nil
 }
 
 // Open is the number of connections held.

@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"syscall"
+
+	"ringkv/internal/netconn"
 )
 
 // Counts are a connection's (or an address's) segments sent and retransmitted since it
@@ -60,17 +62,8 @@ func (t *Tracker) Untrack(c net.Conn) {
 
 // tcpOf unwraps c down to its TCP connection; nil when there is none.
 func tcpOf(c net.Conn) *net.TCPConn {
-	for range 8 {
-		switch x := c.(type) {
-		case *net.TCPConn:
-			return x
-		case interface{ NetConn() net.Conn }:
-			c = x.NetConn()
-		default:
-			return nil
-		}
-	}
-	return nil
+	tc, _ := netconn.As[*net.TCPConn](c)
+	return tc
 }
 
 func (t *Tracker) add(key string, c syscallConn) {
