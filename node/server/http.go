@@ -69,9 +69,9 @@ type HTTPConfig struct {
 //
 // It is fasthttp rather than net/http: per request, net/http starts a goroutine (the
 // background read of a kept-alive connection) and allocates its request and response (19
-// allocations per PUT), which cost a coordinator about 19 µs of CPU of its 70–78 per
-// replicated PUT (BenchmarkHTTPServer, docs/bench.md). fasthttp serves each connection from
-// a pool of workers and reuses its request and response.
+// allocations per PUT), 10–14 µs of CPU more per request than fasthttp at 16 connections
+// (BenchmarkHTTPServer, docs/bench.md, session 16). fasthttp serves each connection from a
+// pool of workers and reuses its request and response.
 func NewHTTPServer(d Data, c HTTPConfig) *fasthttp.Server {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -92,6 +92,8 @@ func NewHTTPServer(d Data, c HTTPConfig) *fasthttp.Server {
 		// A drain tells kept-alive clients to reconnect (to another node).
 		CloseOnShutdown: true,
 		Logger:          httpLogger{d.Logger},
+		// Its errors would quote the request (keys, values) otherwise.
+		SecureErrorLogMessage: true,
 	}
 	if c.ConnState != nil {
 		s.ConnState = func(conn net.Conn, st fasthttp.ConnState) { c.ConnState(conn, connStates[st]) }

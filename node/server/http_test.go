@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"ringkv/internal/eventually"
+	"ringkv/internal/syncbuf"
 	"ringkv/node/ring"
 	"ringkv/node/store"
 )
@@ -135,5 +139,39 @@ func TestHTTPServerBodies(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("HEAD /v0/status: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestHTTPServerLogsNoRequest: the server's own error lines (a request it could not parse)
+// say what went wrong without quoting the request, whose line holds a key.
+func TestHTTPServerLogsNoRequest(t *testing.T) {
+	view := readyView(t)
+	var logs syncbuf.Buffer
+	srv := NewHTTPServer(Data{Coordinator: &storeCoordinator{values: map[string][]byte{}}, View: func() *ring.View { return view },
+		MaxValueSize: 1000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, HTTPConfig{ReadTimeout: 10 * time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "PUT /v0/entity?id=secret-key HTTP/1.1\r\nHost: x\r\nContent-Length: secret-value\r\n\r\n")
+	answer, _ := io.ReadAll(c) // the server answers 400 and closes
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 400")) {
+		t.Errorf("answer %q, want 400", answer)
+	}
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if !strings.Contains(logs.String(), "http server") {
+			return fmt.Errorf("no error line logged: %q", logs.String())
+		}
+		return nil
+	})
+	if strings.Contains(logs.String(), "secret") {
+		t.Errorf("the log quotes the request:\n%s", logs.String())
 	}
 }
