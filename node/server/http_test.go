@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -173,5 +174,77 @@ func TestHTTPServerLogsNoRequest(t *testing.T) {
 	})
 	if strings.Contains(logs.String(), "secret") {
 		t.Errorf("the log quotes the request:\n%s", logs.String())
+	}
+}
+
+// blockingCoordinator holds every Put until release is closed.
+type blockingCoordinator struct {
+	storeCoordinator
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingCoordinator) Put(ctx context.Context, key, value []byte, ack, from int) (uint64, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return b.storeCoordinator.Put(ctx, key, value, ack, from)
+}
+
+// TestHTTPServerDrain: a shutdown lets the request in flight finish and answers it with
+// Connection: close, then returns; new connections are refused from its start.
+func TestHTTPServerDrain(t *testing.T) {
+	view := readyView(t)
+	bc := &blockingCoordinator{storeCoordinator: storeCoordinator{values: map[string][]byte{}},
+		started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := NewHTTPServer(Data{Coordinator: bc, View: func() *ring.View { return view }, MaxValueSize: 1000},
+		HTTPConfig{ReadTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go srv.Serve(ln)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "PUT /v0/entity?id=k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv")
+	<-bc.started // the PUT is in the coordinator
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- srv.ShutdownWithContext(ctx)
+	}()
+	eventually.Succeeds(t, 5*time.Second, func() error {
+		if nc, err := net.Dial("tcp", addr); err == nil {
+			nc.Close()
+			return fmt.Errorf("a new connection was accepted while draining")
+		}
+		return nil
+	})
+	select {
+	case err := <-shut:
+		t.Fatalf("shutdown returned (%v) with a request in flight", err)
+	default:
+	}
+	close(bc.release)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the request in flight got no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || !resp.Close {
+		t.Errorf("in flight: got %d, Connection: close %v; want 201 and close", resp.StatusCode, resp.Close)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if string(bc.values["k"]) != "v" {
+		t.Errorf("stored %q, want v", bc.values["k"])
 	}
 }
