@@ -101,8 +101,9 @@ func NewHTTPServer(d Data, c HTTPConfig) *fasthttp.Server {
 	return s
 }
 
-// connStates maps fasthttp's connection states to net/http's.
-var connStates = map[fasthttp.ConnState]http.ConnState{
+// connStates maps fasthttp's connection states to net/http's (an array: it is read twice per
+// request).
+var connStates = [...]http.ConnState{
 	fasthttp.StateNew: http.StateNew, fasthttp.StateActive: http.StateActive, fasthttp.StateIdle: http.StateIdle,
 	fasthttp.StateHijacked: http.StateHijacked, fasthttp.StateClosed: http.StateClosed,
 }
