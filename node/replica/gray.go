@@ -442,6 +442,8 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 	// disk) compare it with the others alone: when they name more than one node, or a node
 	// besides one named by its links, they name none (one odd node, or none).
 	drawn := map[string]*kvpb.GrayNode{}
+	// slowAll: the nodes drawn slow by the fastest call on every bad link (grayLinks).
+	slowAll := map[string]bool{}
 	var alone []*kvpb.GrayNode
 	for _, x := range ids {
 		// A node its peers saw go away again, and that is away now, flaps: its links' last
@@ -451,15 +453,15 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 			drawn[x] = g
 			continue
 		}
-		if g := grayLinks(x, ids, views, heard[x]); g != nil {
+		if g, slowest := grayLinks(x, ids, views, heard[x]); g != nil {
 			// Writes to a node whose disk is slow are slow calls: its store says which. Some
 			// of them cross lateAfter on a loaded machine, which reads as lossy unless TCP
 			// sent segments again.
 			if d := slowDisk(x, ids, views); d != nil && (g.GetKind() == kvpb.GrayNode_LATENCY ||
 				g.GetKind() == kvpb.GrayNode_LOSS && !retransmitting(x, ids, views)) {
-				g = d
+				g, slowest = d, false
 			}
-			drawn[x] = g
+			drawn[x], slowAll[x] = g, slowest
 		} else if g := flapping(x, ids, views); g != nil {
 			drawn[x] = g
 		} else if g := clientLoss(x, ids, views); g != nil {
@@ -508,11 +510,18 @@ func (c *Coordinator) Gray() []*kvpb.GrayNode {
 			// which draw loss: once a cut is drawn it takes the place of a held loss or
 			// latency at once, so that every node says the same of the node within a look.
 			cut := g.GetKind() == kvpb.GrayNode_UNREACHABLE || g.GetKind() == kvpb.GrayNode_CUT_OFF
+			// Nor is a link whose every call in the window was slow, the fastest too: as a
+			// delay begins its mean rises first, which draws loss ("a few calls very late")
+			// until the window's last fast call leaves it, and a fault's lingering figures
+			// never make the fastest call slow (a fast call after it ends brings it down).
+			// Confirming that kind again took the drill's +200 ms delay 10.3 s to name, at
+			// load 15, against 10 s.
+			sure := cut || slowAll[x]
 			if now.Sub(f.first) >= grayConfirm || flapping {
 				h, held := c.grayHeld[x]
 				switch {
 				case !held || now.Sub(h.at) > grayHold || h.g.GetKind() == g.GetKind() ||
-					now.Sub(f.kindFirst) >= grayConfirm || flapping || cut:
+					now.Sub(f.kindFirst) >= grayConfirm || flapping || sure:
 					c.grayHeld[x] = heldVerdict{g: g, at: now, drawn: now}
 				default:
 					// Still gray, of a kind not yet confirmed: the held verdict stays as it
@@ -621,10 +630,12 @@ func lossy(s *kvpb.LinkStats) bool {
 // grayLinks judges node x by its links: gray when the links to a majority of its peers go
 // badly (by their own figures, or slower than slowFactor times the links between the
 // others) while every other node reaches most of the others fine, and x answers (its view
-// arrived lately: heard): a node that is down is not gray.
-func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode {
+// arrived lately: heard): a node that is down is not gray. slowest: it is slow links drawn
+// by the fastest call on every bad link, which no loaded machine's noise and no fault's
+// lingering figures draw.
+func grayLinks(x string, ids []string, views matrix, heard bool) (_ *kvpb.GrayNode, slowest bool) {
 	if !heard {
-		return nil
+		return nil, false
 	}
 	n := len(ids)
 	// The others' links: the yardsticks of latency (mean and fastest call), and they must go
@@ -656,11 +667,11 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 			}
 		}
 		if bad > 0 && 2*bad >= n-2 {
-			return nil // the others do not reach each other fine either: not one odd node
+			return nil, false // the others do not reach each other fine either: not one odd node
 		}
 	}
 	if !sawGood {
-		return nil
+		return nil, false
 	}
 	yardstick := median(others)
 	slowMs := max(float64(slowFloor.Microseconds())/1000, slowFactor*yardstick)
@@ -714,7 +725,7 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		}
 	}
 	if 2*len(badTo) <= n-1 {
-		return nil
+		return nil, false
 	}
 	// What is wrong, by direction: x's own calls (out) and its peers' calls to it (in).
 	var outCut, inCut, outFine, inFine, slow int
@@ -789,7 +800,7 @@ func grayLinks(x string, ids []string, views matrix, heard bool) *kvpb.GrayNode 
 		g.Kind = kvpb.GrayNode_LATENCY
 		g.Detail = fmt.Sprintf("calls with its peers take %.1fms on average, %.1fms between the others", sumMs/float64(max(nMs, 1)), yardstick)
 	}
-	return g
+	return g, g.GetKind() == kvpb.GrayNode_LATENCY && slow == k
 }
 
 // retransmitting reports whether TCP's retransmits show lost packets on a link of x's, by
