@@ -44,6 +44,9 @@ type Coordinator struct {
 	flapped atomic.Uint64
 
 	reconciles chan reconcileJob
+	// readers hands a read that waits for its replica (this node's store) to an idle
+	// reader goroutine (read.go).
+	readers chan readCall
 	// hints is Config.Hints (nil: no hints). hintKick wakes the handoff goroutine; hintNext
 	// paces it (owned by it).
 	hints    HintLog
@@ -110,6 +113,7 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 		grayFirst:  make(map[string]firstDrawn),
 		calledBy:   make(map[string]bool),
 		reconciles: make(chan reconcileJob, cfg.ReconcileQueue),
+		readers:    make(chan readCall),
 		hintKick:   make(chan struct{}, 1),
 	}
 	if cfg.Hints != nil {
@@ -119,6 +123,10 @@ func New(cfg Config, self string, view func() *ring.View, local Replica, peers f
 	c.wg.Add(cfg.ReconcileWorkers)
 	for range cfg.ReconcileWorkers {
 		go c.reconcileWorker()
+	}
+	c.wg.Add(readers)
+	for range readers {
+		go c.reader()
 	}
 	if c.hints != nil {
 		c.wg.Add(1)

@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -443,6 +444,61 @@ func TestHedgedReadAfterDelay(t *testing.T) {
 	}
 	if got := c.nodes["n1"].reads.Load() + c.nodes["n2"].reads.Load(); got == 0 {
 		t.Errorf("no peer was asked")
+	}
+}
+
+// A read starts no goroutine: its calls that wait for their replica go to the coordinator's
+// idle readers, and the replies still in flight once it has answered are taken by the calls
+// that bring them, not by a goroutine waiting for them (every read here answers at ack=2 of
+// 3 calls sent at once). Before: four goroutines per read, one per call and one for the late
+// reply.
+func TestReadsStartNoGoroutine(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{NoHedge: true}, nil)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	const n = 200
+	created := func() uint64 {
+		s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := created()
+	for range n {
+		if _, found, err := co.Get(ctx, []byte("k"), 2, 3); err != nil || !found {
+			t.Fatalf("Get = found %v err %v", found, err)
+		}
+	}
+	if per := float64(created()-before) / n; per > 0.1 {
+		t.Errorf("%.2f goroutines started per read, want none", per)
+	}
+}
+
+// A store that hangs holds every reader, and the reads go on: each finds no reader idle,
+// starts its own goroutine, and the hedge answers it from the peers.
+func TestReadsPastHeldReaders(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3)
+	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour, HedgeMin: time.Millisecond, HedgeMax: time.Millisecond}, nil)
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	c.nodes["n0"].set(modeHang)
+	for i := range 2 * readers {
+		rec, found, err := co.Get(ctx, []byte("k"), 1, 3)
+		if err != nil || !found || string(rec.Value) != "v" {
+			t.Fatalf("Get %d with n0 hanging = %q found=%v err=%v, want %q", i, rec.Value, found, err, "v")
+		}
+	}
+	if got := c.nodes["n0"].reads.Load(); got != 2*readers {
+		t.Errorf("n0 was asked %d reads, want %d (every read asks this node first)", got, 2*readers)
+	}
+	c.nodes["n0"].set(modeOK)
+	rec, found, err := co.Get(ctx, []byte("k"), 1, 1)
+	if err != nil || !found || string(rec.Value) != "v" {
+		t.Fatalf("Get from n0 once released = %q found=%v err=%v, want %q", rec.Value, found, err, "v")
 	}
 }
 
