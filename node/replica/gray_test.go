@@ -136,6 +136,27 @@ func TestGrayVerdict(t *testing.T) {
 			}
 			return s, f != to
 		}), "", ""},
+		// A loaded machine makes a share of every link's calls late (the others' too, which
+		// alone names nobody), never the fastest call: a node delayed on every link is still
+		// one odd node.
+		{"slow links while the others' calls are late", uniform(func(f, to string) (linkSpec, bool) {
+			if f == "n3" || to == "n3" {
+				return linkSpec{calls: 160, late: 150, d: 230 * time.Millisecond, fastest: 201 * time.Millisecond}, f != to
+			}
+			return linkSpec{calls: 500, late: 60, d: 2 * time.Millisecond, fastest: 200 * time.Microsecond}, f != to
+		}), "", "n3 LATENCY"},
+		{"late everywhere, slow at the fastest nowhere, names nobody", uniform(func(f, to string) (linkSpec, bool) {
+			if f == "n3" || to == "n3" {
+				return linkSpec{calls: 100, late: 30, d: 20 * time.Millisecond, fastest: 300 * time.Microsecond}, f != to
+			}
+			return linkSpec{calls: 500, late: 60, d: 2 * time.Millisecond, fastest: 200 * time.Microsecond}, f != to
+		}), "", ""},
+		{"late everywhere, slow to one peer only, names nobody", uniform(func(f, to string) (linkSpec, bool) {
+			if (f == "n3" && to == "n1") || (f == "n1" && to == "n3") {
+				return linkSpec{calls: 160, late: 150, d: 230 * time.Millisecond, fastest: 201 * time.Millisecond}, true
+			}
+			return linkSpec{calls: 500, late: 60, d: 2 * time.Millisecond, fastest: 200 * time.Microsecond}, f != to
+		}), "", ""},
 		{"3x slower at 3ms is not gray", uniform(func(f, to string) (linkSpec, bool) {
 			return linkSpec{calls: 40, d: 3 * time.Millisecond}, f != to && (f == "n3" || to == "n3")
 		}), "", ""},
