@@ -20,7 +20,10 @@
 #                                                   wait until the nodes idle (< IDLE cores over 5 s, default 0.15;
 #                                                   at most 5 min), a closed-loop PUT -c64 (uniform over KEYS keys)
 #                                                   for DURATION, then wait until they idle again: CPU per PUT within
-#                                                   the load and until idle (amortised); SIGSTOP the other clusters
+#                                                   the load and until idle (amortised); then the open model at 60%
+#                                                   of that round's closed rate (kvctl bench --rate, PUT, 2 s warm-up
+#                                                   then DURATION) and idle again: its p99 on a settled store;
+#                                                   SIGSTOP the other clusters
 #   bench/scale.sh DIR disk NAME                    bytes on disk per node (du) and badger's table count
 #   bench/scale.sh DIR idle NAME [SECONDS]          the nodes' CPU with no load (compactions still due)
 #   bench/scale.sh DIR stop NAME                    SIGTERM the nodes and wait; the data stays (rm -rf DIR/NAME)
@@ -171,13 +174,21 @@ settled)
 		line+=" cpu_us=$(awk -v c=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN {printf "%.0f", c / hz * 1e6 / n}')"
 		line+=" settled_cpu_us=$(awk -v c=$((c2 - c0)) -v hz="$hz" -v n="$n" 'BEGIN {printf "%.0f", c / hz * 1e6 / n}')"
 		line+=" settle_s=$((t2 - t0))"
+		rate=$(echo "$line" | sed -E 's/.*RESULT rps=([0-9]+).*/\1/' | awk '{printf "%.0f", $1 * 0.6}')
+		bench put "$rate" "$duration" 2s "$out/open.$r.json"
+		open=$(result "$out/open.$r.json")
+		line+=" open_rate=$rate open_p50_us=$(echo "$open" | sed -E 's/.* p50_us=([^ ]+).*/\1/')"
+		line+=" open_p99_us=$(echo "$open" | sed -E 's/.* p99_us=([^ ]+).*/\1/')"
+		line+=" open_errors=$(echo "$open" | sed -E 's/.* errors=([^ ]+).*/\1/') open_invalid=$(echo "$open" | sed -E 's/.* invalid=([^ ]+).*/\1/')"
 		echo "$line" >>"$out/put"
-		echo "round $r $line (idle after at $settle cores; $(uptime | sed 's/.*load/load/'))"
+		echo "round $r $line (idle after the closed load at $settle cores, after the open at $(idle_wait "${IDLE:-0.15}" 60 $pids); $(uptime | sed 's/.*load/load/'))"
 	done
 	echo "## $name: $keys keys of $size B, PUT -c64 closed loop, medians of $rounds round(s):" \
 		"rps=$(field rps "$out/put" | median) p99_us=$(field p99_us "$out/put" | median)" \
 		"cpu_us_per_req=$(field cpu_us "$out/put" | median) settled_cpu_us_per_req=$(field settled_cpu_us "$out/put" | median)" \
-		"(settled rounds: $(field settled_cpu_us "$out/put" | tr '\n' ' '))"
+		"(settled rounds: $(field settled_cpu_us "$out/put" | tr '\n' ' '))" \
+		"open PUT at 60%: p99_us=$(field open_p99_us "$out/put" | median) (rounds: $(field open_p99_us "$out/put" | tr '\n' ' ');" \
+		"invalid: $(field open_invalid "$out/put" | tr '\n' ' '))"
 	;;
 disk)
 	disk "$1"
