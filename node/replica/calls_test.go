@@ -57,9 +57,7 @@ func TestCallObserver(t *testing.T) {
 	c := newCluster(t, 3)
 	log := newCallLog()
 	co := c.coordinator(t, "n0", Config{BreakerFailures: 1, Calls: log}, nil)
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 	if log.get(log.calls, "n0") != 0 || log.get(log.calls, "n1") != 1 || log.get(log.calls, "n2") != 1 {
 		t.Errorf("calls: got %v, want one each to n1 and n2, none to n0 (itself)", log.calls)
 	}

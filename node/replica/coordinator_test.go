@@ -159,9 +159,7 @@ func TestNotEnoughReplicas(t *testing.T) {
 	// ReplicaTimeout of an hour: a coordinator that waited for the hanging
 	// replica would block until testCtx fails the test.
 	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour, HedgeMin: time.Hour, HedgeMax: time.Hour}, nil)
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 	c.nodes["n1"].set(modeDown)
 	c.nodes["n2"].set(modeHang)
 
@@ -433,9 +431,7 @@ func TestHedgedReadAfterDelay(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour, HedgeMin: time.Millisecond, HedgeMax: time.Millisecond}, nil)
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 	// Self is asked first for ack=1; it hangs, the hedge asks the others.
 	c.nodes["n0"].set(modeHang)
 	rec, found, err := co.Get(ctx, []byte("k"), 1, 3)
@@ -456,9 +452,7 @@ func TestReadsStartNoGoroutine(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	co := c.coordinator(t, "n0", Config{NoHedge: true}, nil)
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 	const n = 200
 	created := func() uint64 {
 		s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
@@ -482,9 +476,7 @@ func TestReadsPastHeldReaders(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t, 3)
 	co := c.coordinator(t, "n0", Config{ReplicaTimeout: time.Hour, HedgeMin: time.Millisecond, HedgeMax: time.Millisecond}, nil)
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 	c.nodes["n0"].set(modeHang)
 	for i := range 2 * readers {
 		rec, found, err := co.Get(ctx, []byte("k"), 1, 3)
@@ -514,9 +506,7 @@ func TestHedgeOnFailureAndOpenBreaker(t *testing.T) {
 		ReplicaTimeout: time.Hour, HedgeMin: time.Hour, HedgeMax: time.Hour,
 		BreakerFailures: 1, Now: clock.Now,
 	}, nil)
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 
 	c.nodes["n0"].set(modeDown)
 	rec, found, err := co.Get(ctx, []byte("k"), 1, 3)

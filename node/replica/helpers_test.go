@@ -255,3 +255,12 @@ func sameRecord(a, b store.Record) bool {
 }
 
 var errNotYet = errors.New("not yet")
+
+// putKEverywhere writes k=v through co at ack=3 of 3, so that every replica holds it, or fails
+// the test: the start of the tests that then take replicas down or make them hang.
+func putKEverywhere(t *testing.T, ctx context.Context, co *Coordinator) {
+	t.Helper()
+	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+}

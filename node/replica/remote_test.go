@@ -151,9 +151,7 @@ func TestCoordinatorOverGRPC(t *testing.T) {
 	}
 	co := New(Config{Hints: memHints(t, 64<<20)}, "n0", c.view.Load, c.nodes["n0"], func(m ring.Member) Replica { return remotes[m.ID] }, nil, nil)
 	t.Cleanup(func() { co.Close() })
-	if _, err := co.Put(ctx, []byte("k"), []byte("v"), 3, 3); err != nil {
-		t.Fatalf("Put: %v", err)
-	}
+	putKEverywhere(t, ctx, co)
 	rec, found, err := co.Get(ctx, []byte("k"), 3, 3)
 	if err != nil || !found || string(rec.Value) != "v" {
 		t.Fatalf("Get = %q found %v err %v, want %q", rec.Value, found, err, "v")
