@@ -688,19 +688,8 @@ func grayLinks(x string, ids []string, views matrix, heard bool) (_ *kvpb.GrayNo
 	// the others' are not. A loaded machine makes some calls late everywhere, never the
 	// fastest of all: in CI, at load average 17, 11% of n1's calls to n2 took over lateAfter
 	// while n3's links were delayed 200 ms, and n3 went unnamed for 14 s. Then only its slow
-	// links count.
+	// links count (badTo, below, must still be a majority).
 	slowOnly := othersBad || !sawGood
-	if slowOnly {
-		slow := 0
-		for _, y := range ids {
-			if y != x && slowLink(y) {
-				slow++
-			}
-		}
-		if 2*slow <= n-1 {
-			return nil, false
-		}
-	}
 	// The others' worst shares of late calls and of retransmits: x's links must be worse by
 	// slowFactor (on a loaded machine every link has some).
 	var lateYard, reYard float64
@@ -731,12 +720,12 @@ func grayLinks(x string, ids []string, views matrix, heard bool) (_ *kvpb.GrayNo
 		if y == x {
 			continue
 		}
-		b := worse(views.judge(x, y)) || worse(views.judge(y, x)) || slowLink(y)
-		if m, ok := views.meanMs(x, y); ok && m >= slowMs && yardstick > 0 {
-			b = true
-		}
-		if slowOnly {
-			b = slowLink(y)
+		b := slowLink(y)
+		if !slowOnly {
+			b = b || worse(views.judge(x, y)) || worse(views.judge(y, x))
+			if m, ok := views.meanMs(x, y); ok && m >= slowMs && yardstick > 0 {
+				b = true
+			}
 		}
 		if b {
 			badTo = append(badTo, y)
