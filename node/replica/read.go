@@ -363,13 +363,9 @@ func (c *Coordinator) take(op *readOp, r readReply) {
 func (c *Coordinator) finish(op *readOp) {
 	op.cc.release() // launches no more calls
 	op.mu.Lock()
-	for drained := false; op.inflight > 0 && !drained; {
-		select {
-		case r := <-op.replies:
-			c.take(op, r)
-		default:
-			drained = true
-		}
+	// Every reply is sent under mu (deliver), so what is queued now is all there will be.
+	for len(op.replies) > 0 {
+		c.take(op, <-op.replies)
 	}
 	op.detached = op.inflight > 0
 	done := !op.detached
