@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"ringkv/internal/eventually"
 	"ringkv/internal/syncbuf"
 	"ringkv/node/ring"
@@ -47,6 +49,26 @@ func (s *storeCoordinator) Delete(_ context.Context, key []byte, _, _ int) (uint
 	return 1, nil
 }
 
+// serveAPI serves srv (NewHTTPServer's) on a loopback port until the test ends, then shuts
+// it down (a no-op after a shutdown of the test's own), and returns its address; an error
+// of Serve fails the test.
+func serveAPI(t *testing.T, srv *fasthttp.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
 // TestHTTPServerBodies: the client API's server takes a body of a known length and a chunked
 // one up to the value limit, answers 413 past it with the reason (for a known length without
 // reading the body), honours 100-continue, and answers 431 for a header past its bound.
@@ -56,19 +78,8 @@ func TestHTTPServerBodies(t *testing.T) {
 	sc := &storeCoordinator{values: map[string][]byte{}}
 	srv := NewHTTPServer(Data{Coordinator: sc, View: func() *ring.View { return view }, MaxValueSize: limit},
 		HTTPConfig{ReadTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: 4 << 10})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	defer func() {
-		srv.Shutdown()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	base := "http://" + ln.Addr().String() + "/v0/entity?id="
+	addr := serveAPI(t, srv)
+	base := "http://" + addr + "/v0/entity?id="
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -133,7 +144,7 @@ func TestHTTPServerBodies(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != at || resp.Header.Get("Content-Type") != "application/octet-stream" {
 		t.Errorf("GET: got %d %s %d bytes, want 200 application/octet-stream %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(b), len(at))
 	}
-	resp, err = client.Head("http://" + ln.Addr().String() + "/v0/status")
+	resp, err = client.Head("http://" + addr + "/v0/status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +161,7 @@ func TestHTTPServerLogsNoRequest(t *testing.T) {
 	var logs syncbuf.Buffer
 	srv := NewHTTPServer(Data{Coordinator: &storeCoordinator{values: map[string][]byte{}}, View: func() *ring.View { return view },
 		MaxValueSize: 1000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, HTTPConfig{ReadTimeout: 10 * time.Second})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", serveAPI(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +203,7 @@ func TestHTTPServerDrain(t *testing.T) {
 		started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv := NewHTTPServer(Data{Coordinator: bc, View: func() *ring.View { return view }, MaxValueSize: 1000},
 		HTTPConfig{ReadTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	go srv.Serve(ln)
+	addr := serveAPI(t, srv)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
