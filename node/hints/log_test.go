@@ -342,3 +342,18 @@ func TestHintsDamage(t *testing.T) {
 		})
 	}
 }
+
+// A hint above the on-disk value threshold (64 KiB) is kept in memory too, where badger has
+// no value log to hold it (badger v4.9.6 then indexed a pointer it never wrote: a panic).
+func TestHintsLargeInMemory(t *testing.T) {
+	h := openHints(t, Config{InMemory: true})
+	defer h.Close()
+	big := bytes.Repeat([]byte("v"), 100<<10)
+	if err := h.Add("n1", []byte("big"), store.Record{TS: 1, Value: big}); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := h.Next("n1", 1)
+	if err != nil || len(hs) != 1 || !bytes.Equal(hs[0].Record.Value, big) {
+		t.Fatalf("Next: %d hints, err %v; want the 100 KiB hint back", len(hs), err)
+	}
+}
