@@ -37,6 +37,8 @@ func TestMainBadFlags(t *testing.T) {
 		{[]string{"--max-hint-bytes", "lots"}, "max-hint-bytes"},
 		{[]string{"--hint-rate", "-1"}, "hint-rate"},
 		{[]string{"--stamp-cache", "lots"}, "stamp-cache"},
+		{[]string{"--id", "a", "--value-threshold", "0"}, "--value-threshold"},
+		{[]string{"--id", "a", "--value-threshold", "2M"}, "--value-threshold"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -69,7 +71,7 @@ func TestFlagsFillConfig(t *testing.T) {
 	err := fs.Parse([]string{"--grpc", "0.0.0.0:9191", "--advertise", "127.0.0.1:9191", "--certs-dir", "certs", "--peers", "a=127.0.0.1:9191,b=127.0.0.1:9292",
 		"--replicas", "2", "--vnodes", "128", "--sync-writes", "--replica-timeout", "250ms", "--max-value-size", "2MiB",
 		"--move-latency-target", "8ms", "--max-hint-bytes", "1GiB", "--max-hint-window", "30m", "--hint-rate", "1MiB",
-		"--stamp-cache", "8MiB"})
+		"--stamp-cache", "8MiB", "--value-threshold", "1K"})
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -80,7 +82,8 @@ func TestFlagsFillConfig(t *testing.T) {
 	if got.ID != "a" || got.DataDir != "data/a" || got.Replicas != 2 || got.VNodes != 128 || !got.SyncWrites ||
 		got.ReplicaTimeout != 250*time.Millisecond || got.MaxValueSize != 2<<20 || len(got.Peers) != 2 ||
 		got.MoveLatencyTarget != 8*time.Millisecond || got.Advertise != "127.0.0.1:9191" || got.CertsDir != "certs" ||
-		got.MaxHintBytes != 1<<30 || got.MaxHintWindow != 30*time.Minute || got.HintRate != 1<<20 || got.StampCache != 8<<20 {
+		got.MaxHintBytes != 1<<30 || got.MaxHintWindow != 30*time.Minute || got.HintRate != 1<<20 || got.StampCache != 8<<20 ||
+		got.ValueThreshold != 1<<10 {
 		t.Errorf("got %+v", got)
 	}
 }

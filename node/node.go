@@ -221,7 +221,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (_ *Node, err error) {
 	scfg := store.DefaultConfig()
 	scfg.Dir, scfg.InMemory, scfg.SyncWrites, scfg.Logger = cfg.DataDir, cfg.InMemory, cfg.SyncWrites, logger
 	scfg.MinFreeDisk, scfg.Recover = cfg.MinFreeDisk, cfg.Recover
-	scfg.StampBytes = cfg.StampCache
+	scfg.StampBytes, scfg.ValueThreshold = cfg.StampCache, cfg.ValueThreshold
 	if n.st, err = store.Open(scfg); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

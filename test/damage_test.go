@@ -25,9 +25,9 @@ import (
 
 // TestDamageRefusedOrRecovered: each kind of damage made to a stopped kvnode's data
 // directory — MANIFEST deleted or truncated, an .sst with flipped bytes or truncated to half,
-// the write-ahead log (.mem) truncated after a kill -9 — makes kvnode refuse to start with a
-// one-line message and exit 1 (no panic, no node serving fewer keys as if whole); with
-// --recover it starts and NodeInfo says what was damaged.
+// the write-ahead log (.mem) truncated after a kill -9, a value log with flipped bytes — makes
+// kvnode refuse to start with a one-line message and exit 1 (no panic, no node serving fewer
+// keys as if whole); with --recover it starts and NodeInfo says what was damaged.
 func TestDamageRefusedOrRecovered(t *testing.T) {
 	t.Parallel()
 	bin := buildBins(t).kvnode
@@ -35,7 +35,7 @@ func TestDamageRefusedOrRecovered(t *testing.T) {
 	for _, tc := range damageKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "n1")
-			p := startOne(t, bin, dir)
+			p := startOne(t, bin, dir, tc.flags...)
 			fill(t, p, keys)
 			waitFor(t, 10*time.Second, "the store's marks record the keys", func() error {
 				b, err := os.ReadFile(filepath.Join(dir, "RINGKV-MARKS"))
@@ -131,7 +131,8 @@ func fill(t *testing.T, p *proc, n int) {
 // TestDamageRefusedOrRecovered and TestDamagedRangesRepairedFromPeers.
 var damageKinds = []struct {
 	name   string
-	kill   bool // stopped by kill -9 rather than a clean stop
+	kill   bool     // stopped by kill -9 rather than a clean stop
+	flags  []string // kvnode's flags besides startOne's
 	damage func(t *testing.T, dir string)
 }{
 	{name: "manifest deleted", damage: func(t *testing.T, dir string) { damagetest.RemoveManifest(t, dir) }},
@@ -139,6 +140,8 @@ var damageKinds = []struct {
 	{name: "sst bytes flipped", damage: func(t *testing.T, dir string) { damagetest.FlipBytes(t, damagetest.Largest(t, dir, ".sst"), 2) }},
 	{name: "sst truncated", damage: func(t *testing.T, dir string) { damagetest.TruncateTable(t, dir) }},
 	{name: "mem truncated", kill: true, damage: func(t *testing.T, dir string) { must(t, os.Truncate(damagetest.Largest(t, dir, ".mem"), 1<<20)) }},
+	// fill's 1 KiB values in the value log, then bytes flipped in its middle.
+	{name: "vlog bytes flipped", flags: []string{"--value-threshold", "1K"}, damage: func(t *testing.T, dir string) { damagetest.FlipBytes(t, damagetest.Largest(t, dir, ".vlog"), 2) }},
 }
 
 // TestDamagedRangesRepairedFromPeers: damaged ranges repaired from the peers, end to end, with kvnode processes, 3

@@ -10,6 +10,10 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
+// maxValueThreshold is the largest value threshold badger takes (its maxValueThreshold):
+// records up to this size can be kept inline.
+const maxValueThreshold = 1 << 20
+
 // BadgerOptions are the badger options every database of a node starts from, the store's
 // and the hints': dir (none InMemory), SyncWrites, and these choices made once:
 //   - no conflict detection: each database serializes the writers of one key itself (the
@@ -18,6 +22,8 @@ import (
 //     verified when it is read. Whole tables are verified before badger opens them
 //     (verifyTables): badger's own check at open panics in a goroutine of its own on a
 //     mismatch (v4.9.6, Table.VerifyChecksum), which no caller can recover;
+//   - every record in the LSM tree (DefaultValueThreshold), and value-log files of
+//     DefaultValueLogFileSize for a lower Config.ValueThreshold (see config.go);
 //   - badger's log goes to logger through badgerLogger, which does the filtering (not
 //     WithLoggingLevel: it replaces the logger with badger's own, on stderr).
 func BadgerOptions(dir string, inMemory, syncWrites bool, logger *slog.Logger) badger.Options {
@@ -28,6 +34,8 @@ func BadgerOptions(dir string, inMemory, syncWrites bool, logger *slog.Logger) b
 		WithInMemory(inMemory).
 		WithSyncWrites(syncWrites).
 		WithDetectConflicts(false).
+		WithValueThreshold(DefaultValueThreshold).
+		WithValueLogFileSize(DefaultValueLogFileSize).
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true).
 		WithLogger(badgerLogger{logger})

@@ -28,6 +28,16 @@ type Config struct {
 	// ValueLogGCDiscardRatio is the discard ratio passed to RunValueLogGC: a
 	// value-log file is rewritten when at least this share of it is garbage.
 	ValueLogGCDiscardRatio float64
+	// ValueThreshold is the size from which a record (value and RecordHeaderLen) is kept in
+	// badger's value log, the LSM tree holding a pointer to it; smaller records live in the
+	// tree. 0 = DefaultValueThreshold (every record in the tree); ignored InMemory, where
+	// badger keeps no value log.
+	ValueThreshold int64
+	// SyncInterval is how often, without SyncWrites, badger's write-ahead and value logs are
+	// written to disk (badger.DB.Sync): what a machine crash can lose, and what a value-log
+	// file's rotation must write back before the next write (see doc.go). 0 = never; badger
+	// syncs then only at a rotation, a memtable flush and Close.
+	SyncInterval time.Duration
 	// Logger receives badger's warnings and errors and the store's own
 	// messages. nil means slog.Default().
 	Logger *slog.Logger
@@ -51,14 +61,29 @@ type Config struct {
 	Badger func(badger.Options) badger.Options
 }
 
-// DefaultConfig returns the defaults: on disk in ./data, SyncWrites off,
-// value-log GC every minute at discard ratio 0.5.
+// DefaultValueThreshold is the record size from which a record is kept in the value log
+// (Config.ValueThreshold): badger's largest, so every record is in the LSM tree. A lower one
+// is a trade (docs/bench.md, session 18). Large values in the log are not rewritten by every
+// compaction: with 4 KiB values and a threshold of 1 KiB a PUT cost 3.6× less CPU and stayed
+// flat from 200 MB to 1.5 GB per node, where inline values stalled a fill. But badger learns
+// that a value in the log is garbage only when a compaction drops the key's older version,
+// and the LSM tree of pointers compacts rarely: 1M overwrites of 50k 4 KiB values left 4 GB
+// of log for 195 MB of live values, none of it collected.
+const DefaultValueThreshold = maxValueThreshold
+
+// DefaultValueLogFileSize is the size of a value-log file: what one GC rewrite copies at
+// most, and what a rotation's write-back can hold up (badger's default is 1 GiB).
+const DefaultValueLogFileSize = 256 << 20
+
+// DefaultConfig returns the defaults: on disk in ./data, SyncWrites off with the logs
+// written to disk every second, value-log GC every minute at discard ratio 0.5.
 func DefaultConfig() Config {
 	return Config{
 		Dir:                    "data",
 		ValueLogGCInterval:     time.Minute,
 		ValueLogGCDiscardRatio: 0.5,
 		StampBytes:             DefaultStampBytes,
+		SyncInterval:           time.Second,
 	}
 }
 
@@ -69,6 +94,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dir is empty and in-memory is off", ErrInvalidConfig)
 	case c.StampBytes < 0:
 		return fmt.Errorf("%w: stamp cache budget %d is negative", ErrInvalidConfig, c.StampBytes)
+	case c.ValueThreshold < 0 || c.ValueThreshold > maxValueThreshold:
+		return fmt.Errorf("%w: value threshold %d is outside [0, %d]", ErrInvalidConfig, c.ValueThreshold, maxValueThreshold)
+	case c.SyncInterval < 0:
+		return fmt.Errorf("%w: sync interval %v is negative", ErrInvalidConfig, c.SyncInterval)
 	case c.ValueLogGCInterval < 0:
 		return fmt.Errorf("%w: value-log GC interval %v is negative", ErrInvalidConfig, c.ValueLogGCInterval)
 	case c.ValueLogGCInterval > 0 && !(c.ValueLogGCDiscardRatio > 0 && c.ValueLogGCDiscardRatio < 1):
@@ -80,6 +109,9 @@ func (c Config) Validate() error {
 // badgerOptions maps c onto badger's options: BadgerOptions, then c.Badger.
 func (c Config) badgerOptions(logger *slog.Logger) badger.Options {
 	opts := BadgerOptions(c.Dir, c.InMemory, c.SyncWrites, logger)
+	if c.ValueThreshold > 0 && !c.InMemory {
+		opts = opts.WithValueThreshold(c.ValueThreshold)
+	}
 	if c.Badger != nil {
 		opts = c.Badger(opts)
 	}

@@ -24,7 +24,8 @@ import (
 
 // Damaged data is noticed at Open in three ways, so that a store is never served as if whole
 // when it is not:
-//   - badger verifies the checksum of every table when it opens it and of every block and
+//   - the checksum of every table's blocks and of every value-log entry is verified before
+//     badger opens them (verifyTables, verifyValueLogs), and badger verifies every block and
 //     value it reads (a flipped byte is an error, never a wrong value);
 //   - a panic of badger on a malformed file (a truncated table) becomes an error;
 //   - a sidecar file, marksFile, holds the store's identity and high-water marks: the keys it
@@ -241,15 +242,20 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		}
 	}
 	if !cfg.InMemory && !opts.ReadOnly {
-		if bad := verifyTables(cfg.Dir, opts); bad != "" {
+		bad := verifyTables(cfg.Dir, opts)
+		if bad == "" {
+			bad = verifyValueLogs(cfg.Dir)
+		}
+		if bad != "" {
 			if !cfg.Recover {
 				return nil, 0, m, "", refuse(bad)
 			}
 			damage = join(damage, bad)
 			// An unopenable table: badger would panic opening it, in a goroutine of its own.
 			// A table with a bad block: its reads, and so every scan and repair tree of its
-			// ranges, would fail until it is gone. Either way start afresh: every token is
-			// marked damaged and repaired from the peers.
+			// ranges, would fail until it is gone. A value-log entry that does not check: its
+			// key's reads would fail, and badger would cut the newest file short there. Either
+			// way start afresh: every token is marked damaged and repaired from the peers.
 			dst, qerr := quarantine(cfg.Dir)
 			if qerr != nil {
 				return nil, 0, m, "", fmt.Errorf("%w: move damaged files aside: %v", ErrDamaged, qerr)

@@ -7,7 +7,9 @@
 // by the key itself (StoreKey), so keys sort by token, then by key, and every
 // vnode's data — a token range (start, end] — is one contiguous key range
 // that Scan, CountRange and DeleteRange walk without touching the rest. A
-// badger value is a Record in the codec of Record.MarshalBinary.
+// badger value is a Record in the codec of Record.MarshalBinary: in the LSM
+// tree, or from Config.ValueThreshold up (off by default) in badger's value
+// log with a pointer in the tree, so that compactions do not rewrite it.
 //
 // # Ranges
 //
@@ -21,7 +23,8 @@
 // value log for large values) through the OS, so everything acknowledged
 // survives a crash of the process: the OS page cache still holds it and
 // writes it out. A power loss or kernel crash loses what was written since
-// the last fsync — badger syncs on memtable flush, value-log rotation and
+// the last sync: the store syncs badger's logs every SyncInterval (one second
+// by default), and badger syncs on memtable flush, value-log rotation and
 // Close. With SyncWrites no Apply returns before an fsync covers its write,
 // and an acknowledged write survives power loss too, at the cost of write
 // latency. Concurrent Applies share one commit and one fsync (group commit,
@@ -34,10 +37,11 @@
 //
 // # Background work
 //
-// Open starts up to three goroutines: badger's value-log GC every
-// ValueLogGCInterval, the watch of the data volume's free space (disk.go) and
-// the writer of the high-water marks sidecar (damage.go); Close stops them and
-// waits for them before closing badger.
+// Open starts up to four goroutines: badger's value-log GC every
+// ValueLogGCInterval, the sync of badger's logs every SyncInterval, the watch
+// of the data volume's free space (disk.go) and the writer of the high-water
+// marks sidecar (damage.go); Close stops them and waits for them before
+// closing badger.
 //
 // # Faults
 //

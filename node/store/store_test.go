@@ -67,7 +67,30 @@ func mustApply(t testing.TB, s *Store, token uint64, key string, rec Record) boo
 	return ok
 }
 
+// Last-write-wins holds for records in the tree and for records in the value log read
+// without the stamp cache (Store.newer then decodes the stored record from the log).
 func TestApplyLastWriteWins(t *testing.T) {
+	t.Run("in the tree", func(t *testing.T) { testLastWriteWins(t, newStore(t), func(r Record) Record { return r }) })
+	t.Run("in the value log", func(t *testing.T) {
+		cfg := testConfig(t.TempDir())
+		cfg.StampBytes, cfg.ValueThreshold = 0, 1<<10
+		s := openTest(t, cfg)
+		testLastWriteWins(t, s, bigRecord)
+		if _, vlog := s.Size(); vlog < 32<<10 {
+			t.Fatalf("value log after the writes of 4 KiB values: %d bytes, want them there", vlog)
+		}
+	})
+}
+
+// bigRecord is r with its value repeated to 4 KiB per byte (order between values kept).
+func bigRecord(r Record) Record {
+	if len(r.Value) > 0 {
+		r.Value = bytes.Repeat(r.Value, 4096)
+	}
+	return r
+}
+
+func testLastWriteWins(t *testing.T, s *Store, sized func(Record) Record) {
 	tests := []struct {
 		name        string
 		existing    []Record // applied first, in order
@@ -89,14 +112,13 @@ func TestApplyLastWriteWins(t *testing.T) {
 		{"duplicate is not applied", []Record{val(5, "a")}, val(5, "a"), false, val(5, "a")},
 		{"empty value is a value", nil, val(5, ""), true, val(5, "")},
 	}
-	s := newStore(t)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			token, key := uint64(i*1000), []byte(tt.name)
 			for _, r := range tt.existing {
-				mustApply(t, s, token, tt.name, r)
+				mustApply(t, s, token, tt.name, sized(r))
 			}
-			applied, err := s.Apply(token, key, tt.in)
+			applied, err := s.Apply(token, key, sized(tt.in))
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
@@ -107,8 +129,9 @@ func TestApplyLastWriteWins(t *testing.T) {
 			if err != nil || !found {
 				t.Fatalf("Get: got found=%v err=%v, want found", found, err)
 			}
-			if !sameRecord(got, tt.want) {
-				t.Fatalf("Get: got %+v, want %+v", got, tt.want)
+			if want := sized(tt.want); !sameRecord(got, want) {
+				t.Fatalf("Get: got TS %d tombstone %v %d value bytes, want TS %d tombstone %v %d bytes",
+					got.TS, got.Tombstone, len(got.Value), want.TS, want.Tombstone, len(want.Value))
 			}
 		})
 	}
@@ -457,11 +480,15 @@ func TestReopenKeepsData(t *testing.T) {
 func TestInMemory(t *testing.T) {
 	cfg := testConfig("")
 	cfg.InMemory = true
+	cfg.ValueThreshold = 1 << 10 // ignored: in memory there is no value log to hold a record
 	s := openTest(t, cfg)
-	mustApply(t, s, 3, "k", val(1, "v"))
-	got, found, err := s.Get(3, []byte("k"))
-	if err != nil || !found || !sameRecord(got, val(1, "v")) {
-		t.Fatalf("Get: got %+v found=%v err=%v, want %+v", got, found, err, val(1, "v"))
+	for _, want := range []Record{val(1, "v"), bigRecord(val(2, "v"))} {
+		mustApply(t, s, 3, "k", want)
+		got, found, err := s.Get(3, []byte("k"))
+		if err != nil || !found || !sameRecord(got, want) {
+			t.Fatalf("Get: got TS %d, %d bytes, found=%v err=%v, want TS %d, %d bytes",
+				got.TS, len(got.Value), found, err, want.TS, len(want.Value))
+		}
 	}
 }
 
@@ -518,6 +545,11 @@ func TestConfigValidate(t *testing.T) {
 		{"gc disabled ignores ratio", func(c *Config) { c.ValueLogGCInterval = 0; c.ValueLogGCDiscardRatio = 0 }, true},
 		{"ratio zero", func(c *Config) { c.ValueLogGCDiscardRatio = 0 }, false},
 		{"ratio one", func(c *Config) { c.ValueLogGCDiscardRatio = 1 }, false},
+		{"negative value threshold", func(c *Config) { c.ValueThreshold = -1 }, false},
+		{"value threshold above badger's", func(c *Config) { c.ValueThreshold = 1<<20 + 1 }, false},
+		{"every record inline", func(c *Config) { c.ValueThreshold = 1 << 20 }, true},
+		{"negative sync interval", func(c *Config) { c.SyncInterval = -time.Second }, false},
+		{"no periodic sync", func(c *Config) { c.SyncInterval = 0 }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
