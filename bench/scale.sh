@@ -6,7 +6,8 @@
 #   bench/scale.sh DIR build                        kvnode and kvctl of this tree into DIR/bin
 #   bench/scale.sh DIR start NAME NODES BASE        NODES (1 or 3) founders, --replicas 3 capped by NODES,
 #                                                   ports BASE+11.. (gRPC), BASE+21.. (HTTP), BASE+31.. (admin);
-#                                                   an existing DIR/NAME is reopened, not refilled
+#                                                   an existing DIR/NAME is reopened, not refilled;
+#                                                   NODE_FLAGS adds kvnode flags (--value-threshold 1K)
 #   bench/scale.sh DIR fill NAME START END [SIZE]   kvctl bench fill of keys keySTART..keyEND-1 (SIZE-byte values,
 #                                                   default 100), its rate, and the cluster's size on disk
 #   bench/scale.sh DIR measure NAME KEYS [SIZE] [ROUNDS]
@@ -87,7 +88,7 @@ start)
 	for i in $(seq 1 "$n"); do
 		setsid "$kvnode" --id "n$i" --data "$dir/$name/n$i" --replicas 3 --peers "$peers" \
 			--grpc "127.0.0.1:$((b + 10 + i))" --http "127.0.0.1:$((b + 20 + i))" \
-			--admin "127.0.0.1:$((b + 30 + i))" >>"$dir/$name/n$i.log" 2>&1 </dev/null &
+			--admin "127.0.0.1:$((b + 30 + i))" ${NODE_FLAGS:-} >>"$dir/$name/n$i.log" 2>&1 </dev/null &
 		pids+="${pids:+ }$!"
 	done
 	printf 'grpc=127.0.0.1:%d\nhttp=127.0.0.1:%d\npids="%s"\nnodes=%d\n' $((b + 11)) $((b + 21)) "$pids" "$n" >"$dir/$name/cluster"
