@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,7 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,7 +44,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // rewrites it).
 func verifyValueLogs(dir string) (bad string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
-	sort.Strings(files) // badger names them by a zero-padded file id
+	fid := func(f string) int { n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".vlog")); return n }
+	slices.SortFunc(files, func(a, b string) int { return cmp.Compare(fid(a), fid(b)) }) // badger's %06d.vlog
 	for i, f := range files {
 		if err := verifyValueLog(f, i == len(files)-1); err != nil {
 			return fmt.Sprintf("value log %s: %v", filepath.Base(f), err)
