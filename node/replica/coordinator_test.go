@@ -459,15 +459,23 @@ func TestReadsStartNoGoroutine(t *testing.T) {
 		metrics.Read(s)
 		return s[0].Value.Uint64()
 	}
-	before := created()
-	for range n {
-		if _, found, err := co.Get(ctx, []byte("k"), 2, 3); err != nil || !found {
-			t.Fatalf("Get = found %v err %v", found, err)
+	// On a loaded machine a reader is now and then not back at its wait when a read is handed
+	// over, and the read starts its own goroutine (0.11–0.42 per read in one batch of 200 of
+	// three under two spin loops): the best of five batches counts. A goroutine per call
+	// fails every batch.
+	var per []float64
+	for range 5 {
+		before := created()
+		for range n {
+			if _, found, err := co.Get(ctx, []byte("k"), 2, 3); err != nil || !found {
+				t.Fatalf("Get = found %v err %v", found, err)
+			}
+		}
+		if per = append(per, float64(created()-before)/n); per[len(per)-1] <= 0.1 {
+			return
 		}
 	}
-	if per := float64(created()-before) / n; per > 0.1 {
-		t.Errorf("%.2f goroutines started per read, want none", per)
-	}
+	t.Errorf("goroutines started per read in five batches of %d: %.2f, want none", n, per)
 }
 
 // A store that hangs holds every reader, and the reads go on: each finds no reader idle,
