@@ -66,7 +66,7 @@ func TestValueLogRecordsReopen(t *testing.T) {
 	seen := 0
 	err := s.Scan(context.Background(), 0, 0, nil, func(_ []byte, key []byte, rec Record) error {
 		if want, ok := model[string(key)]; !ok || !sameRecord(rec, want) {
-			return fmt.Errorf("scan: %s at TS %d with %d bytes, want %+v", key, rec.TS, len(rec.Value), ok)
+			return fmt.Errorf("scan: %s at TS %d with %d bytes, not the record written (key written: %v)", key, rec.TS, len(rec.Value), ok)
 		}
 		seen++
 		return nil
