@@ -168,14 +168,12 @@ func Open(cfg Config) (*Log, error) {
 		// A queue of a few MiB to MaxBytes, mostly written, read once and deleted: small
 		// memtables and caches, so a second badger costs little memory.
 		WithMemTableSize(8 << 20).
+		WithValueThreshold(64 << 10).
 		WithNumMemtables(2).
 		WithBlockCacheSize(4 << 20).
 		WithIndexCacheSize(0).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2)
-	if !cfg.InMemory {
-		opts = opts.WithValueThreshold(64 << 10) // in memory every hint stays inline (store.BadgerOptions)
-	}
 	if cfg.Badger != nil {
 		opts = cfg.Badger(opts)
 	}

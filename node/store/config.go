@@ -31,7 +31,7 @@ type Config struct {
 	// ValueThreshold is the size from which a record (value and RecordHeaderLen) is kept in
 	// badger's value log, the LSM tree holding a pointer to it; smaller records live in the
 	// tree. 0 = DefaultValueThreshold (every record in the tree); ignored InMemory, where
-	// badger keeps no value log.
+	// badger keeps no value log (openBadger).
 	ValueThreshold int64
 	// SyncInterval is how often, without SyncWrites, badger's write-ahead and value logs are
 	// written to disk (badger.DB.Sync): what a machine crash can lose, and what a value-log
@@ -109,7 +109,7 @@ func (c Config) Validate() error {
 // badgerOptions maps c onto badger's options: BadgerOptions, then c.Badger.
 func (c Config) badgerOptions(logger *slog.Logger) badger.Options {
 	opts := BadgerOptions(c.Dir, c.InMemory, c.SyncWrites, logger)
-	if c.ValueThreshold > 0 && !c.InMemory {
+	if c.ValueThreshold > 0 {
 		opts = opts.WithValueThreshold(c.ValueThreshold)
 	}
 	if c.Badger != nil {

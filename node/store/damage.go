@@ -399,8 +399,13 @@ func openTable(path string, topts table.Options, chk options.ChecksumVerificatio
 }
 
 // openBadger is badger.Open with a panic on a malformed file (a truncated table) turned
-// into an error.
+// into an error. In memory every record stays in the tree, whatever threshold the options
+// set: badger v4.9.6 keeps no value log there, yet indexes a value-log pointer it never
+// wrote for a value above the threshold (an index-out-of-range panic in its writer).
 func openBadger(opts badger.Options) (db *badger.DB, err error) {
+	if opts.InMemory {
+		opts = opts.WithValueThreshold(maxValueThreshold)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, panicError(p)
