@@ -300,14 +300,23 @@ func TestHintsDamage(t *testing.T) {
 		name   string
 		damage func(t *testing.T, dir string)
 		moved  bool // the damaged files are still there to move aside
+		big    bool // hints of 100 KiB too, in the value log (from 64 KiB)
 	}{
-		{"manifest truncated", damagetest.TruncateManifest, false},
-		{"sst bytes flipped", damagetest.FlipTableBytes, true},
+		{"manifest truncated", damagetest.TruncateManifest, false, false},
+		{"sst bytes flipped", damagetest.FlipTableBytes, true, false},
+		{"vlog bytes flipped", func(t *testing.T, dir string) { damagetest.FlipBytes(t, damagetest.Largest(t, dir, ".vlog"), 2) }, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Dir: filepath.Join(t.TempDir(), Dir)}
 			h := openHints(t, cfg)
 			addHints(t, h, "n2", 0, 300)
+			if tc.big {
+				for i := range 4 {
+					if err := h.Add("n2", fmt.Appendf(nil, "big%d", i), store.Record{TS: 1, Value: bytes.Repeat([]byte{'v'}, 100<<10)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			if err := h.Close(); err != nil { // flushes the memtable: a table on disk
 				t.Fatal(err)
 			}

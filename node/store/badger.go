@@ -52,7 +52,8 @@ type Aside struct {
 // OpenAside opens a badger database whose loss costs no acknowledged write (the hints:
 // every write a hint holds is also on the replicas that acknowledged it), so damage never
 // refuses it, unlike the store: a damaged database (a table that will not open or fails a
-// block checksum, badger refusing its MANIFEST or log, a panic, or check failing on
+// block checksum, a value-log entry that fails its checksum, badger refusing its MANIFEST
+// or log, a panic, or check failing on
 // damaged data) is moved aside to damaged-<time>/ and opened empty. check runs on each
 // database opened (a panic in it is an error); hadTables tells it whether the directory
 // held tables before badger opened it (an empty database then lost them). name prefixes the
@@ -81,7 +82,7 @@ func openAside(name string, opts badger.Options, check func(db *badger.DB, hadTa
 	}
 	hadTables := false
 	if !opts.InMemory {
-		if bad := verifyTables(opts.Dir, opts); bad != "" {
+		if bad := verifyFiles(opts.Dir, opts); bad != "" {
 			return nil, damaged(bad)
 		}
 		tables, _ := filepath.Glob(filepath.Join(opts.Dir, "*.sst"))

@@ -242,11 +242,7 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		}
 	}
 	if !cfg.InMemory && !opts.ReadOnly {
-		bad := verifyTables(cfg.Dir, opts)
-		if bad == "" {
-			bad = verifyValueLogs(cfg.Dir)
-		}
-		if bad != "" {
+		if bad := verifyFiles(cfg.Dir, opts); bad != "" {
 			if !cfg.Recover {
 				return nil, 0, m, "", refuse(bad)
 			}
@@ -312,6 +308,15 @@ func openChecked(cfg Config, opts badger.Options, logger *slog.Logger) (db *badg
 		logger.Warn("store holds ranges marked damaged at an earlier start, not yet repaired from the peers", "spans", len(m.Damaged), "damage", m.Damage)
 	}
 	return db, n, m, m.Damage, nil
+}
+
+// verifyFiles checks dir's tables (verifyTables), then its value log (verifyValueLogs): bad
+// names the first damage found ("" when all are whole).
+func verifyFiles(dir string, opts badger.Options) (bad string) {
+	if bad = verifyTables(dir, opts); bad == "" {
+		bad = verifyValueLogs(dir)
+	}
+	return bad
 }
 
 // verifyTables checks every table in dir as badger would open it, and every block's
