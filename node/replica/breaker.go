@@ -63,6 +63,7 @@ type breaker struct {
 	streakStart time.Time // first failure of the current streak
 	openedAt    time.Time
 	reason      string
+	opens       uint64 // how many times it opened: the epoch of a sign of life (reachable)
 }
 
 func newBreaker(failures int, slowSpell time.Duration) *breaker {
@@ -88,9 +89,31 @@ func (b *breaker) success() {
 	b.mu.Unlock()
 }
 
-// reachable records a sign of life from the transport (the connection turned
-// ready, or a probe answered): the breaker closes, as on a success.
-func (b *breaker) reachable() { b.success() }
+// epoch returns how many times the breaker has opened. Read it before looking for a
+// sign of life (the connection's state, a probe) and hand it to reachable.
+func (b *breaker) epoch() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.opens
+}
+
+// reachable records a sign of life from the transport (the connection turned ready, or a
+// probe answered), seen after epoch returned seen: the breaker closes, as on a success,
+// unless it opened again since. A connection read READY, or a probe answered, just before
+// the peer stopped is older than the failures that opened the breaker, and must not
+// close it. It reports whether the breaker closed.
+func (b *breaker) reachable(seen uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.opens != seen || b.state == BreakerClosed {
+		return false
+	}
+	b.state = BreakerClosed
+	b.consecutive = 0
+	b.reason = ""
+	b.openedAt = time.Time{}
+	return true
+}
 
 // failure records a failed call. dead is true when the failure shows the peer
 // is not there (refused, reset, no connection) and false for a deadline miss
@@ -110,6 +133,7 @@ func (b *breaker) failure(now time.Time, dead bool, reason string) (opened bool)
 	if b.consecutive >= b.failures && (dead || now.Sub(b.streakStart) >= b.slowSpell) {
 		b.state = BreakerOpen
 		b.openedAt = now
+		b.opens++
 		return true
 	}
 	return false

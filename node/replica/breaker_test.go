@@ -18,6 +18,10 @@ func TestBreakerTransitions(t *testing.T) {
 	fail := func(at time.Duration, dead bool, reason string) func(*breaker) {
 		return func(b *breaker) { b.failure(t0.Add(at), dead, reason) }
 	}
+	reachable := func(b *breaker) { b.reachable(b.epoch()) }
+	var before uint64 // an epoch read while the breaker was closed
+	look := func(b *breaker) { before = b.epoch() }
+	stale := func(b *breaker) { b.reachable(before) }
 	for _, tc := range []struct {
 		name  string
 		steps []step
@@ -30,7 +34,7 @@ func TestBreakerTransitions(t *testing.T) {
 			{"refused", fail(time.Second, true, "refused"), BreakerClosed, 2, "refused"},
 			{"third refusal: open", fail(time.Second, true, "reset"), BreakerOpen, 3, "reset"},
 			{"more failures keep it open", fail(2*time.Second, false, "slow"), BreakerOpen, 4, "slow"},
-			{"the connection turns ready: closed", (*breaker).reachable, BreakerClosed, 0, ""},
+			{"the connection turns ready: closed", reachable, BreakerClosed, 0, ""},
 		}},
 		{"one slow spell does not open it", []step{
 			{"miss", fail(0, false, "deadline"), BreakerClosed, 1, "deadline"},
@@ -38,7 +42,20 @@ func TestBreakerTransitions(t *testing.T) {
 			{"K misses within the spell: still closed", fail(2*time.Second, false, "deadline"), BreakerClosed, 3, "deadline"},
 			{"more misses within the spell", fail(4*time.Second, false, "deadline"), BreakerClosed, 4, "deadline"},
 			{"misses spanning the spell: open", fail(5*time.Second, false, "deadline"), BreakerOpen, 5, "deadline"},
-			{"a probe answers: closed", (*breaker).reachable, BreakerClosed, 0, ""},
+			{"a probe answers: closed", reachable, BreakerClosed, 0, ""},
+		}},
+		{"a sign of life seen before it opened does not close it", []step{
+			{"the watcher reads READY", look, BreakerClosed, 0, ""},
+			{"refused", fail(0, true, "refused"), BreakerClosed, 1, "refused"},
+			{"refused", fail(0, true, "refused"), BreakerClosed, 2, "refused"},
+			{"refused: open", fail(0, true, "refused"), BreakerOpen, 3, "refused"},
+			{"the READY read before: still open", stale, BreakerOpen, 3, "refused"},
+			{"a READY read now: closed", reachable, BreakerClosed, 0, ""},
+			{"the watcher reads READY again", look, BreakerClosed, 0, ""},
+			{"reset", fail(time.Second, true, "reset"), BreakerClosed, 1, "reset"},
+			{"reset", fail(time.Second, true, "reset"), BreakerClosed, 2, "reset"},
+			{"reset: open again", fail(time.Second, true, "reset"), BreakerOpen, 3, "reset"},
+			{"a probe answered before the second opening: still open", stale, BreakerOpen, 3, "reset"},
 		}},
 		{"a dead failure after slow ones opens it", []step{
 			{"miss", fail(0, false, "deadline"), BreakerClosed, 1, "deadline"},

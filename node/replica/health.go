@@ -98,6 +98,7 @@ func (c *Coordinator) watch(id string, p *peer, r Replica) {
 // so that no client request has to be the probe.
 func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 	t.Wake()
+	epoch := p.br.epoch() // read before the state: a READY seen then is no sign of life after a later opening
 	state := t.State()
 	moved := false // the connection has left its first idle state
 	var probed time.Time
@@ -113,8 +114,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		switch state {
 		case connectivity.Ready:
 			p.contacted.Store(true)
-			if !p.br.allow() {
-				p.br.reachable()
+			if p.br.reachable(epoch) {
 				c.logPeer(id, "connection ready again")
 				c.kickHints()
 			}
@@ -148,6 +148,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		if every := c.cfg.HealthInterval; up || lost || flapped || !p.br.allow() || time.Since(probed) >= every {
 			flaps = c.flapped.Load()
 			probed = time.Now()
+			asked := p.br.epoch()
 			ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeTimeout)
 			err := c.probe(ctx, id, p, r, t)
 			cancel()
@@ -157,8 +158,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 			if c.setDown(p, err != nil) {
 				flaps++
 			}
-			if err == nil && !p.br.allow() {
-				p.br.reachable()
+			if err == nil && p.br.reachable(asked) {
 				c.logPeer(id, "answered a probe")
 				c.kickHints()
 			}
@@ -166,6 +166,7 @@ func (c *Coordinator) watchPeer(id string, p *peer, r Replica, t Transport) {
 		ctx, cancel := context.WithTimeout(c.base, c.cfg.ProbeInterval)
 		t.WaitForStateChange(ctx, state)
 		cancel()
+		epoch = p.br.epoch()
 		state = t.State()
 	}
 }
