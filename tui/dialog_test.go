@@ -112,3 +112,24 @@ func TestDialogWrapsProse(t *testing.T) {
 		t.Errorf("got dialog\n%s\nwant the table row cut", view)
 	}
 }
+
+// TestPlanRefused: a plan with refusals is shown as a result, its title saying so on one
+// line (test/TestDemoWalkInTmux retries on it), with each refusal in the body and no
+// question to confirm.
+func TestPlanRefused(t *testing.T) {
+	m := New(Options{Source: NewFakeSource(), Actions: FakeActions{}, Now: func() time.Time { return fixedNow }})
+	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 48})
+	m = nm.(Model)
+	req := &kvpb.ChangeRequest{Kind: kvpb.ChangeRequest_ADD, NodeId: "n4", GrpcAddr: "127.0.0.1:9094"}
+	why := "n4 at 127.0.0.1:9094 does not answer: DeadlineExceeded: context deadline exceeded"
+	nm, _ = m.Update(PlanMsg{Req: req, Plan: &kvpb.ChangePlan{Request: req, Refusals: []string{why}}})
+	m = nm.(Model)
+	view := ansi.Strip(m.dialog.View())
+	if !strings.Contains(view, "Plan: add n4 (127.0.0.1:9094) — refused") {
+		t.Errorf("got dialog\n%s\nwant the title %q on one line", view, "Plan: add n4 (127.0.0.1:9094) — refused")
+	}
+	flat := strings.Join(strings.Fields(strings.ReplaceAll(view, "│", "")), " ")
+	if !strings.Contains(flat, "does not answer: DeadlineExceeded") || strings.Contains(flat, "Start this change?") {
+		t.Errorf("got dialog\n%s\nwant the refusal and no question", view)
+	}
+}
