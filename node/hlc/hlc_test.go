@@ -236,3 +236,17 @@ func TestMonitorCheck(t *testing.T) {
 		t.Errorf("Check with a stale measurement = %v, want nil", err)
 	}
 }
+
+// BenchmarkMonitorCheck: the clock check every write makes, with two peers measured.
+func BenchmarkMonitorCheck(b *testing.B) {
+	m := NewMonitor(500*time.Millisecond, nil)
+	now := time.Now()
+	m.Observe("n2", now, now.Add(time.Millisecond), now)
+	m.Observe("n3", now, now.Add(time.Millisecond), now)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Check(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -78,22 +78,27 @@ func (m *Monitor) Check() error {
 	if m.maxOffset <= 0 {
 		return nil
 	}
-	offs := m.Offsets()
-	if len(offs) == 0 {
-		return nil
-	}
+	// Every write asks: read the measurements in place, not through a copy (Offsets).
+	m.mu.Lock()
+	now := m.now()
+	counted := 0
 	var far []time.Duration
-	for _, o := range offs {
+	for _, o := range m.peers {
+		if now.Sub(o.At) > offsetTTL {
+			continue
+		}
+		counted++
 		if abs(o.Offset)-o.Uncertainty > m.maxOffset {
 			far = append(far, o.Offset)
 		}
 	}
-	if 2*len(far) <= len(offs) {
+	m.mu.Unlock()
+	if 2*len(far) <= counted {
 		return nil
 	}
 	slices.Sort(far)
 	return fmt.Errorf("%w: this node's clock is %v off %d of %d peers (bound %v)",
-		ErrClockOffset, (-far[len(far)/2]).Round(time.Millisecond), len(far), len(offs), m.maxOffset)
+		ErrClockOffset, (-far[len(far)/2]).Round(time.Millisecond), len(far), counted, m.maxOffset)
 }
 
 func abs(d time.Duration) time.Duration {
