@@ -149,18 +149,48 @@ func TestSlowReplicaNamed(t *testing.T) {
 		t.Errorf("slowest replica: n3 named on %d of the %d vnodes it serves (and %d in all), want most of them and no other; its vnodes' calls per replica:\n%s",
 			servedNamed, served, len(mine), replicaCalls(v, "n3"))
 	}
-	// The vnodes without n3 come after those with it by p99: of the first rows (as many as
-	// there are vnodes without n3), at most one is without n3 (a busy machine stalls any
-	// process now and then, and a p99 of ~150 operations is its two slowest).
+	// The vnodes without n3 rank after those with it by p99. The rows come sorted, the worse of
+	// read and write p99 first; the vnodes with n3 hold most of the first rows (as many as there
+	// are vnodes without it). A p99 of ~150 operations is a vnode's two slowest, so one stall of
+	// a process on a busy machine puts any vnode up there: at most a quarter of those rows may
+	// be without n3 (a fresh-clone CI beside other tests, and one run in four under two spin
+	// loops, had two of eight at 55–82 ms), and by the median the vnodes with n3 are slower.
+	worse := func(x oncall.Vnode) float64 {
+		w := -1.0
+		for _, p := range []*float64{x.ReadP99Ms, x.WriteP99Ms} {
+			if p != nil {
+				w = max(w, *p)
+			}
+		}
+		return w
+	}
 	control := len(v.Vnodes) - served
 	var intruders []string
-	for i, x := range v.Vnodes[:control] {
-		if !slices.Contains(x.Replicas, "n3") {
+	var withN3, without []float64
+	for i, x := range v.Vnodes {
+		if i > 0 && worse(x) > worse(v.Vnodes[i-1]) {
+			t.Errorf("--sort p99: row %d (%v ms) above row %d (%v ms)", i-1, worse(v.Vnodes[i-1]), i, worse(x))
+		}
+		if slices.Contains(x.Replicas, "n3") {
+			withN3 = append(withN3, worse(x))
+			continue
+		}
+		without = append(without, worse(x))
+		if i < control {
 			intruders = append(intruders, fmt.Sprintf("row %d: vnode %s on %v (read p99 %v, write p99 %v)", i, x.Vnode, x.Replicas, ptr(x.ReadP99Ms), ptr(x.WriteP99Ms)))
 		}
 	}
-	if len(intruders) > 1 {
-		t.Errorf("by p99: got %v among the first %d rows, want at most one vnode without n3", intruders, control)
+	median := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return -1
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	t.Logf("by p99: %d of the first %d rows without n3; median p99 %.1f ms with n3, %.1f ms without", len(intruders), control, median(withN3), median(without))
+	if len(intruders) > control/4 || median(withN3) <= median(without) {
+		t.Errorf("by p99: got %v among the first %d rows (want at most %d); median p99 %.1f ms with n3, %.1f ms without (want higher with)",
+			intruders, control, control/4, median(withN3), median(without))
 	}
 
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
