@@ -82,11 +82,16 @@ func (b *breaker) allow() bool {
 // success records a successful call: the breaker closes.
 func (b *breaker) success() {
 	b.mu.Lock()
+	b.close()
+	b.mu.Unlock()
+}
+
+// close closes the breaker and forgets the failures; b.mu is held.
+func (b *breaker) close() {
 	b.state = BreakerClosed
 	b.consecutive = 0
 	b.reason = ""
 	b.openedAt = time.Time{}
-	b.mu.Unlock()
 }
 
 // epoch returns how many times the breaker has opened. Read it before looking for a
@@ -108,10 +113,7 @@ func (b *breaker) reachable(seen uint64) bool {
 	if b.opens != seen || b.state == BreakerClosed {
 		return false
 	}
-	b.state = BreakerClosed
-	b.consecutive = 0
-	b.reason = ""
-	b.openedAt = time.Time{}
+	b.close()
 	return true
 }
 
